@@ -1,0 +1,474 @@
+"""Pure-attention dynamics: the attention step and `simulate` over layers.
+
+This module is the single implementation of the attention layer. The particle simulator
+(`simulate`) and the sentiment classifier (`hardmax.models`) both call `attention_step`, so what
+is trained is exactly what is analysed.
+
+The dynamics (Alcalde, Fantuzzi, Zuazua 2024, eq. 1.1) for tokens z_1..z_n in R^d:
+
+    z_i^{k+1} = z_i^k + γ_k (Σ_j P_ij z_j^k − z_i^k),        γ_k = α_k / (1 + α_k)
+
+    hardmax:  P_ij = w_j 1[j ∈ C_i] / Σ_{l ∈ C_i} w_l,   C_i = argmax_j ⟨A z_i^k, z_j^k⟩  (all ties kept)
+    softmax:  P_ij = w_j exp(β⟨A z_i, z_j⟩) / Σ_l w_l exp(β⟨A z_i, z_l⟩)
+
+Identical tokens (repeated words, padding) are merged once, before the first layer, into one
+token with multiplicity w_j: they have the same attention set and the same update at every layer,
+so they stay identical forever, and merging makes their ties exact whatever the floating-point
+reduction order. It is also what makes the engine fast (IMDb reviews have many repeats).
+Geometry and theorem checks live in `hardmax.theory`; pictures in `hardmax.plots`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+from torch import Tensor
+
+Attention = Literal["hardmax", "softmax"]
+ATTENTIONS: tuple[str, ...] = ("hardmax", "softmax")
+
+__all__ = [
+    "Attention",
+    "Deduplicated",
+    "Trajectory",
+    "attention_step",
+    "attention_weights",
+    "deduplicate",
+    "default_tie_rtol",
+    "scores",
+    "simulate",
+]
+
+
+def default_tie_rtol(dtype: torch.dtype) -> float:
+    """Relative tolerance for ties between distinct tokens: 64 machine epsilons.
+
+    Two scores s_ij, s_il count as tied when they differ by at most
+    ``tie_rtol * ||z_i||_A * max_j ||z_j||_A`` (the Cauchy-Schwarz bound on |s_ij|), which is the
+    scale of the rounding error of a d-term dot product. float32: 7.6e-6, float64: 1.4e-14.
+    """
+    return 64.0 * torch.finfo(dtype).eps
+
+
+# --------------------------------------------------------------------------------------------
+# Deduplication: identical tokens become one token with a multiplicity weight.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Deduplicated:
+    """Distinct tokens of each sequence, with multiplicities.
+
+    Attributes:
+        tokens: (batch, m, d) distinct tokens, m = the largest number of distinct tokens in the batch;
+            unused slots are zero.
+        weights: (batch, m) multiplicity of each distinct token among the *real* tokens; 0 for unused
+            slots and for masked (padding) tokens, which neither attend nor are attended to.
+        index: (batch, n) int64, position in `tokens` of each original token (original = tokens[index]).
+    """
+
+    tokens: Tensor
+    weights: Tensor
+    index: Tensor
+
+    def expand(self, values: Tensor, lead: int = 0) -> Tensor:
+        """Map per-distinct-token values (*lead_dims, batch, m, *rest) to (*lead_dims, batch, n, *rest).
+
+        `lead` is the number of axes before the batch axis (1 for a (layers + 1, batch, m, d) path).
+        """
+        rest = values.shape[lead + 2 :]
+        idx = self.index.reshape(*self.index.shape, *([1] * len(rest)))
+        idx = idx.expand(*values.shape[:lead], *self.index.shape, *rest)
+        return torch.gather(values, lead + 1, idx)
+
+
+def deduplicate(tokens: Tensor, mask: Tensor | None = None, keys: Tensor | None = None) -> Deduplicated:
+    """Group identical rows of each sequence (exact equality, no tolerance).
+
+    Args:
+        tokens: (batch, n, d) floating tokens.
+        mask: (batch, n) bool, True for real tokens; None means all real. Masked tokens are kept
+            apart from real ones and get weight 0.
+        keys: optional (batch, n) or (batch, n, k) tensor that identifies equal tokens more cheaply
+            (e.g. word ids, when tokens are embeddings of them). Equal keys must mean equal tokens.
+
+    Returns:
+        `Deduplicated`, with distinct tokens in lexicographic order of their keys.
+    """
+    batch, n, d = tokens.shape
+    device = tokens.device
+    if keys is None:
+        # +0.0 turns -0.0 into 0.0 so that the two zeros (equal points) share a group.
+        keys = tokens.detach() + 0.0
+    elif keys.dim() == 2:
+        keys = keys.unsqueeze(-1)
+    real = torch.ones(batch, n, dtype=torch.bool, device=device) if mask is None else mask
+    # Lexicographic sort by (mask, key_0, ..., key_{k-1}) with stable sorts from the last key on.
+    order = torch.arange(n, device=device).expand(batch, n)
+    for col in range(keys.shape[-1] - 1, -1, -1):
+        column = torch.gather(keys[..., col], 1, order)
+        order = torch.gather(order, 1, torch.sort(column, dim=1, stable=True).indices)
+    order = torch.gather(order, 1, torch.sort((~real).gather(1, order).to(torch.uint8), dim=1,
+                                              stable=True).indices)
+    sorted_keys = torch.gather(keys, 1, order.unsqueeze(-1).expand(-1, -1, keys.shape[-1]))
+    sorted_real = torch.gather(real, 1, order)
+    new_group = torch.ones(batch, n, dtype=torch.bool, device=device)
+    new_group[:, 1:] = (sorted_keys[:, 1:] != sorted_keys[:, :-1]).any(-1) | (
+        sorted_real[:, 1:] != sorted_real[:, :-1]
+    )
+    group_sorted = torch.cumsum(new_group, dim=1) - 1  # (batch, n) group id of each sorted position
+    m = int(group_sorted[:, -1].max().item()) + 1 if n > 0 else 0
+    index = torch.empty_like(group_sorted).scatter_(1, order, group_sorted)
+    weights = torch.zeros(batch, m, dtype=tokens.dtype, device=device)
+    weights.scatter_add_(1, index, real.to(tokens.dtype))
+    distinct = torch.zeros(batch, m, d, dtype=tokens.dtype, device=device)
+    # Every member of a group is the same point, so scatter (any writer wins) is exact.
+    distinct = distinct.scatter(1, index.unsqueeze(-1).expand(-1, -1, d), tokens)
+    return Deduplicated(tokens=distinct, weights=weights, index=index)
+
+
+# --------------------------------------------------------------------------------------------
+# The attention step.
+# --------------------------------------------------------------------------------------------
+
+
+def scores(tokens: Tensor, A: Tensor | None = None) -> Tensor:
+    """Attention scores s_ij = ⟨A z_i, z_j⟩.
+
+    Args:
+        tokens: (batch, n, d). A: (d, d) symmetric positive definite, None for the identity.
+    Returns:
+        (batch, n, n).
+    """
+    queries = tokens if A is None else tokens @ A
+    return queries @ tokens.transpose(-1, -2)
+
+
+def _key_bias(weights: Tensor) -> Tensor:
+    """(batch, 1, m) additive bias: log-multiplicity, -inf for absent tokens (weight 0)."""
+    return torch.log(weights).unsqueeze(-2)
+
+
+def _hardmax_ties(s: Tensor, tie_rtol: float) -> Tensor:
+    """Bool (batch, m, m): j ∈ C_i, the maximisers of row i of scores `s` (absent keys at -inf)."""
+    top = s.amax(dim=-1, keepdim=True)
+    # ||z_i||_A^2 is the diagonal of s; absent tokens sit at -inf and drop out of the max.
+    sq_norms = torch.diagonal(s, dim1=-2, dim2=-1).clamp(min=0)
+    scale = torch.sqrt(sq_norms * sq_norms.amax(dim=-1, keepdim=True)).unsqueeze(-1)
+    return s >= top - tie_rtol * scale
+
+
+def attention_weights(
+    tokens: Tensor,
+    weights: Tensor | None = None,
+    *,
+    A: Tensor | None = None,
+    attention: Attention = "hardmax",
+    beta: float | Tensor | None = None,
+    tie_rtol: float | None = None,
+) -> Tensor:
+    """The attention matrix P of one layer (see the module docstring).
+
+    Args:
+        tokens: (batch, m, d). weights: (batch, m) multiplicities, 0 = absent (padding); None = all 1.
+        A: (d, d) SPD or None (identity). attention: "hardmax" or "softmax". beta: inverse temperature
+        (softmax only). tie_rtol: tie tolerance (hardmax only), default `default_tie_rtol`.
+    Returns:
+        (batch, m, m), rows of present tokens sum to 1 and put the weight w_j on token j; rows of
+        absent tokens are 0.
+    """
+    if weights is None:
+        weights = torch.ones(tokens.shape[:-1], dtype=tokens.dtype, device=tokens.device)
+    present = (weights > 0).unsqueeze(-1)
+    if attention == "hardmax":
+        rtol = default_tie_rtol(tokens.dtype) if tie_rtol is None else tie_rtol
+        s = scores(tokens, A) + torch.where(weights > 0, 0.0, -math.inf).unsqueeze(-2)
+        p = _hardmax_ties(s, rtol) * weights.unsqueeze(-2)
+        p = p / p.sum(-1, keepdim=True).clamp(min=torch.finfo(tokens.dtype).tiny)
+    elif attention == "softmax":
+        if beta is None:
+            raise ValueError("softmax attention needs an inverse temperature beta > 0")
+        logits = beta * scores(tokens, A) + _key_bias(weights)
+        p = torch.softmax(logits, dim=-1)
+    else:
+        raise ValueError(f"attention must be one of {ATTENTIONS}, got {attention!r}")
+    return torch.where(present, p, torch.zeros((), dtype=p.dtype, device=p.device))
+
+
+def _hardmax_targets(tokens: Tensor, weights: Tensor, A: Tensor | None, tie_rtol: float) -> Tensor:
+    """(batch, m, d) hardmax targets Σ_j P_ij z_j, computed in three passes over the scores.
+
+    The common case is a single maximiser, where the target is a gather. One pass finds the max and
+    its index, a second finds the runner-up; only rows whose runner-up is within the tie tolerance
+    (a genuine tie) are recomputed with the full tie rule. The result is the same as building P.
+    """
+    batch, m, d = tokens.shape
+    queries = tokens if A is None else tokens @ A
+    bias = torch.where(weights > 0, 0.0, -math.inf).to(tokens.dtype).unsqueeze(-2)
+    s = torch.baddbmm(bias, queries, tokens.transpose(-1, -2))
+    sq_norms = torch.diagonal(s, dim1=-2, dim2=-1).clamp(min=0)
+    tol = tie_rtol * torch.sqrt(sq_norms * sq_norms.amax(dim=-1, keepdim=True))  # (batch, m)
+    top, arg = s.max(dim=-1)
+    s.scatter_(-1, arg.unsqueeze(-1), -math.inf)
+    runner_up = s.amax(dim=-1)
+    tied = (runner_up >= top - tol) & (weights > 0)
+    target = torch.gather(tokens, 1, arg.unsqueeze(-1).expand(batch, m, d))
+    if bool(tied.any()):
+        b, i = tied.nonzero(as_tuple=True)
+        keys = tokens[b]  # (r, m, d)
+        row = torch.baddbmm(bias[b], queries[b, i].unsqueeze(1), keys.transpose(-1, -2)).squeeze(1)
+        members = row >= row.amax(dim=-1, keepdim=True) - tol[b, i].unsqueeze(-1)
+        p = members * weights[b]
+        target[b, i] = (p.unsqueeze(1) @ keys).squeeze(1) / p.sum(-1, keepdim=True)
+    return target
+
+
+def attention_step(
+    tokens: Tensor,
+    weights: Tensor | None = None,
+    *,
+    alpha: float | Tensor,
+    A: Tensor | None = None,
+    attention: Attention = "hardmax",
+    beta: float | Tensor | None = None,
+    tie_rtol: float | None = None,
+) -> Tensor:
+    """One layer: z_i + γ (Σ_j P_ij z_j − z_i), γ = α/(1+α), for every present token.
+
+    This is the hot path shared by `simulate` and the classifier. Arguments are not validated here
+    (`simulate` and the models validate once). Absent tokens (weight 0) do not move.
+
+    Args:
+        tokens: (batch, m, d). weights: (batch, m) multiplicities (0 = absent), None = all present.
+        alpha: scalar or 0-dim tensor > 0 (a tensor keeps autograd). Other arguments as in
+        `attention_weights`.
+    Returns:
+        (batch, m, d), the tokens after the layer.
+    """
+    gamma = alpha / (1 + alpha)
+    if weights is None:
+        weights = torch.ones(tokens.shape[:-1], dtype=tokens.dtype, device=tokens.device)
+    if attention == "hardmax":
+        target = _hardmax_targets(tokens, weights, A, default_tie_rtol(tokens.dtype) if tie_rtol is None else tie_rtol)
+    elif attention == "softmax":
+        if beta is None:
+            raise ValueError("softmax attention needs an inverse temperature beta > 0")
+        queries = tokens if A is None else tokens @ A
+        # log w_j turns a merged token back into its w_j copies; log 0 = -inf removes absent keys.
+        logits = torch.baddbmm(_key_bias(weights), beta * queries, tokens.transpose(-1, -2))
+        target = torch.bmm(torch.softmax(logits, dim=-1), tokens)
+    else:
+        raise ValueError(f"attention must be one of {ATTENTIONS}, got {attention!r}")
+    moved = tokens + gamma * (target - tokens)
+    return torch.where((weights > 0).unsqueeze(-1), moved, tokens)
+
+
+# --------------------------------------------------------------------------------------------
+# simulate
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """The result of `simulate`.
+
+    Attributes:
+        tokens: (layers + 1, *input_shape) positions at layers 0..layers (batch axis kept as given).
+        alpha: (layers,) step parameter α_k of each layer.
+        A: (d, d) the score matrix used.
+        attention: "hardmax" or "softmax". beta: inverse temperature (softmax) or None.
+        mask: (*input_shape[:-1]) bool, True for real tokens.
+        tie_rtol: tolerance used for ties (hardmax).
+        weights: (layers, *input_shape[:-1], n) attention matrix of each layer if requested, else None.
+    """
+
+    tokens: Tensor
+    alpha: Tensor
+    A: Tensor
+    attention: str
+    beta: float | None
+    mask: Tensor
+    tie_rtol: float
+    weights: Tensor | None = None
+
+    @property
+    def layers(self) -> int:
+        return self.tokens.shape[0] - 1
+
+    @property
+    def final(self) -> Tensor:
+        """(*input_shape) positions after the last layer."""
+        return self.tokens[-1]
+
+
+def _as_tensor(x, name: str, dtype: torch.dtype | None = None, device=None) -> Tensor:
+    if isinstance(x, Tensor):
+        t = x
+    elif isinstance(x, np.ndarray | Sequence | float | int):
+        arr = np.asarray(x)
+        if arr.dtype == object:
+            raise ValueError(f"{name} must be numeric, got an object array")
+        t = torch.from_numpy(np.ascontiguousarray(arr))
+        if not t.is_floating_point() and dtype is None:
+            t = t.to(torch.float64)
+    else:
+        raise ValueError(f"{name} must be a torch tensor or a NumPy array, got {type(x).__name__}")
+    if dtype is not None or device is not None:
+        t = t.to(dtype=dtype or t.dtype, device=device or t.device)
+    return t
+
+
+def validate_A(A, d: int, dtype: torch.dtype, device) -> Tensor:
+    """Return A as a (d, d) tensor, or raise ValueError if it is not symmetric positive definite."""
+    if A is None:
+        return torch.eye(d, dtype=dtype, device=device)
+    A = _as_tensor(A, "A", dtype=dtype, device=device)
+    if A.shape != (d, d):
+        raise ValueError(f"A must have shape ({d}, {d}) to match tokens of dimension {d}, got {tuple(A.shape)}")
+    if not torch.isfinite(A).all():
+        raise ValueError("A contains NaN or inf")
+    scale = A.abs().max().clamp(min=1)
+    if not torch.allclose(A, A.T, rtol=0, atol=1e3 * torch.finfo(dtype).eps * float(scale)):
+        raise ValueError("A must be symmetric (A != A.T)")
+    smallest = torch.linalg.eigvalsh(A.to(torch.float64)).min().item()
+    if smallest <= 0:
+        raise ValueError(f"A must be positive definite; its smallest eigenvalue is {smallest:.3g}")
+    return A
+
+
+def validate_alpha(alpha, layers: int, dtype: torch.dtype, device) -> Tensor:
+    """Return α as a (layers,) tensor, or raise ValueError unless every α_k is finite and > 0."""
+    a = _as_tensor(alpha, "alpha", dtype=torch.float64).detach().reshape(-1)
+    if a.numel() == 1:
+        a = a.expand(layers)
+    elif a.numel() != layers:
+        raise ValueError(f"alpha must be a scalar or have one value per layer ({layers}), got {a.numel()} values")
+    if not torch.isfinite(a).all() or (a <= 0).any():
+        raise ValueError(f"alpha must be finite and > 0, got {a.tolist() if a.numel() <= 8 else 'a bad value'}")
+    return a.to(dtype=dtype, device=device)
+
+
+def simulate(
+    tokens,
+    *,
+    alpha: float | Sequence[float] | Tensor,
+    layers: int,
+    A=None,
+    attention: Attention = "hardmax",
+    beta: float | None = None,
+    mask=None,
+    tie_rtol: float | None = None,
+    return_weights: bool = False,
+    chunk_size: int = 256,
+) -> Trajectory:
+    """Run the pure-attention dynamics (1.1) for `layers` layers.
+
+    z_i^{k+1} = z_i^k + α_k/(1+α_k) (mean_{j ∈ C_i} z_j^k − z_i^k),  C_i = argmax_j ⟨A z_i^k, z_j^k⟩,
+    with every maximiser kept and counted with multiplicity (softmax: P = softmax(β⟨A z_i, z_j⟩)).
+
+    Args:
+        tokens: (n, d) or (batch, n, d), NumPy array (float64 unless already floating) or tensor
+            (dtype and device kept).
+        alpha: α > 0, a scalar or one value per layer.
+        layers: number of layers K ≥ 0.
+        A: (d, d) symmetric positive definite matrix; None for the identity.
+        attention: "hardmax" (exact, ties kept) or "softmax" (needs `beta`).
+        beta: inverse temperature of softmax attention.
+        mask: (n,) or (batch, n) bool, True for real tokens. Masked tokens (padding) neither attend nor
+            are attended to, and do not move.
+        tie_rtol: relative tolerance for ties between distinct tokens, default `default_tie_rtol`.
+            Identical tokens are always tied exactly.
+        return_weights: also return each layer's (n, n) attention matrix (memory: layers·n² per sequence).
+        chunk_size: sequences processed together; chunks are formed from sequences with similar
+            numbers of distinct tokens so the working set stays in cache.
+
+    Returns:
+        `Trajectory` with `.tokens` of shape (layers + 1, *tokens.shape).
+
+    Raises:
+        ValueError: on wrong shapes, NaN/inf tokens, non-SPD or wrongly sized A, α ≤ 0, negative layers,
+            an unknown attention, or softmax without β > 0.
+
+    Paper: Alcalde, Fantuzzi, Zuazua, "Clustering in pure-attention hardmax transformers", eq. (1.1).
+    """
+    z = _as_tensor(tokens, "tokens")
+    if not z.is_floating_point():
+        z = z.to(torch.get_default_dtype())
+    if z.dim() not in (2, 3):
+        raise ValueError(f"tokens must have shape (n, d) or (batch, n, d), got {tuple(z.shape)}")
+    if z.shape[-1] == 0 or z.shape[-2] == 0:
+        raise ValueError(f"tokens must have at least one token of dimension ≥ 1, got {tuple(z.shape)}")
+    if not torch.isfinite(z).all():
+        raise ValueError("tokens contain NaN or inf")
+    if isinstance(layers, bool) or not isinstance(layers, int | np.integer) or layers < 0:
+        raise ValueError(f"layers must be an integer ≥ 0, got {layers!r}")
+    layers = int(layers)
+    if attention not in ATTENTIONS:
+        raise ValueError(f"attention must be one of {ATTENTIONS}, got {attention!r}")
+    if attention == "softmax":
+        if beta is None or not math.isfinite(float(beta)) or float(beta) <= 0:
+            raise ValueError(f"softmax attention needs a finite inverse temperature beta > 0, got {beta!r}")
+        beta = float(beta)
+    elif beta is not None:
+        raise ValueError("beta is only used by softmax attention; pass attention='softmax'")
+    if tie_rtol is None:
+        tie_rtol = default_tie_rtol(z.dtype)
+    elif not (0 <= tie_rtol < 1):
+        raise ValueError(f"tie_rtol must be in [0, 1), got {tie_rtol}")
+
+    single = z.dim() == 2
+    batched = z.unsqueeze(0) if single else z
+    batch, n, d = batched.shape
+    A_t = validate_A(A, d, z.dtype, z.device)
+    alphas = validate_alpha(alpha, layers, z.dtype, z.device)
+    if mask is None:
+        m_t = torch.ones(batch, n, dtype=torch.bool, device=z.device)
+    else:
+        m_t = _as_tensor(mask, "mask", device=z.device)
+        if m_t.dtype != torch.bool:
+            raise ValueError(f"mask must be boolean (True = real token), got dtype {m_t.dtype}")
+        expected = (n,) if single else (batch, n)
+        if tuple(m_t.shape) != expected:
+            raise ValueError(f"mask must have shape {expected}, got {tuple(m_t.shape)}")
+        m_t = m_t.reshape(batch, n)
+    A_used = None if torch.equal(A_t, torch.eye(d, dtype=z.dtype, device=z.device)) else A_t
+
+    out = torch.empty(layers + 1, batch, n, d, dtype=z.dtype, device=z.device)
+    out_w = torch.empty(layers, batch, n, n, dtype=z.dtype, device=z.device) if return_weights else None
+    with torch.no_grad():
+        dedup = deduplicate(batched, m_t)
+        counts = dedup.index.amax(dim=1) + 1  # distinct tokens per sequence
+        for rows in _chunks_by_size(counts, chunk_size):
+            width = int(counts[rows].max().item())
+            u, w = dedup.tokens[rows, :width], dedup.weights[rows, :width]
+            part = Deduplicated(u, w, dedup.index[rows])
+            path = torch.empty(layers + 1, *u.shape, dtype=z.dtype, device=z.device)
+            path[0] = u
+            for k in range(layers):
+                if out_w is not None:
+                    p = attention_weights(path[k], w, A=A_used, attention=attention, beta=beta,
+                                          tie_rtol=tie_rtol)
+                    # Spread each distinct token's weight equally over its copies.
+                    p = p / w.clamp(min=1).unsqueeze(-2)
+                    full = part.expand(p)  # (chunk, n, width): rows expanded
+                    out_w[k, rows] = torch.gather(full, 2, part.index.unsqueeze(1).expand(-1, n, -1))
+                path[k + 1] = attention_step(path[k], w, alpha=alphas[k], A=A_used, attention=attention,
+                                             beta=beta, tie_rtol=tie_rtol)
+            out[:, rows] = part.expand(path, lead=1)
+    if single:
+        out = out[:, 0]
+        out_w = out_w[:, 0] if out_w is not None else None
+        m_t = m_t[0]
+    return Trajectory(tokens=out, alpha=alphas, A=A_t, attention=attention, beta=beta, mask=m_t,
+                      tie_rtol=float(tie_rtol), weights=out_w)
+
+
+def _chunks_by_size(counts: Tensor, chunk_size: int) -> list[Tensor]:
+    """Split sequence indices into chunks of ≤ chunk_size with similar distinct-token counts."""
+    order = torch.argsort(counts, stable=True)
+    return list(torch.split(order, max(1, chunk_size)))

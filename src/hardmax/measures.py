@@ -1,0 +1,168 @@
+"""Measurements on trained classifiers: leaders per review, leader words, explanations.
+
+Everything here consumes a `HardmaxClassifier` and word ids and returns small dataclasses; nothing
+trains and nothing plots. Leaders are counted on *distinct words* of a review: a repeated word is
+one token of multiplicity w (see `hardmax.dynamics`), and it is a leader when its attention set
+holds only itself (C_i = {i} up to its own copies), so it never moves.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from hardmax.dynamics import attention_weights
+from hardmax.models import HardmaxClassifier, ModelTrace
+
+__all__ = [
+    "Explanation",
+    "LeaderStats",
+    "explain_ids",
+    "leader_masks",
+    "leader_statistics",
+    "leader_word_counts",
+]
+
+
+def leader_masks(trace: ModelTrace, *, tie_rtol: float | None = None) -> Tensor:
+    """Bool (layers + 1, batch, m): distinct token i is a leader at layer k (C_i = {i}).
+
+    Computed with the engine's own hardmax attention matrix, so the tie rule is the one used in
+    the forward pass. P_ii = w_i / Σ_{j∈C_i} w_j equals 1 exactly iff C_i = {i}.
+    """
+    out = []
+    for z in trace.tokens:
+        p = attention_weights(z, trace.weights, A=trace.A, attention="hardmax", tie_rtol=tie_rtol)
+        out.append((torch.diagonal(p, dim1=-2, dim2=-1) == 1) & (trace.weights > 0))
+    return torch.stack(out)
+
+
+@dataclass(frozen=True)
+class LeaderStats:
+    """Leaders per review at the last layer (the paper's Table of leader counts)."""
+
+    n_reviews: int
+    mean: float
+    std: float
+    min: int
+    max: int
+    fraction_initial: float  # share of final leaders that were already leaders at layer 0
+    per_review: Tensor  # (n_reviews,) int64 number of leaders of each review
+
+
+@torch.no_grad()
+def leader_statistics(model: HardmaxClassifier, ids: Tensor, mask: Tensor, *, batch_size: int = 512) -> LeaderStats:
+    """Count hardmax leaders at the last layer of every review, and how many were leaders at layer 0.
+
+    Args:
+        model: a trained classifier. ids, mask: (N, n) word ids and real-token mask.
+    """
+    device = next(model.parameters()).device
+    counts, initial = [], 0
+    total = 0
+    for rows in torch.split(torch.arange(ids.shape[0]), batch_size):
+        trace = _trace(model, ids[rows].to(device), mask[rows].to(device))
+        leaders = leader_masks(trace)
+        final, first = leaders[-1], leaders[0]
+        counts.append(final.sum(-1).cpu())
+        initial += int((final & first).sum())
+        total += int(final.sum())
+    per_review = torch.cat(counts)
+    as_float = per_review.double()
+    return LeaderStats(
+        n_reviews=int(per_review.numel()),
+        mean=float(as_float.mean()),
+        std=float(as_float.std()) if per_review.numel() > 1 else 0.0,
+        min=int(per_review.min()),
+        max=int(per_review.max()),
+        fraction_initial=initial / total if total else float("nan"),
+        per_review=per_review,
+    )
+
+
+def _trace(model: HardmaxClassifier, ids: Tensor, mask: Tensor) -> ModelTrace:
+    return model.trace(ids, mask, attention="hardmax")
+
+
+@torch.no_grad()
+def leader_word_counts(model: HardmaxClassifier, ids: Tensor, mask: Tensor, labels: Tensor, *,
+                       confidence: float = 0.9, batch_size: int = 512) -> dict[str, Counter]:
+    """How often each word is a final-layer leader in confidently and correctly classified reviews.
+
+    A review counts when its hardmax prediction is correct and max(p, 1 − p) ≥ `confidence`.
+    Returns {"positive": Counter(word id → reviews), "negative": Counter(...)}, split by true label.
+    """
+    device = next(model.parameters()).device
+    out = {"positive": Counter(), "negative": Counter()}
+    vocab_size = model.config.vocab_size
+    for rows in torch.split(torch.arange(ids.shape[0]), batch_size):
+        trace = _trace(model, ids[rows].to(device), mask[rows].to(device))
+        prob = torch.sigmoid(trace.logits).cpu()
+        truth = labels[rows].cpu() > 0.5
+        keep = ((prob > 0.5) == truth) & (torch.maximum(prob, 1 - prob) >= confidence)
+        final = leader_masks(trace)[-1].cpu()
+        for name, side in (("positive", truth), ("negative", ~truth)):
+            sel = keep & side
+            word_ids = trace.ids.cpu()[sel][final[sel]]
+            hist = torch.bincount(word_ids, minlength=vocab_size)
+            nz = hist.nonzero().squeeze(-1)
+            out[name].update(dict(zip(nz.tolist(), hist[nz].tolist(), strict=True)))
+    return out
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why the classifier decided what it did on one review (hardmax)."""
+
+    probability: float  # P(positive)
+    label: str  # "positive" or "negative"
+    words: list[str]  # the review's distinct words (index = distinct token)
+    multiplicity: list[int]  # how often each distinct word occurs
+    leaders: list[int]  # indices (into `words`) of the final-layer leaders
+    initial_leaders: list[int]  # leaders at layer 0
+    follows: dict[int, list[int]]  # leader index -> indices of the words whose final attention set holds it
+    trace: ModelTrace = None  # the full per-layer trace (for figures)
+
+    def summary(self) -> str:
+        lines = [f"prediction: {self.label}  (P(positive) = {self.probability:.3f})",
+                 f"{len(self.leaders)} leader(s) among {len(self.words)} distinct words:"]
+        for i in sorted(self.leaders, key=lambda i: -len(self.follows.get(i, []))):
+            followers = [self.words[j] for j in self.follows.get(i, []) if j != i]
+            star = "" if i in self.initial_leaders else " (emerged)"
+            shown = ", ".join(followers[:20]) + (" …" if len(followers) > 20 else "")
+            lines.append(f"  ★ {self.words[i]}{star}: {len(followers)} follower(s){': ' + shown if followers else ''}")
+        return "\n".join(lines)
+
+
+@torch.no_grad()
+def explain_ids(model: HardmaxClassifier, ids: Tensor, words: list[str]) -> Explanation:
+    """Explain one review given as word ids (n,) (real tokens only) and the vocabulary `words`.
+
+    `follows` uses the last layer's attention sets: follower i is listed under every leader in C_i
+    (a token tied between two leaders follows both).
+    """
+    device = next(model.parameters()).device
+    ids = ids.reshape(1, -1).to(device)
+    trace = _trace(model, ids, torch.ones_like(ids, dtype=torch.bool))
+    present = trace.weights[0] > 0
+    leaders = leader_masks(trace)
+    p_last = attention_weights(trace.tokens[-1], trace.weights, A=trace.A, attention="hardmax")[0]
+    final_leaders = leaders[-1, 0].nonzero().squeeze(-1).tolist()
+    # follower i of leader j: j ∈ C_i at the last layer, i ≠ j, i a real word.
+    attends = (p_last > 0) & present.unsqueeze(-1)
+    attends.fill_diagonal_(False)
+    follows = {j: attends[:, j].nonzero().squeeze(-1).tolist() for j in final_leaders}
+    prob = float(torch.sigmoid(trace.logits[0]))
+    return Explanation(
+        probability=prob,
+        label="positive" if prob > 0.5 else "negative",
+        words=[words[int(k)] for k in trace.ids[0].tolist()],
+        multiplicity=[int(w) for w in trace.weights[0].tolist()],
+        leaders=final_leaders,
+        initial_leaders=leaders[0, 0].nonzero().squeeze(-1).tolist(),
+        follows=follows,
+        trace=trace,
+    )

@@ -1,0 +1,247 @@
+"""`hardmax reproduce`: the paper's Section 4 (sentiment analysis on IMDb) end to end.
+
+For each embedding dimension d it trains the classifier (or reuses a finished run), evaluates it on
+the test set under softmax and exact hardmax, counts leaders, collects leader words, draws the
+figures, and finally writes a report (results.md) and machine-readable results (results.json).
+The test set is used only here, after model selection on validation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from hardmax.checkpoint import CheckpointError, atomic_write, read_json, write_json
+from hardmax.data import DataConfig, ImdbData, load_imdb
+from hardmax.measures import explain_ids, leader_statistics, leader_word_counts
+from hardmax.models import ModelConfig
+from hardmax.train import Evaluation, TrainConfig, evaluate, load_run, train
+
+__all__ = ["PAPER_ACCURACY", "TARGET_ACCURACY", "ReproduceConfig", "DimensionResult", "quick", "reproduce"]
+
+PAPER_ACCURACY = {2: 0.791, 4: 0.823, 8: 0.850, 16: 0.882}  # 70/30 split, best epoch picked on test
+TARGET_ACCURACY = {2: 0.80, 4: 0.84, 8: 0.87, 16: 0.89}  # standard split, selected on validation
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReproduceConfig:
+    """Settings of `reproduce` (defaults: the full grid, ~? min on 2 CPU cores; see docs/results.md)."""
+
+    dims: tuple[int, ...] = (2, 4, 8, 16)  # embedding dimensions to train
+    out_dir: str = "runs/reproduce"  # one run directory per d inside
+    report_dir: str = "docs"  # where results.md / results.json / figures go
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    layers: int = 8  # K
+    beta: float = 1000.0  # training inverse temperature (paper: temperature 0.001)
+    confidence: float = 0.9  # "confidently classified" threshold for the leader-word histogram
+    example_review: int | None = None  # test row for the token-evolution figures; None: pick one
+    progress: bool = True
+    label: str = "full"  # "full" or "quick", written into the report
+
+    def __post_init__(self):
+        if not self.dims or any(d < 1 for d in self.dims):
+            raise ValueError(f"dims must be positive integers, got {self.dims}")
+        if not 0.5 <= self.confidence < 1:
+            raise ValueError(f"confidence must be in [0.5, 1), got {self.confidence}")
+
+
+def quick(**overrides) -> ReproduceConfig:
+    """The README's main job: the whole pipeline on 2,000 + 2,000 reviews, 3 epochs (~2 min)."""
+    base = ReproduceConfig(
+        out_dir="runs/quick", report_dir="runs/quick", label="quick",
+        data=DataConfig(limit=2000, min_count=2),
+        train=TrainConfig(epochs=3, checkpoint_every=1000),
+    )
+    return dataclasses.replace(base, **overrides)
+
+
+@dataclass(frozen=True)
+class DimensionResult:
+    """Everything measured for one embedding dimension."""
+
+    d: int
+    run_dir: str
+    best_epoch: int
+    epochs_run: int
+    val_accuracy_hardmax: float
+    test: dict  # Evaluation as a dict
+    leaders: dict  # LeaderStats without the per-review tensor
+    top_leader_words: dict  # {"positive": [[word, count], ...], "negative": [...]}
+    train_reviews_per_second: float  # median over epochs
+    hardmax_test_seconds: float  # exact hardmax pass over the whole test set
+    figures: list[str]
+
+
+def _model_config(d: int, config: ReproduceConfig, vocab_size: int) -> ModelConfig:
+    return ModelConfig(vocab_size=vocab_size, d=d, layers=config.layers, beta=config.beta)
+
+
+def _data_info(data: ImdbData) -> dict:
+    settings = {k: v for k, v in asdict(data.config).items()
+                if k not in ("path", "cache_dir", "use_cache", "download")}
+    return {**settings, "vocab_size": len(data.vocab), "train": len(data.train), "val": len(data.val),
+            "test": len(data.test)}
+
+
+def _train_or_load(d: int, data: ImdbData, config: ReproduceConfig) -> tuple:
+    run_dir = Path(config.out_dir) / f"d{d}"
+    model_config = _model_config(d, config, len(data.vocab))
+    done = run_dir / "done.json"
+    if done.exists():
+        try:
+            model, _ = load_run(run_dir, device=config.train.device)
+            if model.config == model_config:
+                return model, read_json(run_dir / "history.json"), read_json(done)["best_epoch"], run_dir
+        except CheckpointError:
+            pass
+    resume = (run_dir / "checkpoint.safetensors").exists()
+    if not resume and run_dir.exists():
+        for stale in ("model.safetensors", "config.json", "history.json"):
+            (run_dir / stale).unlink(missing_ok=True)
+    atomic_write(run_dir / "vocab.json", lambda tmp: Path(tmp).write_text(data.vocab.to_json(), encoding="utf-8"))
+    result = train(data.train, data.val, model_config=model_config, train_config=config.train, run_dir=run_dir,
+                   resume=resume, data_info=_data_info(data), progress=config.progress)
+    write_json(done, {"best_epoch": result.best_epoch, "best_val_accuracy": result.best_val_accuracy})
+    return result.model, result.history, result.best_epoch, run_dir
+
+
+def _pick_example(model, data: ImdbData, max_words: int = 40) -> int:
+    """A short test review that the model classifies correctly and confidently (for the figures)."""
+    from hardmax.train import predict
+
+    short = (data.test.lengths >= 12) & (data.test.lengths <= max_words)
+    rows = short.nonzero().squeeze(-1)[:2000]
+    logits = predict(model, data.test.ids[rows], data.test.mask[rows], attention="hardmax")
+    correct = (logits > 0) == (data.test.labels[rows] > 0)
+    score = torch.where(correct, logits.abs(), torch.full_like(logits, -1.0))
+    return int(rows[int(torch.argmax(score))])
+
+
+def _run_dimension(d: int, data: ImdbData, config: ReproduceConfig, report_dir: Path) -> DimensionResult:
+    from hardmax import sentiment_plots as plots
+
+    model, history, best_epoch, run_dir = _train_or_load(d, data, config)
+    test: Evaluation = evaluate(model, data.test, batch_size=config.train.eval_batch_size)
+    stats = leader_statistics(model, data.test.ids, data.test.mask)
+    words = leader_word_counts(model, data.test.ids, data.test.mask, data.test.labels,
+                               confidence=config.confidence)
+    vocab_words = list(data.vocab.words)
+    top = {side: [[vocab_words[k], c] for k, c in counter.most_common(25)] for side, counter in words.items()}
+    figures = []
+    fig_dir = report_dir / "figures"
+    fig = plots.plot_leader_words(words, vocab_words, title=f"Leader words, d = {d} (confident, correct test reviews)")
+    figures += plots.save(fig, fig_dir / f"leader_words_d{d}")
+    row = config.example_review if config.example_review is not None else _pick_example(model, data)
+    ids = data.test.ids[row][data.test.mask[row]]
+    explanation = explain_ids(model, ids, vocab_words)
+    fig = plots.plot_review(explanation, model, layers=(0, 1, 2, config.layers))
+    figures += plots.save(fig, fig_dir / f"review_d{d}")
+    if d == 2:
+        figures.append(str(plots.animate_review(explanation, model, fig_dir / f"review_d{d}.gif")))
+    train_speed = sorted(h["train_reviews_per_second"] for h in history)[len(history) // 2]
+    leaders = {k: v for k, v in asdict(stats).items() if k != "per_review"}
+    return DimensionResult(
+        d=d, run_dir=str(run_dir), best_epoch=best_epoch, epochs_run=len(history),
+        val_accuracy_hardmax=max(h["val_accuracy_hardmax"] for h in history),
+        test=asdict(test), leaders=leaders, top_leader_words=top, train_reviews_per_second=train_speed,
+        hardmax_test_seconds=test.seconds_hardmax, figures=[str(Path(f).relative_to(report_dir)) for f in figures],
+    )
+
+
+def reproduce(config: ReproduceConfig) -> list[DimensionResult]:
+    """Train and evaluate every d in `config.dims`, then write results.md and results.json.
+
+    Finished runs in `config.out_dir` are reused and interrupted ones resumed, so rerunning after a
+    crash continues where it stopped.
+    """
+    start = time.perf_counter()
+    torch.manual_seed(config.train.seed)
+    report_dir = Path(config.report_dir)
+    data = load_imdb(config.data, progress=config.progress)
+    results = []
+    for d in config.dims:
+        t0 = time.perf_counter()
+        results.append(_run_dimension(d, data, config, report_dir))
+        if config.progress:
+            r = results[-1]
+            print(f"d = {d:2d}: test accuracy hardmax {r.test['accuracy_hardmax']:.4f}, softmax "
+                  f"{r.test['accuracy_softmax']:.4f}, agreement {r.test['agreement']:.4f} "
+                  f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    total = time.perf_counter() - start
+    _write_report(results, data, config, report_dir, total)
+    return results
+
+
+def _write_report(results: list[DimensionResult], data: ImdbData, config: ReproduceConfig, report_dir: Path,
+                  seconds: float) -> None:
+    machine = {"cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
+               "torch": torch.__version__, "python": platform.python_version()}
+    payload = {
+        "label": config.label,
+        "command": "hardmax reproduce" + (" --quick" if config.label == "quick" else ""),
+        "seconds_total": seconds,
+        "machine": machine,
+        "data": {**_data_info(data), "stats": {k: asdict(v) for k, v in data.stats.splits.items()},
+                 "load_seconds": data.stats.seconds, "cache_hit": data.stats.cache_hit},
+        "train_config": asdict(config.train),
+        "results": {str(r.d): asdict(r) for r in results},
+    }
+    write_json(report_dir / "results.json", payload)
+    text = render_report(payload)
+    atomic_write(report_dir / "results.md", lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def render_report(payload: dict) -> str:
+    """results.md from the results.json payload (tables, figures, the commands behind them)."""
+    res = payload["results"]
+    lines = [f"# Sentiment analysis on IMDb: reproduced results ({payload['label']} run)", "",
+             f"Produced by `{payload['command']}` in {payload['seconds_total'] / 60:.1f} min on "
+             f"{payload['machine']['cpu']} ({payload['machine']['threads']} threads, torch "
+             f"{payload['machine']['torch']}). Machine-readable: `results.json` beside this file.", "",
+             f"Data: {payload['data']['train']} train / {payload['data']['val']} validation / "
+             f"{payload['data']['test']} test reviews (split `{payload['data']['split']}`), vocabulary "
+             f"{payload['data']['vocab_size']} words (min count {payload['data']['min_count']}), "
+             f"{payload['data']['max_len']} tokens per review. The model is selected on validation accuracy "
+             "under exact hardmax; the test set is touched once, at the end.", "",
+             "## Test accuracy", "",
+             "| d | hardmax (exact) | softmax (β = train) | agreement | paper (70/30, best epoch on test) | target | "
+             "best epoch |",
+             "|---|---|---|---|---|---|---|"]
+    for d, r in res.items():
+        t = r["test"]
+        dd = int(d)
+        target = TARGET_ACCURACY.get(dd)
+        ok = "" if target is None else (" ✓" if t["accuracy_hardmax"] >= target else " ✗")
+        lines.append(f"| {d} | {t['accuracy_hardmax']:.4f}{ok} | {t['accuracy_softmax']:.4f} | "
+                     f"{100 * t['agreement']:.2f} % | {PAPER_ACCURACY.get(dd, float('nan')):.3f} | "
+                     f"{'' if target is None else f'≥ {target:.2f}'} | {r['best_epoch']} / {r['epochs_run']} |")
+    lines += ["", "## Leaders per review (test set, last layer, exact hardmax)", "",
+              "| d | mean | std | min | max | already leaders at layer 0 |", "|---|---|---|---|---|---|"]
+    for d, r in res.items():
+        s = r["leaders"]
+        lines.append(f"| {d} | {s['mean']:.2f} | {s['std']:.2f} | {s['min']} | {s['max']} | "
+                     f"{100 * s['fraction_initial']:.1f} % |")
+    lines += ["", "## Most frequent leader words (confidently and correctly classified test reviews)", ""]
+    for d, r in res.items():
+        pos = ", ".join(f"{w} ({c})" for w, c in r["top_leader_words"]["positive"][:12])
+        neg = ", ".join(f"{w} ({c})" for w, c in r["top_leader_words"]["negative"][:12])
+        lines += [f"- d = {d}, positive reviews: {pos}", f"- d = {d}, negative reviews: {neg}"]
+    lines += ["", "## Speed", "", "| d | training (reviews/s, median epoch) | exact hardmax on the test set (s) |",
+              "|---|---|---|"]
+    for d, r in res.items():
+        lines.append(f"| {d} | {r['train_reviews_per_second']:.0f} | {r['hardmax_test_seconds']:.2f} |")
+    lines += ["", f"Data pipeline: {payload['data']['load_seconds']:.1f} s "
+              f"({'cached' if payload['data']['cache_hit'] else 'first run, uncached'}).", "", "## Figures", ""]
+    for d, r in res.items():
+        for f in r["figures"]:
+            if f.endswith(".png") or f.endswith(".gif"):
+                lines.append(f"![d = {d}: {Path(f).stem}]({f})")
+    lines += ["", "Training settings: `" + json.dumps(payload["train_config"]) + "`", ""]
+    return "\n".join(lines)

@@ -1,0 +1,168 @@
+"""Slow, obviously-correct oracles for the dynamics (1.1), written from the paper, not from the library.
+
+Everything here works on one sequence at a time with explicit loops over tokens, so each line can be
+checked against the equation:
+
+    z_i ← z_i + α/(1+α) (Σ_j P_ij z_j − z_i)
+    hardmax: P_ij = 1/|C_i| for j ∈ C_i = argmax_j ⟨A z_i, z_j⟩ (every tie kept, copies counted apart)
+    softmax: P_ij = exp(β⟨A z_i, z_j⟩) / Σ_l exp(β⟨A z_i, z_l⟩)
+
+Masked tokens (mask False) are left out of every C_i and every softmax sum, and do not move.
+
+- `simulate`, `attention_matrix`: float64 NumPy, ties up to the library's documented tolerance
+  tie_rtol · ||z_i||_A · max_j ||z_j||_A.
+- `simulate_exact`: `fractions.Fraction` arithmetic for rational inputs, where ties are exact.
+
+Nothing here imports hardmax: this is the oracle the library is tested against.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from fractions import Fraction
+
+import numpy as np
+
+DEFAULT_TIE_RTOL = 64 * float(np.finfo(np.float64).eps)
+
+
+def _real(n: int, mask) -> list[bool]:
+    return [True] * n if mask is None else [bool(m) for m in mask]
+
+
+def attention_matrix(
+    tokens: np.ndarray,
+    A: np.ndarray | None = None,
+    *,
+    attention: str = "hardmax",
+    beta: float | None = None,
+    mask=None,
+    tie_rtol: float = DEFAULT_TIE_RTOL,
+) -> np.ndarray:
+    """(n, n) attention matrix P of one layer for one sequence of (n, d) tokens.
+
+    Rows of masked tokens and columns of masked tokens are zero.
+    """
+    z = np.asarray(tokens, dtype=np.float64)
+    n, d = z.shape
+    A = np.eye(d) if A is None else np.asarray(A, dtype=np.float64)
+    real = _real(n, mask)
+    keys = [j for j in range(n) if real[j]]
+    P = np.zeros((n, n))
+    if not keys:
+        return P
+    # ||z_j||_A, the Cauchy-Schwarz scale of the scores.
+    norm_max = max(math.sqrt(max(float(z[j] @ A @ z[j]), 0.0)) for j in keys)
+    for i in range(n):
+        if not real[i]:
+            continue
+        query = A @ z[i]
+        # Every copy of a token gets the very same score: same vectors, same operations.
+        s = {j: float(query @ z[j]) for j in keys}
+        if attention == "hardmax":
+            top = max(s.values())
+            tolerance = tie_rtol * math.sqrt(max(float(query @ z[i]), 0.0)) * norm_max
+            members = [j for j in keys if s[j] >= top - tolerance]
+            for j in members:
+                P[i, j] = 1.0 / len(members)
+        elif attention == "softmax":
+            top = max(s.values())
+            e = {j: math.exp(beta * (s[j] - top)) for j in keys}
+            total = sum(e.values())
+            for j in keys:
+                P[i, j] = e[j] / total
+        else:
+            raise ValueError(f"unknown attention {attention!r}")
+    return P
+
+
+def step(tokens: np.ndarray, P: np.ndarray, alpha: float, mask=None) -> np.ndarray:
+    """One layer: z_i + α/(1+α)(Σ_j P_ij z_j − z_i) for real tokens; masked tokens stay."""
+    z = np.asarray(tokens, dtype=np.float64)
+    n, d = z.shape
+    real = _real(n, mask)
+    gamma = alpha / (1 + alpha)
+    out = z.copy()
+    for i in range(n):
+        if not real[i]:
+            continue
+        target = np.zeros(d)
+        for j in range(n):
+            if P[i, j] != 0:
+                target += P[i, j] * z[j]
+        out[i] = z[i] + gamma * (target - z[i])
+    return out
+
+
+def _alphas(alpha, layers: int) -> list:
+    if isinstance(alpha, Sequence | np.ndarray) and not isinstance(alpha, str):
+        assert len(alpha) == layers
+        return list(alpha)
+    return [alpha] * layers
+
+
+def simulate(
+    tokens: np.ndarray,
+    *,
+    alpha,
+    layers: int,
+    A: np.ndarray | None = None,
+    attention: str = "hardmax",
+    beta: float | None = None,
+    mask=None,
+    tie_rtol: float = DEFAULT_TIE_RTOL,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Run (1.1) on one (n, d) sequence in float64.
+
+    Returns:
+        (tokens, weights): (layers + 1, n, d) positions and (layers, n, n) attention matrices.
+    """
+    z = np.asarray(tokens, dtype=np.float64)
+    path, weights = [z], []
+    for a in _alphas(alpha, layers):
+        P = attention_matrix(path[-1], A, attention=attention, beta=beta, mask=mask, tie_rtol=tie_rtol)
+        weights.append(P)
+        path.append(step(path[-1], P, float(a), mask))
+    n = z.shape[0]
+    return np.stack(path), np.stack(weights) if weights else np.zeros((0, n, n))
+
+
+def simulate_exact(tokens, *, alpha, layers: int, A=None, mask=None) -> list[list[list[Fraction]]]:
+    """Run hardmax (1.1) in exact rational arithmetic; ties are exact equalities of scores.
+
+    Args:
+        tokens: n rows of d rationals (int, Fraction or str like "1/3").
+        alpha: a rational α > 0 or one per layer. A: d×d rationals (symmetric positive definite), None = I.
+        mask: n booleans, True for real tokens; None = all real.
+    Returns:
+        layers + 1 lists of n rows of d Fractions.
+    """
+    z = [[Fraction(x) for x in row] for row in tokens]
+    n, d = len(z), len(z[0])
+    A = [[Fraction(int(r == c)) for c in range(d)] for r in range(d)] if A is None else [
+        [Fraction(x) for x in row] for row in A
+    ]
+    real = _real(n, mask)
+    path = [z]
+    for a in _alphas(alpha, layers):
+        a = Fraction(a)
+        gamma = a / (1 + a)
+        z = path[-1]
+        new = [list(row) for row in z]
+        for i in range(n):
+            if not real[i]:
+                continue
+            query = [sum(A[r][c] * z[i][c] for c in range(d)) for r in range(d)]
+            s = {j: sum(query[r] * z[j][r] for r in range(d)) for j in range(n) if real[j]}
+            top = max(s.values())
+            members = [j for j in s if s[j] == top]
+            mean = [sum(z[j][r] for j in members) / len(members) for r in range(d)]
+            new[i] = [z[i][r] + gamma * (mean[r] - z[i][r]) for r in range(d)]
+        path.append(new)
+    return path
+
+
+def as_float(path: list[list[list[Fraction]]]) -> np.ndarray:
+    """(layers + 1, n, d) float64 array of an exact path."""
+    return np.array([[[float(x) for x in row] for row in layer] for layer in path], dtype=np.float64)

@@ -1,0 +1,575 @@
+"""Tests of `hardmax.dynamics`: the engine against slow oracles, exact tie cases, invariants, inputs.
+
+- Reference: `simulate` == `reference.simulate` (per-token loops, float64) on random configurations.
+- Exact: rational configurations against `reference.simulate_exact` (Fractions, exact ties), with the
+  first layer also checked against values computed by hand.
+- Invariants (hypothesis): hull nesting, fixed leaders, growing leader set, permutation / batch /
+  scale equivariance, determinism.
+- Inputs: dtypes, devices, layers = 0, and a ValueError naming the problem for every bad input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction as F
+
+import numpy as np
+import pytest
+import reference
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from scipy.optimize import linprog
+
+from hardmax.dynamics import deduplicate, default_tie_rtol, simulate
+
+
+def random_spd(rng: np.random.Generator, d: int) -> np.ndarray:
+    """A random (d, d) SPD matrix with eigenvalues ≥ 0.5, exactly symmetric."""
+    M = rng.standard_normal((d, d))
+    A = M @ M.T / d + 0.5 * np.eye(d)
+    return (A + A.T) / 2
+
+
+def random_configuration(rng: np.random.Generator, batch: int, n: int, d: int):
+    """(batch, n, d) Gaussian tokens, about a third of them copies of others, and a (batch, n) mask.
+
+    Some copies are masked while their twins are real, and every sequence keeps a real token.
+    """
+    z = rng.standard_normal((batch, n, d))
+    for b in range(batch):
+        k = n // 3
+        z[b, rng.integers(0, n, size=k)] = z[b, rng.integers(0, n, size=k)]
+    mask = rng.random((batch, n)) < 0.75
+    mask[np.arange(batch), rng.integers(0, n, size=batch)] = True
+    return z, mask
+
+
+# --------------------------------------------------------------------------------------------
+# Reference: the fast engine equals the slow per-token loops.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("attention, beta", [("hardmax", None), ("softmax", 0.5), ("softmax", 3.0)])
+@pytest.mark.parametrize("batched", [False, True], ids=["n,d", "batch,n,d"])
+@pytest.mark.parametrize("seed", range(4))
+def test_matches_reference(seed, batched, attention, beta):
+    rng = np.random.default_rng(seed)
+    batch, n, d, layers = (3 if batched else 1), int(rng.integers(2, 13)), int(rng.integers(1, 5)), 6
+    z, mask = random_configuration(rng, batch, n, d)
+    A = random_spd(rng, d) if seed % 2 else None
+    alpha = rng.uniform(0.1, 4.0, size=layers).tolist() if seed < 2 else 0.7
+    traj = simulate(z if batched else z[0], alpha=alpha, layers=layers, A=A, attention=attention, beta=beta,
+                    mask=torch.from_numpy(mask if batched else mask[0]), return_weights=True)
+    got_tokens = traj.tokens.numpy().reshape(layers + 1, batch, n, d)
+    got_weights = traj.weights.numpy().reshape(layers, batch, n, n)
+    for b in range(batch):
+        want_tokens, want_weights = reference.simulate(z[b], alpha=alpha, layers=layers, A=A,
+                                                       attention=attention, beta=beta, mask=mask[b])
+        np.testing.assert_allclose(got_tokens[:, b], want_tokens, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(got_weights[:, b], want_weights, rtol=0, atol=1e-12)
+
+
+def test_fully_masked_sequence_is_left_alone(rng):
+    z, _ = random_configuration(rng, 2, 5, 3)
+    mask = np.array([[True] * 5, [False] * 5])
+    for attention, beta in [("hardmax", None), ("softmax", 1.0)]:
+        traj = simulate(z, alpha=1.0, layers=3, mask=torch.from_numpy(mask), attention=attention, beta=beta,
+                        return_weights=True)
+        assert torch.equal(traj.tokens[:, 1], torch.from_numpy(z[1]).expand(4, 5, 3))
+        assert not traj.weights[:, 1].any()
+
+
+# --------------------------------------------------------------------------------------------
+# Exact cases: rational inputs, where ties are exact, against the Fraction oracle.
+# --------------------------------------------------------------------------------------------
+
+
+def as_floats(rows) -> np.ndarray:
+    """Rows of rationals (int, Fraction or "p/q") as a float64 array."""
+    return np.array([[float(F(x)) for x in row] for row in rows])
+
+
+def run_exact(tokens, *, alpha, layers, A=None, mask=None):
+    """Simulate in float64 and check against the exact oracle; return (trajectory, exact path)."""
+    exact = reference.simulate_exact(tokens, alpha=alpha, layers=layers, A=A, mask=mask)
+    alphas = [float(F(a)) for a in alpha] if isinstance(alpha, list) else float(F(alpha))
+    traj = simulate(as_floats(tokens), alpha=alphas, layers=layers, A=None if A is None else as_floats(A),
+                    mask=None if mask is None else torch.tensor(mask), return_weights=True)
+    np.testing.assert_allclose(traj.tokens.numpy(), reference.as_float(exact), rtol=0, atol=1e-12)
+    return traj, exact
+
+
+# Two leaders a, b and a follower c with ⟨c, a⟩ = ⟨c, b⟩. In the second set the tie is exact only in
+# rationals: the float64 scores of c (29/210 both) differ in the last bit, so the engine needs its tolerance.
+TIED = {
+    "dyadic": (["1", "0"], ["0", "1"], ["1/4", "1/4"]),
+    "decimal": (["1/5", "1/2"], ["1/2", "-1/5"], ["1/3", "1/7"]),
+}
+
+
+@pytest.mark.parametrize("case, A", [("dyadic", None), ("dyadic", [[2, 1], [1, 2]]), ("decimal", None)],
+                         ids=["dyadic-I", "dyadic-A", "decimal-I"])
+def test_equidistant_follower_moves_to_the_midpoint(case, A):
+    a, b, c = TIED[case]
+    traj, exact = run_exact([a, b, c], alpha=1, layers=4, A=A)
+    mid = [(F(x) + F(y)) / 2 for x, y in zip(a, b, strict=True)]
+    assert exact[1][2] == [F(x) + (m - F(x)) / 2 for x, m in zip(c, mid, strict=True)]  # γ = 1/2
+    assert exact[1][:2] == exact[0][:2]  # the leaders stay
+    np.testing.assert_array_equal(traj.weights[0, 2].numpy(), [0.5, 0.5, 0.0])
+
+
+def test_tie_tolerance_is_relative_to_the_score_scale():
+    def follower_row(z, **kwargs):  # the attention row of token 2
+        return simulate(z, alpha=1.0, layers=1, return_weights=True, **kwargs).weights[0, 2].tolist()
+
+    decimal = as_floats(TIED["decimal"])
+    assert follower_row(decimal) == [0.5, 0.5, 0.0]
+    assert follower_row(decimal, tie_rtol=0.0) in ([1.0, 0.0, 0.0], [0.0, 1.0, 0.0])  # rounding alone breaks the tie
+    # b = (0, 1 + δ): the scores of c = (1/4, 1/4) differ by δ/4 on a scale ||c|| ||b|| ≈ √2/4, i.e. ≈ δ/√2.
+    delta = 1e-10
+    near = np.array([[1.0, 0.0], [0.0, 1.0 + delta], [0.25, 0.25]])
+    assert follower_row(near, tie_rtol=1.2 * delta / np.sqrt(2)) == [0.5, 0.5, 0.0]
+    assert follower_row(near, tie_rtol=0.8 * delta / np.sqrt(2)) == [0.0, 1.0, 0.0]
+    assert follower_row(near * 1e6, tie_rtol=1.2 * delta / np.sqrt(2)) == [0.5, 0.5, 0.0]  # scale-free
+    assert follower_row(near) == [0.0, 1.0, 0.0]  # 1e-10 is far above the default 64 eps
+
+
+@pytest.mark.parametrize("case", TIED)
+def test_duplicated_leader_counts_twice(case):
+    a, b, c = TIED[case]
+    traj, exact = run_exact([a, a, b, c], alpha=1, layers=4)
+    target = [(2 * F(x) + F(y)) / 3 for x, y in zip(a, b, strict=True)]  # (2a + b)/3, not (a + b)/2
+    assert exact[1][3] == [F(x) + (t - F(x)) / 2 for x, t in zip(c, target, strict=True)]
+    np.testing.assert_allclose(traj.weights[0, 3].numpy(), [1 / 3, 1 / 3, 1 / 3, 0], rtol=0, atol=1e-15)
+    assert torch.equal(traj.tokens[:, 0], traj.tokens[:, 1])
+
+
+def test_padding_copies_of_real_tokens_do_not_count():
+    a, b, c = TIED["dyadic"]
+    tokens, mask = [a, b, c, a, a, c], [True, True, True, False, False, False]
+    traj, exact = run_exact(tokens, alpha=1, layers=3, mask=mask)
+    assert exact[1][2] == [F(3, 8), F(3, 8)]  # c + ((a + b)/2 − c)/2, the padding copies of a ignored
+    np.testing.assert_array_equal(traj.weights[0, 2].numpy(), [0.5, 0.5, 0, 0, 0, 0])
+    # Padding does not move, although its real twin c does.
+    assert torch.equal(traj.tokens[:, 3:], traj.tokens[:1, 3:].expand(4, 3, 2))
+    assert not traj.weights[:, 3:].any() and not traj.weights[:, :, 3:].any()
+
+
+def test_zero_token_attends_everyone():
+    a, b, c = TIED["dyadic"]
+    traj, exact = run_exact([["0", "0"], a, b, c, a], alpha="1/2", layers=3, mask=[True] * 4 + [False])
+    mean = [sum(F(row[r]) for row in (a, b, c)) / 4 for r in range(2)]  # the zero token counts itself
+    assert exact[1][0] == [m / 3 for m in mean]  # γ = (1/2)/(3/2) = 1/3
+    np.testing.assert_array_equal(traj.weights[0, 0].numpy(), [0.25, 0.25, 0.25, 0.25, 0.0])
+
+
+RATIONAL_A = {
+    1: [[[1]], [[3]]],
+    2: [[[1, 0], [0, 1]], [[2, 1], [1, 2]], [[1, 0], [0, 3]], [[2, -1], [-1, 1]]],
+    3: [[[1, 0, 0], [0, 1, 0], [0, 0, 1]], [[2, 1, 0], [1, 2, 1], [0, 1, 2]],
+        [[1, 0, 0], [0, 2, 0], [0, 0, 3]]],
+}
+
+
+@st.composite
+def integer_configurations(draw):
+    """Small integer tokens (ties everywhere), rational A and α: few layers, so that rounding stays
+    far below the tie tolerance and every tie the oracle sees is a tie for the engine."""
+    n, d, layers = draw(st.integers(1, 6)), draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    tokens = draw(st.lists(st.lists(st.integers(-3, 3), min_size=d, max_size=d), min_size=n, max_size=n))
+    mask = draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    A = draw(st.sampled_from(RATIONAL_A[d]))
+    rationals = st.sampled_from(["1/2", "1", "3"])
+    alpha = draw(st.one_of(rationals, st.lists(rationals, min_size=layers, max_size=layers)))
+    return dict(tokens=tokens, alpha=alpha, layers=layers, A=A, mask=mask)
+
+
+@given(integer_configurations())
+def test_integer_configurations_match_exact_oracle(config):
+    run_exact(**config)
+
+
+# --------------------------------------------------------------------------------------------
+# Repeated tokens: tied whatever the floating-point order, counted with multiplicity.
+# --------------------------------------------------------------------------------------------
+
+
+def test_copies_keep_identical_trajectories_float32(rng):
+    d, counts = 3, [1, 7, 30, 2, 11, 1, 5]
+    distinct = rng.standard_normal((len(counts), d)) * rng.uniform(0.1, 2.0, size=(len(counts), 1))
+    group = rng.permutation(np.repeat(np.arange(len(counts)), counts))
+    z = torch.from_numpy(distinct[group].astype(np.float32))
+    A = random_spd(rng, d)
+    traj = simulate(z, alpha=0.8, layers=6, A=A, return_weights=True)
+    assert traj.tokens.dtype == torch.float32
+    for g in range(len(counts)):
+        copies = traj.tokens[:, group == g]
+        assert torch.equal(copies, copies[:, :1].expand_as(copies))
+        # Every copy receives the same attention from everyone: it is tied with its twins.
+        columns = traj.weights[:, :, group == g]
+        assert torch.equal(columns, columns[:, :, :1].expand_as(columns))
+    # With multiplicities, float32 follows the float64 oracle run on the same (rounded) data.
+    want, _ = reference.simulate(z.double().numpy(), alpha=0.8, layers=6, A=A.astype(np.float32),
+                                 tie_rtol=default_tie_rtol(torch.float32))
+    np.testing.assert_allclose(traj.tokens.double().numpy(), want, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_copies_count_with_multiplicity_float32(seed):
+    """A follower c tied between a (k copies) and b moves towards (k a + b)/(k + 1)."""
+    rng = np.random.default_rng(seed)
+    d, k = 3, 5
+    A = random_spd(rng, d)
+    c = 0.1 * rng.standard_normal(d)
+    w = A @ c
+
+    def on_level_set(x):  # ⟨A c, x⟩ = 1
+        return w / (w @ w) + x - (x @ w) / (w @ w) * w
+
+    a, b = on_level_set(rng.standard_normal(d)), on_level_set(rng.standard_normal(d))
+    z = np.array([a] * k + [b, c], dtype=np.float32)
+    traj = simulate(torch.from_numpy(z), alpha=1.0, layers=1, A=A, return_weights=True)
+    np.testing.assert_allclose(traj.weights[0, -1].numpy(), [1 / (k + 1)] * (k + 1) + [0], rtol=1e-6, atol=0)
+    target = (k * z[0].astype(np.float64) + z[k]) / (k + 1)
+    np.testing.assert_allclose(traj.tokens[1, -1].numpy(), (c + target) / 2, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.xfail(strict=True, reason="engine bug: a leader of multiplicity k is moved to (k·z)/k, "
+                   "which can differ from z by one ulp")
+def test_repeated_leader_stays_put_bitwise():
+    z = torch.tensor([[0.1, 0.7]] * 3, dtype=torch.float64)  # one point, three copies: nobody moves
+    traj = simulate(z, alpha=3.0, layers=1)
+    assert torch.equal(traj.tokens[1], z)
+
+
+# --------------------------------------------------------------------------------------------
+# Invariants (hypothesis).
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Config:
+    tokens: np.ndarray  # (n, d) float64
+    mask: np.ndarray  # (n,) bool, at least one True
+    A: np.ndarray | None  # (d, d) SPD or None
+    alpha: float
+    layers: int
+
+    def run(self, **kwargs):
+        return simulate(self.tokens, alpha=self.alpha, layers=self.layers, A=self.A,
+                        mask=torch.from_numpy(self.mask), **kwargs)
+
+
+# A half-integer grid makes exact ties and repeated tokens common; 6 decimals keep generic positions
+# away from magnitudes where the tie scale ||z||^2 would underflow.
+GRID = st.integers(-4, 4).map(lambda k: k / 2)
+GENERIC = st.floats(-3, 3).map(lambda x: round(x, 6))
+
+
+@st.composite
+def configurations(draw, n=None, d=None):
+    n = draw(st.integers(1, 7)) if n is None else n
+    d = draw(st.integers(1, 3)) if d is None else d
+    coordinate = draw(st.sampled_from([GRID, GENERIC]))
+    tokens = np.array(draw(st.lists(coordinate, min_size=n * d, max_size=n * d))).reshape(n, d)
+    mask = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+    mask[draw(st.integers(0, n - 1))] = True
+    seed = draw(st.none() | st.integers(0, 2**32 - 1))
+    A = None if seed is None else random_spd(np.random.default_rng(seed), d)
+    return Config(tokens, mask, A, draw(st.floats(0.05, 20.0)), draw(st.integers(1, 5)))
+
+
+@given(configurations())
+def test_tokens_stay_in_the_previous_convex_hull(config):
+    path = config.run().tokens.numpy()[:, config.mask]
+    m = path.shape[1]
+    for k in range(config.layers):
+        vertices = np.vstack([path[k].T, np.ones((1, m))])  # Σ λ_j z_j = point, Σ λ_j = 1, λ ≥ 0
+        for point in path[k + 1]:
+            lp = linprog(np.zeros(m), A_eq=vertices, b_eq=np.append(point, 1.0), bounds=(0, None))
+            assert lp.status == 0, f"layer {k + 1}: {point} is outside the hull of layer {k}"
+
+
+def leaders(tokens: torch.Tensor, weights: torch.Tensor, mask: np.ndarray) -> set[int]:
+    """Real tokens that attend only to copies of themselves (C_i = {copies of i})."""
+    out = set()
+    for i in np.flatnonzero(mask):
+        support = weights[i] > 0
+        if (tokens[support] == tokens[i]).all():
+            out.add(int(i))
+    return out
+
+
+@given(configurations())
+def test_singleton_leaders_never_move(config):
+    traj = config.run(return_weights=True)
+    for k in range(config.layers):
+        for i in np.flatnonzero(config.mask):
+            if torch.count_nonzero(traj.weights[k, i]) == 1 and traj.weights[k, i, i] == 1:  # C_i = {i}
+                path = traj.tokens[k:, i]
+                assert torch.equal(path, path[:1].expand_as(path)), f"leader {i} moved after layer {k}"
+
+
+@given(configurations())
+def test_leader_set_never_shrinks(config):
+    traj = config.run(return_weights=True)
+    found = [leaders(traj.tokens[k], traj.weights[k], config.mask) for k in range(config.layers)]
+    for k in range(config.layers - 1):
+        assert found[k] <= found[k + 1], f"layer {k + 1} lost leaders {found[k] - found[k + 1]}"
+
+
+@given(st.data(), configurations(), st.sampled_from([("hardmax", None), ("softmax", 2.0)]))
+def test_permutation_equivariance_is_exact(data, config, attention_beta):
+    attention, beta = attention_beta
+    perm = np.array(data.draw(st.permutations(range(len(config.tokens)))))
+    base = config.run(attention=attention, beta=beta, return_weights=True)
+    permuted = simulate(config.tokens[perm], alpha=config.alpha, layers=config.layers, A=config.A,
+                        mask=torch.from_numpy(config.mask[perm]), attention=attention, beta=beta,
+                        return_weights=True)
+    assert torch.equal(permuted.tokens, base.tokens[:, perm])
+    assert torch.equal(permuted.weights, base.weights[:, perm][:, :, perm])
+
+
+@st.composite
+def batches(draw):
+    n, d = draw(st.integers(1, 6)), draw(st.integers(1, 3))
+    return draw(st.lists(configurations(n=n, d=d), min_size=1, max_size=4))
+
+
+@given(batches(), st.integers(1, 4), st.integers(0, 2**32 - 1))
+def test_batch_equals_each_sequence_alone(configs, layers, seed):
+    d = configs[0].tokens.shape[1]
+    A = random_spd(np.random.default_rng(seed), d)
+    tokens, mask = np.stack([c.tokens for c in configs]), np.stack([c.mask for c in configs])
+    together = simulate(tokens, alpha=0.9, layers=layers, A=A, mask=torch.from_numpy(mask),
+                        return_weights=True)
+    for b, c in enumerate(configs):
+        alone = simulate(c.tokens, alpha=0.9, layers=layers, A=A, mask=torch.from_numpy(c.mask),
+                         return_weights=True)
+        assert torch.equal(together.tokens[:, b], alone.tokens)
+        assert torch.equal(together.weights[:, b], alone.weights)
+
+
+@given(configurations(), st.sampled_from([("hardmax", None), ("softmax", 1.5)]))
+def test_two_runs_are_bitwise_equal(config, attention_beta):
+    attention, beta = attention_beta
+    first, second = (config.run(attention=attention, beta=beta, return_weights=True) for _ in range(2))
+    assert torch.equal(first.tokens, second.tokens) and torch.equal(first.weights, second.weights)
+
+
+@given(configurations(), st.integers(-30, 30))
+def test_scaling_by_a_power_of_two_commutes_exactly(config, exponent):
+    """Scores, tie scale, means and steps are homogeneous and 2^k scales without rounding."""
+    scale = 2.0**exponent
+    scaled = simulate(config.tokens * scale, alpha=config.alpha, layers=config.layers, A=config.A,
+                      mask=torch.from_numpy(config.mask))
+    assert torch.equal(scaled.tokens, config.run().tokens * scale)
+
+
+@pytest.mark.xfail(strict=True, reason="engine bug: the tie scale sqrt(||z_i||² · max ||z_j||²) overflows "
+                   "for float32 tokens of norm > ~4e9, and then every token is tied")
+def test_float32_ties_survive_large_tokens():
+    z = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.6, 0.6]])  # three leaders: nobody moves
+    scaled = simulate(z * 2.0**33, alpha=1.0, layers=1)
+    assert torch.equal(scaled.tokens[1], z * 2.0**33)
+
+
+# --------------------------------------------------------------------------------------------
+# Softmax → hardmax, chunking, returned weights.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_softmax_tends_to_hardmax(seed):
+    rng = np.random.default_rng(seed)
+    z, A = rng.standard_normal((8, 3)), random_spd(rng, 3)
+    hard = simulate(z, alpha=1.0, layers=3, A=A).tokens
+    # The premise: along the hardmax path, every top score beats the runner-up by a margin.
+    for x in hard[:-1].numpy():
+        s = np.sort(x @ A @ x.T, axis=1)
+        assert (s[:, -1] - s[:, -2]).min() > 0.05
+    betas = [10.0, 30.0, 100.0, 300.0, 1e3, 1e4]
+    errors = [float((simulate(z, alpha=1.0, layers=3, A=A, attention="softmax", beta=beta).tokens - hard)
+                    .abs().max()) for beta in betas]
+    assert errors == sorted(errors, reverse=True), errors
+    assert errors[0] > 1e-3 and errors[-1] <= 1e-12, errors
+
+
+@pytest.mark.parametrize("attention, beta", [("hardmax", None), ("softmax", 2.0)])
+def test_chunk_size_does_not_change_results(rng, attention, beta):
+    z, mask = random_configuration(rng, 7, 12, 3)
+    for b in range(7):  # sequences with 1..7 distinct tokens, so chunks get different widths
+        z[b, b + 1 :] = z[b, 0]
+    A, mask = random_spd(rng, 3), torch.from_numpy(mask)
+    runs = [simulate(z, alpha=0.6, layers=4, A=A, mask=mask, attention=attention, beta=beta,
+                     return_weights=True, chunk_size=size)
+            for size in (1, 3, 256, 1000)]
+    for run in runs[1:]:
+        if attention == "hardmax":
+            assert torch.equal(run.tokens, runs[0].tokens) and torch.equal(run.weights, runs[0].weights)
+        else:  # the softmax reductions run over padded rows whose width depends on the chunk
+            torch.testing.assert_close(run.tokens, runs[0].tokens, rtol=0, atol=1e-13)
+            torch.testing.assert_close(run.weights, runs[0].weights, rtol=0, atol=1e-13)
+
+
+@pytest.mark.parametrize("attention, beta", [("hardmax", None), ("softmax", 1.0)])
+@pytest.mark.parametrize("batched", [False, True], ids=["n,d", "batch,n,d"])
+def test_returned_weights(rng, batched, attention, beta):
+    z, mask = random_configuration(rng, 3, 9, 2)
+    z, mask = (z, torch.from_numpy(mask)) if batched else (z[0], torch.from_numpy(mask[0]))
+    traj = simulate(z, alpha=1.0, layers=5, mask=mask, attention=attention, beta=beta, return_weights=True)
+    assert traj.weights.shape == (5, *mask.shape, mask.shape[-1])
+    assert traj.weights.dtype == traj.tokens.dtype
+    real = mask
+    rows = traj.weights.sum(-1)
+    torch.testing.assert_close(rows[:, real], torch.ones_like(rows[:, real]), rtol=0, atol=1e-12)
+    assert not rows[:, ~real].any()
+    assert not traj.weights.transpose(-1, -2)[:, ~real].any()  # masked columns
+    assert (traj.weights >= 0).all()
+    assert simulate(z, alpha=1.0, layers=5, mask=mask, attention=attention, beta=beta).weights is None
+
+
+# --------------------------------------------------------------------------------------------
+# Types, shapes, layers = 0.
+# --------------------------------------------------------------------------------------------
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("attention, beta", [("hardmax", None), ("softmax", 1.0)])
+def test_dtype_and_device_are_kept(generator, dtype, device, attention, beta):
+    z = torch.randn(2, 5, 3, generator=generator).to(dtype=dtype, device=device)
+    traj = simulate(z, alpha=[0.5, 1.0], layers=2, attention=attention, beta=beta, return_weights=True)
+    for t in (traj.tokens, traj.weights, traj.alpha, traj.A):
+        assert t.dtype == dtype and t.device == z.device
+    assert traj.tokens.shape == (3, 2, 5, 3) and traj.mask.shape == (2, 5)
+    assert torch.equal(traj.tokens[0], z)
+
+
+@pytest.mark.parametrize("tokens, dtype", [
+    (np.zeros((3, 2)), torch.float64),
+    (np.zeros((3, 2), dtype=np.int64), torch.float64),
+    ([[0, 1], [1, 0]], torch.float64),
+    ([[0.0, 1.0], [1.0, 0.0]], torch.float64),
+    (np.zeros((3, 2), dtype=np.float32), torch.float32),  # already floating: kept
+])
+def test_numpy_input_becomes_float64(tokens, dtype):
+    traj = simulate(tokens, alpha=1.0, layers=1)
+    assert isinstance(traj.tokens, torch.Tensor) and traj.tokens.dtype == dtype
+
+
+@pytest.mark.xfail(strict=True, reason="engine bug: _as_tensor turns every non-floating NumPy array into "
+                   "float64, so a NumPy or list boolean mask is rejected as not boolean")
+@pytest.mark.parametrize("mask", [np.array([True, True, False]), [True, True, False]], ids=["numpy", "list"])
+def test_boolean_mask_from_numpy_or_list(mask):
+    traj = simulate(Z, alpha=1.0, layers=2, mask=mask)
+    assert torch.equal(traj.mask, torch.tensor([True, True, False]))
+
+
+def test_trajectory_records_its_parameters():
+    traj = simulate(Z, alpha=[0.5, 2.0], layers=2, A=2 * np.eye(2), attention="softmax", beta=3)
+    assert traj.alpha.tolist() == [0.5, 2.0] and torch.equal(traj.A, 2 * torch.eye(2, dtype=torch.float64))
+    assert (traj.attention, traj.beta, traj.layers) == ("softmax", 3.0, 2)
+    assert torch.equal(traj.mask, torch.ones(3, dtype=torch.bool)) and torch.equal(traj.final, traj.tokens[-1])
+    hard = simulate(Z, alpha=0.5, layers=3)
+    assert hard.alpha.tolist() == [0.5] * 3 and hard.beta is None and hard.weights is None
+    assert hard.tie_rtol == default_tie_rtol(torch.float64) == 64 * torch.finfo(torch.float64).eps
+
+
+def test_deduplicate_groups_equal_rows_exactly():
+    z = torch.tensor([[[1.0, 2.0], [0.0, -0.0], [1.0, 2.0], [0.0, 0.0], [1.0, 2.0], [1.0, 2.0 + 2**-20]]])
+    mask = torch.tensor([[True, True, True, True, False, True]])
+    dedup = deduplicate(z, mask)
+    assert torch.equal(dedup.expand(dedup.tokens), z)  # every token is recovered from its group
+    index = dedup.index[0].tolist()
+    assert index[0] == index[2] and index[1] == index[3]  # equal rows, and -0.0 == 0.0
+    assert len({index[0], index[4], index[5]}) == 3  # a padding copy and a 1-ulp neighbour stay apart
+    assert dedup.weights[0, index].tolist() == [2, 2, 2, 2, 0, 1]
+
+
+@pytest.mark.parametrize("shape", [(4, 2), (3, 4, 2)])
+def test_zero_layers_returns_the_initial_tokens(generator, shape):
+    z = torch.randn(*shape, generator=generator, dtype=torch.float64)
+    traj = simulate(z, alpha=1.0, layers=0, return_weights=True)
+    assert traj.layers == 0 and traj.tokens.shape == (1, *shape)
+    assert torch.equal(traj.tokens[0], z) and torch.equal(traj.final, z)
+    assert traj.weights.shape == (0, *shape[:-1], shape[-2]) and traj.alpha.shape == (0,)
+
+
+# --------------------------------------------------------------------------------------------
+# Bad inputs: a ValueError that names the problem.
+# --------------------------------------------------------------------------------------------
+
+Z = np.array([[1.0, 0.0], [0.0, 1.0], [0.3, 0.2]])
+NAN_A, INF_Z = np.eye(2), Z.copy()
+NAN_A[0, 1] = NAN_A[1, 0] = np.nan
+INF_Z[1, 0] = np.inf
+
+BAD_INPUTS = {
+    "A not symmetric": (dict(A=[[1.0, 0.5], [0.0, 1.0]]), "symmetric"),
+    "A indefinite": (dict(A=[[1.0, 0.0], [0.0, -1.0]]), "positive definite"),
+    "A singular": (dict(A=[[1.0, 0.0], [0.0, 0.0]]), "positive definite"),
+    "A wrong size": (dict(A=np.eye(3)), r"A must have shape \(2, 2\)"),
+    "A NaN": (dict(A=NAN_A), "A contains NaN"),
+    "alpha zero": (dict(alpha=0.0), "alpha must be finite and > 0"),
+    "alpha negative": (dict(alpha=-1.0), "alpha must be finite and > 0"),
+    "alpha NaN": (dict(alpha=float("nan")), "alpha must be finite and > 0"),
+    "alpha inf": (dict(alpha=float("inf")), "alpha must be finite and > 0"),
+    "alpha one bad layer": (dict(alpha=[1.0, -0.5]), "alpha must be finite and > 0"),
+    "alpha wrong length": (dict(alpha=[1.0, 1.0, 1.0]), "one value per layer"),
+    "tokens NaN": (dict(tokens=np.where(Z == 0, np.nan, Z)), "tokens contain NaN"),
+    "tokens inf": (dict(tokens=INF_Z), "tokens contain NaN or inf"),
+    "tokens 1-D": (dict(tokens=np.zeros(3)), r"tokens must have shape \(n, d\) or \(batch, n, d\)"),
+    "tokens 4-D": (dict(tokens=np.zeros((1, 2, 3, 2))), r"tokens must have shape \(n, d\)"),
+    "tokens empty": (dict(tokens=np.zeros((0, 2))), "at least one token"),
+    "tokens of dimension 0": (dict(tokens=np.zeros((3, 0))), "at least one token"),
+    "tokens empty sequences": (dict(tokens=np.zeros((2, 0, 2))), "at least one token"),
+    "tokens not an array": (dict(tokens={"z": 1}), "tokens must be a torch tensor or a NumPy array"),
+    "layers negative": (dict(layers=-1), "layers must be an integer"),
+    "layers float": (dict(layers=2.0), "layers must be an integer"),
+    "layers bool": (dict(layers=True), "layers must be an integer"),
+    "layers string": (dict(layers="2"), "layers must be an integer"),
+    "attention unknown": (dict(attention="relu"), "attention must be one of"),
+    "softmax without beta": (dict(attention="softmax"), "beta"),
+    "softmax beta zero": (dict(attention="softmax", beta=0.0), "beta > 0"),
+    "softmax beta NaN": (dict(attention="softmax", beta=float("nan")), "beta > 0"),
+    "softmax beta inf": (dict(attention="softmax", beta=float("inf")), "beta > 0"),
+    "beta with hardmax": (dict(beta=1.0), "beta is only used by softmax"),
+    "mask too short": (dict(mask=torch.ones(2, dtype=torch.bool)), r"mask must have shape \(3,\)"),
+    "mask batched for one sequence": (dict(mask=torch.ones(1, 3, dtype=torch.bool)),
+                                      r"mask must have shape \(3,\)"),
+    "mask for a batch": (dict(tokens=np.stack([Z, Z]), mask=torch.ones(3, dtype=torch.bool)),
+                         r"mask must have shape \(2, 3\)"),
+    "mask of ints": (dict(mask=np.ones(3, dtype=np.int64)), "mask must be boolean"),
+    "mask of floats": (dict(mask=torch.ones(3)), "mask must be boolean"),
+    "tie_rtol negative": (dict(tie_rtol=-1e-3), "tie_rtol"),
+    "tie_rtol one": (dict(tie_rtol=1.0), "tie_rtol"),
+}
+
+
+@pytest.mark.parametrize("name", BAD_INPUTS)
+def test_bad_input_raises_value_error(name):
+    changes, message = BAD_INPUTS[name]
+    kwargs = dict(tokens=Z, alpha=1.0, layers=2) | changes
+    with pytest.raises(ValueError, match=message):
+        simulate(kwargs.pop("tokens"), **kwargs)
+
+
+KNOWN_GAPS = {
+    "alpha ≤ 0 with zero layers": dict(alpha=-1.0, layers=0),
+    "alpha NaN with zero layers": dict(alpha=float("nan"), layers=0),
+    "complex tokens": dict(tokens=torch.tensor(Z, dtype=torch.complex128)),
+    "complex A": dict(A=np.eye(2) * (1 + 1j)),
+    "batch of no sequences": dict(tokens=np.zeros((0, 3, 2))),
+}
+
+
+@pytest.mark.xfail(strict=True, reason="engine gap: input accepted silently or a non-ValueError raised")
+@pytest.mark.parametrize("name", KNOWN_GAPS)
+def test_known_gaps_in_validation(name):
+    kwargs = dict(tokens=Z, alpha=1.0, layers=2) | KNOWN_GAPS[name]
+    with pytest.raises(ValueError):
+        simulate(kwargs.pop("tokens"), **kwargs)
