@@ -22,14 +22,16 @@ Results are quoted in docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
+import os
 import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,7 +87,7 @@ class BenchConfig:
 def quick() -> BenchConfig:
     """Small sizes for smoke testing (a few seconds)."""
     return BenchConfig(reviews=128, loop_reviews=4, naive_reviews=32, check_reviews=3, repeats=1,
-                       matmul_size=256)
+                       matmul_size=256, threads=1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -327,13 +329,29 @@ def machine() -> dict[str, object]:
                 break
     except OSError:
         pass
-    return {"cpu": model, "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
-            "numpy": np.__version__, "python": platform.python_version()}
+    return {"cpu": model, "logical_cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "torch": torch.__version__, "numpy": np.__version__, "python": platform.python_version(),
+            "load_average_1min": os.getloadavg()[0]}  # other work on the machine skews every timing
 
 
 def run(config: BenchConfig) -> dict[str, object]:
     """Check the engines, then time everything. Returns the JSON-ready results."""
-    torch.set_num_threads(config.threads)
+    with torch_threads(config.threads):
+        return _run(config)
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int) -> Iterator[None]:
+    """Run with `threads` torch threads, then restore (the smoke test runs inside a pytest worker)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _run(config: BenchConfig) -> dict[str, object]:
     check = check_engines(config)
     batch = make_batch(config, config.reviews)
     results = {"machine": machine(), "config": dataclasses.asdict(config), "data": {"source": batch.source,
@@ -356,9 +374,10 @@ def run(config: BenchConfig) -> dict[str, object]:
 def format_table(results: dict) -> str:
     """The results as a plain-text report."""
     c, data = results["config"], results["data"]
+    mach = results["machine"]
     lines = [
-        f"machine: {results['machine']['cpu']}, torch {results['machine']['torch']}, "
-        f"{results['machine']['torch_threads']} threads",
+        f"machine: {mach['cpu']}, {mach['logical_cpus']} logical CPUs, torch {mach['torch']}, "
+        f"{mach['torch_threads']} threads, load average {mach['load_average_1min']:.1f} at start",
         f"data: {c['reviews']} reviews ({data['source']}), n = {c['n']}, d = {c['d']}, "
         f"{c['layers']} layers, alpha = {c['alpha']}",
         f"      mean real tokens {data['mean_real_tokens']:.1f}, mean distinct real tokens "
@@ -376,6 +395,8 @@ def format_table(results: dict) -> str:
             f"{r['library_reviews_per_s']:>10,.0f}{r['speedup_vs_loop']:>9,.0f}{r['speedup_vs_naive']:>9,.1f}"
             f"{r['library_gflops']:>9.1f}{r['matmul_gflops']:>9.1f}{100 * r['fraction_of_matmul']:>6.0f}%"
         )
+    if mach["load_average_1min"] > 0.5:
+        lines.append("warning: the machine was busy when the run started; timings are pessimistic")
     lines.append("")
     lines.append(f"GFLOP/s counts 2·n²·d·layers = {results['flops_per_review'] / 1e6:.2f} MFLOP per review "
                  f"(dense scores of a {c['n']}-token review); matmul: one {c['matmul_size']}² matmul.")
@@ -391,9 +412,10 @@ def profile(config: BenchConfig, rows: int = 15) -> str:
     batch = make_batch(config, config.reviews)
     tokens, mask = torch.from_numpy(batch.tokens).float(), torch.from_numpy(batch.mask)
     A = torch.from_numpy(batch.A).float()
-    library(tokens, mask, A, alpha=config.alpha, layers=config.layers)  # warm-up
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        library(tokens, mask, A, alpha=config.alpha, layers=config.layers)
+    with torch_threads(config.threads):
+        library(tokens, mask, A, alpha=config.alpha, layers=config.layers)  # warm-up
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            library(tokens, mask, A, alpha=config.alpha, layers=config.layers)
     return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
 
 

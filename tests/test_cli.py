@@ -42,7 +42,7 @@ def test_figure2_by_default(tmp_path, capsys):
 
 
 def test_figure2_flag_with_fewer_layers(tmp_path, capsys):
-    code, out, err = _run(capsys, "--figure2", "--layers", "3", "--no-gif", "--out", str(tmp_path))
+    code, out, err = _run(capsys, "--figure2", "--layers", "1", "--no-gif", "--out", str(tmp_path))
     assert code == 0, err
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "figure2.pdf", "figure2.png", "report.json", "report.txt"]

@@ -250,17 +250,19 @@ def test_bad_bytes_are_replaced_and_counted(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("Great acting.<br /><br />Superb plot", ["great", "act", "superb", "plot"]),
+        ("Great acting.<br /><br />Superb plot", ["great", "acting", "superb", "plot"]),
         ("Visit http://www.imdb.com/title/tt0111161/ or www.example.org now", ["visit"]),
         ("<a href=\"https://x.y/z\">link</a> <i>bold</i>", ["link", "bold"]),
         ("10/10, 1980s, R2D2 #1!!!", []),  # digits split words; single letters are dropped
-        ("The movies were boring and the actors cried", ["movie", "boring", "actor", "cry"]),
+        ("The movies were boring and the actors laughed", ["movie", "boring", "actor", "laugh"]),
         ("It was what it is", []),  # "was" -> "be", a stop word, like the rest
         ("I don't like it; doing it is less fun", ["like", "fun"]),  # dont->do, doing->do, less: stop words
         ("Ji&#345;í Menzel &amp; Kie&#347;lowski", ["jiří", "menzel", "kieślowski"]),
-        ("well-made, funny_stuff", ["make", "funny", "stuff"]),  # "well" is a stop word
+        ("well-acted, funny_stuff", ["act", "funny", "stuff"]),  # "well" is a stop word
         ("a < b and c > d", []),  # not a tag: nothing is swallowed, all single letters or stop words
         ("Café", ["café"]),
+        # scikit-learn's list has a few content words ("made", "show", "cry"; the docs warn about it).
+        ("Well made show, it made me cry", []),
     ],
 )
 def test_clean_text_examples(text: str, expected: list[str]) -> None:
@@ -279,11 +281,16 @@ def test_clean_text_options() -> None:
 
 
 @given(st.text(alphabet=st.characters(codec="utf-8"), max_size=200))
-def test_clean_text_tokens_are_lowercase_words_outside_the_stop_list(text: str) -> None:
+def test_clean_text_tokens_are_words_outside_the_stop_list(text: str) -> None:
     for token in clean_text(text):
-        assert token.isalpha() and len(token) >= 2
-        assert token not in data.STOP_WORDS
-        assert token == token.lower() or token.lower() != token.lower().upper().lower()  # odd scripts
+        assert token.isalpha() and len(token) >= 2 and token.lower() not in data.STOP_WORDS
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=0xFF), max_size=200))
+def test_clean_text_lowercases(text: str) -> None:
+    assert all(token == token.lower() for token in clean_text(text))
+    if text.isascii():  # "ß".upper() is "SS": case round trips only hold for ASCII
+        assert clean_text(text.upper()) == clean_text(text.lower())
 
 
 # --------------------------------------------------------------------------------------------
@@ -353,10 +360,11 @@ def test_padding_truncation_and_mask(tmp_path: Path) -> None:
     # Real tokens first, then padding.
     assert (train.mask[:, :-1] >= train.mask[:, 1:]).all() and (train.lengths >= 1).all()
     long_row = train.ids[train.index == 10][0]
-    assert loaded.vocab.decode(long_row) == ["great", "wonderful", "brilliant", "superb", "delightful", "great"]
+    assert loaded.vocab.decode(long_row) == [*POSITIVE, "great"]
     assert loaded.stats.splits["train"].truncated == pytest.approx(1 / 20)
     short = train.index.tolist().index(0)  # "This film was awful and boring!<br /><br />Rated 0/10, ..."
-    assert loaded.vocab.decode(train.ids[short, : train.lengths[short]]) == ["film", "awful", "boring", "rate"]
+    assert loaded.vocab.decode(train.ids[short, : train.lengths[short]]) == ["film", "awful", "boring",
+                                                                             "rate"]
 
 
 def test_empty_reviews_are_skipped_and_counted(tmp_path: Path) -> None:
@@ -555,6 +563,7 @@ def test_resolve_downloads_into_the_cache(tmp_path: Path, monkeypatch: pytest.Mo
 
     def fake_download(directory: Path, **kwargs) -> Path:
         calls.append(directory)
+        Path(directory).mkdir(parents=True, exist_ok=True)
         return write_tar(Path(directory) / data.IMDB_FILENAME)
 
     monkeypatch.setattr(data, "download_imdb", fake_download)
@@ -618,7 +627,8 @@ def test_download_over_http(tmp_path: Path, http_server: tuple[str, Path]) -> No
     target = download_imdb(tmp_path / "dl", url=f"{url}/aclImdb_v1.tar.gz", sha256=_sha256(archive),
                            progress=False)
     assert read_reviews(target).texts == read_reviews(archive).texts
-    for name, match in (("missing.tar.gz", "could not download"), ("short.tar.gz", "")):
+    for name, match in (("missing.tar.gz", "could not download.*404"),
+                        ("short.tar.gz", "could not download|SHA-256")):
         with pytest.raises(DataError, match=match):
             download_imdb(tmp_path / "dl2", url=f"{url}/{name}", sha256=_sha256(archive), progress=False)
     assert os.listdir(tmp_path / "dl2") == []
@@ -633,7 +643,8 @@ def test_download_over_http(tmp_path: Path, http_server: tuple[str, Path]) -> No
 
 
 def _real_archive() -> Path | None:
-    candidates = [os.environ.get("HARDMAX_IMDB"), REPO_ROOT.parent / "shared" / "data" / "aclImdb-labeled.tar.gz"]
+    shared = REPO_ROOT.parent / "shared" / "data" / "aclImdb-labeled.tar.gz"
+    candidates = [os.environ.get("HARDMAX_IMDB"), shared]
     return next((Path(c) for c in candidates if c and Path(c).exists()), None)
 
 
@@ -652,8 +663,9 @@ def test_full_pipeline_on_the_real_archive(tmp_path: Path) -> None:
     cached = load_imdb(cfg, progress=False)
     cached_seconds = time.perf_counter() - start
     stats = built.stats.splits
-    assert len(built.train) + len(built.val) + stats["train"].skipped_empty + stats["val"].skipped_empty == 25_000
-    assert len(built.test) + stats["test"].skipped_empty == 25_000
+    skipped = {name: split_stats.skipped_empty for name, split_stats in stats.items()}
+    assert len(built.train) + len(built.val) + skipped["train"] + skipped["val"] == 25_000
+    assert len(built.test) + skipped["test"] == 25_000
     assert len(built.val) == pytest.approx(2_500, abs=2)
     for split in (built.train, built.val, built.test):
         assert split.labels.float().mean().item() == pytest.approx(0.5, abs=0.01)

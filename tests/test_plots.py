@@ -16,6 +16,7 @@ from hardmax.dynamics import simulate
 from hardmax.plots import (
     FIGURE2_LAYERS,
     _frame_layers,
+    _scene,
     animate,
     figure2,
     plot_layers,
@@ -81,6 +82,17 @@ def test_plot_layers_marks_leaders_and_limit_points(run2d):
         assert (np.abs(points - corner).max(1) < 1e-6).any()
     for midpoint in ([1.0, 0.0], [-1.0, 0.0]):
         assert (np.abs(points - midpoint).max(1) < 1e-3).any()
+
+
+def test_above_the_plane_only_reached_points_of_S_are_marked():
+    # The square of SQUARE in the plane z = 0 of R^3: S has the origin and the four midpoints of the
+    # sides, but only (±1, 0, 0) are limits of tokens.
+    tokens = np.pad(SQUARE, ((0, 0), (0, 1)))
+    scene = _scene(simulate(tokens, alpha=0.5, layers=40), 3)
+    assert scene.reached_only
+    np.testing.assert_allclose(scene.limit[np.argsort(scene.limit[:, 0])], [[-1, 0, 0], [1, 0, 0]], atol=1e-12)
+    planar = _scene(simulate(SQUARE, alpha=0.5, layers=40), 2)
+    assert not planar.reached_only and len(planar.limit) == 5
 
 
 def test_plot_layers_into_given_axes(run2d):

@@ -171,7 +171,7 @@ def _simulate_figure2(config: SimulateConfig) -> int:
     reports = {name: check_theorem(trajectory) for name, trajectory in trajectories.items()}
     _say(f"simulated the {len(trajectories)} configurations of Figure 2, {config.layers} layers, "
          f"α = {config.alpha:g}: {time.perf_counter() - start:.2f} s")
-    tables = "\n\n".join(f"{name}\n{report.table()}" for name, report in reports.items())
+    tables = "\n\n".join(f"## {name}\n\n{report.table()}" for name, report in reports.items())
     print(tables)
     written = [
         *_timed("figure", lambda: save_figure(figure2(trajectories), out / "figure2")),

@@ -27,6 +27,7 @@ from typing import Literal
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 Attention = Literal["hardmax", "softmax"]
@@ -159,7 +160,9 @@ def _hardmax_ties(s: Tensor, tie_rtol: float) -> Tensor:
     top = s.amax(dim=-1, keepdim=True)
     # ||z_i||_A^2 is the diagonal of s; absent tokens sit at -inf and drop out of the max.
     sq_norms = torch.diagonal(s, dim1=-2, dim2=-1).clamp(min=0)
-    scale = torch.sqrt(sq_norms * sq_norms.amax(dim=-1, keepdim=True)).unsqueeze(-1)
+    # sqrt(a)·sqrt(b), not sqrt(a·b): the product overflows float32 for norms above ~4e9.
+    norms = torch.sqrt(sq_norms)
+    scale = (norms * norms.amax(dim=-1, keepdim=True)).unsqueeze(-1)
     return s >= top - tie_rtol * scale
 
 
@@ -212,7 +215,8 @@ def _hardmax_targets(tokens: Tensor, weights: Tensor, A: Tensor | None, tie_rtol
     bias = torch.where(weights > 0, 0.0, -math.inf).to(tokens.dtype).unsqueeze(-2)
     s = torch.baddbmm(bias, queries, tokens.transpose(-1, -2))
     sq_norms = torch.diagonal(s, dim1=-2, dim2=-1).clamp(min=0)
-    tol = tie_rtol * torch.sqrt(sq_norms * sq_norms.amax(dim=-1, keepdim=True))  # (batch, m)
+    norms = torch.sqrt(sq_norms)  # sqrt(a)·sqrt(b): the product a·b overflows float32 above ~4e9
+    tol = tie_rtol * norms * norms.amax(dim=-1, keepdim=True)  # (batch, m)
     top, arg = s.max(dim=-1)
     s.scatter_(-1, arg.unsqueeze(-1), -math.inf)
     runner_up = s.amax(dim=-1)
@@ -260,8 +264,12 @@ def attention_step(
             raise ValueError("softmax attention needs an inverse temperature beta > 0")
         queries = tokens if A is None else tokens @ A
         # log w_j turns a merged token back into its w_j copies; log 0 = -inf removes absent keys.
-        logits = torch.baddbmm(_key_bias(weights), beta * queries, tokens.transpose(-1, -2))
-        target = torch.bmm(torch.softmax(logits, dim=-1), tokens)
+        # PyTorch's fused attention computes softmax(β q kᵀ + bias) v without materialising it twice,
+        # forward and backward (several times faster than the three-op version on CPU).
+        target = F.scaled_dot_product_attention(
+            queries.unsqueeze(1), tokens.unsqueeze(1), tokens.unsqueeze(1),
+            attn_mask=_key_bias(weights).unsqueeze(1), scale=float(beta),
+        ).squeeze(1)
     else:
         raise ValueError(f"attention must be one of {ATTENTIONS}, got {attention!r}")
     moved = tokens + gamma * (target - tokens)
@@ -307,17 +315,21 @@ class Trajectory:
 
 
 def _as_tensor(x, name: str, dtype: torch.dtype | None = None, device=None) -> Tensor:
+    """A tensor from a tensor, NumPy array, list or number; ValueError for anything non-numeric."""
     if isinstance(x, Tensor):
         t = x
-    elif isinstance(x, np.ndarray | Sequence | float | int):
-        arr = np.asarray(x)
-        if arr.dtype == object:
-            raise ValueError(f"{name} must be numeric, got an object array")
+    elif isinstance(x, np.ndarray | Sequence | float | int | np.generic):
+        try:
+            arr = np.asarray(x)
+        except ValueError as e:  # ragged nested lists
+            raise ValueError(f"{name} must be a rectangular numeric array ({e})") from None
+        if arr.dtype.kind not in "biuf":
+            raise ValueError(f"{name} must be numeric (bool, int or float), got NumPy dtype {arr.dtype}")
         t = torch.from_numpy(np.ascontiguousarray(arr))
-        if not t.is_floating_point() and dtype is None:
-            t = t.to(torch.float64)
     else:
         raise ValueError(f"{name} must be a torch tensor or a NumPy array, got {type(x).__name__}")
+    if t.is_complex():
+        raise ValueError(f"{name} must be real, got complex dtype {t.dtype}")
     if dtype is not None or device is not None:
         t = t.to(dtype=dtype or t.dtype, device=device or t.device)
     return t
@@ -343,13 +355,16 @@ def validate_A(A, d: int, dtype: torch.dtype, device) -> Tensor:
 
 def validate_alpha(alpha, layers: int, dtype: torch.dtype, device) -> Tensor:
     """Return α as a (layers,) tensor, or raise ValueError unless every α_k is finite and > 0."""
-    a = _as_tensor(alpha, "alpha", dtype=torch.float64).detach().reshape(-1)
+    a = _as_tensor(alpha, "alpha", dtype=torch.float64).detach().reshape(-1).cpu()
+    if a.numel() == 0:
+        raise ValueError("alpha must be a scalar or one value per layer, got an empty array")
+    if not torch.isfinite(a).all() or (a <= 0).any():
+        bad = a[~(torch.isfinite(a) & (a > 0))][0].item()
+        raise ValueError(f"alpha must be finite and > 0, got {bad}")
     if a.numel() == 1:
         a = a.expand(layers)
     elif a.numel() != layers:
         raise ValueError(f"alpha must be a scalar or have one value per layer ({layers}), got {a.numel()} values")
-    if not torch.isfinite(a).all() or (a <= 0).any():
-        raise ValueError(f"alpha must be finite and > 0, got {a.tolist() if a.numel() <= 8 else 'a bad value'}")
     return a.to(dtype=dtype, device=device)
 
 
@@ -398,10 +413,11 @@ def simulate(
     """
     z = _as_tensor(tokens, "tokens")
     if not z.is_floating_point():
-        z = z.to(torch.get_default_dtype())
+        # Integer input: NumPy/lists become float64 (NumPy's default), integer tensors torch's default.
+        z = z.to(torch.get_default_dtype() if isinstance(tokens, Tensor) else torch.float64)
     if z.dim() not in (2, 3):
         raise ValueError(f"tokens must have shape (n, d) or (batch, n, d), got {tuple(z.shape)}")
-    if z.shape[-1] == 0 or z.shape[-2] == 0:
+    if z.numel() == 0:
         raise ValueError(f"tokens must have at least one token of dimension ≥ 1, got {tuple(z.shape)}")
     if not torch.isfinite(z).all():
         raise ValueError("tokens contain NaN or inf")
@@ -418,8 +434,10 @@ def simulate(
         raise ValueError("beta is only used by softmax attention; pass attention='softmax'")
     if tie_rtol is None:
         tie_rtol = default_tie_rtol(z.dtype)
-    elif not (0 <= tie_rtol < 1):
-        raise ValueError(f"tie_rtol must be in [0, 1), got {tie_rtol}")
+    elif not isinstance(tie_rtol, int | float) or not (0 <= tie_rtol < 1):
+        raise ValueError(f"tie_rtol must be a number in [0, 1), got {tie_rtol!r}")
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int | np.integer) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be an integer ≥ 1, got {chunk_size!r}")
 
     single = z.dim() == 2
     batched = z.unsqueeze(0) if single else z

@@ -9,7 +9,8 @@ its job is to reproduce the paper's figure from the paper's configurations.
 Every picture shows the same things: leaders (tokens that stay leaders from that layer on) as stars,
 the other tokens as dots coloured by the cluster they converge to, thin trails of past positions,
 the polytope K spanned by the final leaders (shaded), and the points of the limit set S that are not
-vertices of K as hollow diamonds (Theorem 2.1 of Alcalde, Fantuzzi, Zuazua 2024, arXiv 2407.01602).
+vertices of K as hollow diamonds (Theorem 2.1 of Alcalde, Fantuzzi, Zuazua 2024, arXiv 2407.01602);
+for d > 2, where S has a point on most faces of K, only the points of S that tokens converge to.
 
 Only the object-oriented Matplotlib API is used (`Figure`, never `pyplot`): no global state, no
 backend to choose, and figures are freed as soon as they are dropped.
@@ -36,10 +37,16 @@ from mpl_toolkits.mplot3d.art3d import Line3DCollection, Poly3DCollection
 from scipy.spatial import ConvexHull, QhullError
 
 from hardmax.dynamics import Trajectory, simulate
-from hardmax.theory import figure2_configurations, find_clusters, leader_layers, limit_set, polytope
+from hardmax.theory import (
+    FIGURE2_ALPHA,
+    figure2_configurations,
+    find_clusters,
+    leader_layers,
+    limit_set,
+    polytope,
+)
 
 __all__ = [
-    "FIGURE2_ALPHA",
     "FIGURE2_LAYERS",
     "animate",
     "figure2",
@@ -49,7 +56,6 @@ __all__ = [
     "save_figure",
 ]
 
-FIGURE2_ALPHA = 0.5  # α of the paper's Figure 2 (A = I)
 FIGURE2_LAYERS = (0, 1, 2, 5, 30)  # the layers shown in the paper's Figure 2
 
 # Tableau colours without grey (grey is K's colour); cycled when there are more clusters.
@@ -73,8 +79,19 @@ class _Scene:
     vertices: np.ndarray  # (v, p) vertices of K
     edges: np.ndarray  # (e, 2) pairs of vertex indices: the edges of K
     k_dim: int  # dimension of K
-    limit: np.ndarray  # (s, p) points of S that are not vertices of K
-    note: str  # how the tokens were mapped to the plot, "" when they were not projected
+    limit: np.ndarray  # (s, p) points of S that are not vertices of K (only limits of tokens if d > 2)
+    projected: bool  # d > p: the tokens were projected onto principal components
+    note: str  # how the tokens were mapped to the plot, and what was left out ("" if nothing)
+
+    @property
+    def limit_label(self) -> str:
+        """Legend entry of the diamonds (in d > 2 the unreached points of S would bury the picture)."""
+        what = "projection of 0 on a face of K"
+        return f"limit in S: {what}" if self.reached_only else f"S: {what}"
+
+    @property
+    def reached_only(self) -> bool:
+        return self.path.shape[-1] == 3 or self.projected
 
     @property
     def colours(self) -> np.ndarray:
@@ -129,19 +146,29 @@ def _scene(trajectory: Trajectory, p: int) -> _Scene:
     since = leader_layers(trajectory).detach().cpu().numpy()[real]
     d = path.shape[-1]
     leaders = path[-1, since >= 0]
-    if len(leaders):
-        K = polytope(leaders)
-        vertices, k_dim = np.asarray(K.vertices, dtype=np.float64).reshape(-1, d), K.dim
-        edges = np.array([face for face in K.faces if len(face) == 2], dtype=np.int64).reshape(-1, 2)
-        S = np.asarray(limit_set(K, trajectory.A.detach().cpu().double().numpy()), dtype=np.float64)
+    vertices, k_dim, edges, S = np.empty((0, d)), -1, np.empty((0, 2), np.int64), np.empty((0, d))
+    notes = []
+    if len(leaders):  # always true for hardmax (the token of largest A-norm leads); keeps plots total
+        try:
+            K = polytope(leaders)
+            vertices, k_dim = np.asarray(K.vertices, dtype=np.float64).reshape(-1, d), K.dim
+            edges = np.array([face for face in K.faces if len(face) == 2], dtype=np.int64).reshape(-1, 2)
+            S = np.asarray(limit_set(K, trajectory.A.detach().cpu().double().numpy()), dtype=np.float64)
+        except ValueError:  # too many faces to enumerate (high dimension): draw the hull of the leaders only
+            vertices = np.unique(leaders, axis=0)
+            k_dim = int(np.linalg.matrix_rank(vertices - vertices.mean(0))) if len(vertices) > 1 else 0
+            notes.append("faces of K and S not drawn (too many faces)")
+        # Vertices of K are already marked by the leaders' stars; keep the other points of S. Above
+        # the plane, S has a point on most faces of K: keep those some token converges to.
         S = S.reshape(-1, d)
-        # Vertices of K are already marked by the leaders' stars; keep the other points of S.
         scale = max(float(np.abs(path).max()), 1.0)
-        gap = np.linalg.norm(S[:, None] - vertices[None], axis=-1).min(1) if len(vertices) else np.inf
+        gap = np.linalg.norm(S[:, None] - vertices[None], axis=-1).min(1, initial=np.inf)
         S = S[gap > 1e-6 * scale]
-    else:  # cannot happen for hardmax (the token of largest A-norm leads), but keep plots total
-        vertices, k_dim, edges, S = np.empty((0, d)), -1, np.empty((0, 2), np.int64), np.empty((0, d))
+        if d > 2:
+            reach = np.linalg.norm(S[:, None] - path[-1][None], axis=-1).min(1, initial=np.inf)
+            S = S[reach <= 1e-3 * scale]
     project, note = _projection(path.reshape(-1, d), p)
+    note = "; ".join([note, *notes] if note else notes)
     return _Scene(
         path=project(path).reshape(path.shape[0], path.shape[1], p),
         labels=labels,
@@ -150,6 +177,7 @@ def _scene(trajectory: Trajectory, p: int) -> _Scene:
         edges=edges,
         k_dim=int(k_dim),
         limit=project(S),
+        projected=d > p,
         note=note,
     )
 
@@ -180,7 +208,7 @@ def _draw_panel(ax: Axes, scene: _Scene, layer: int, box: tuple[np.ndarray, np.n
     layer (animations redraw only the tokens: K, S, limits and ticks stay)."""
     colours = scene.colours
     v = scene.vertices
-    light = bool(scene.note)  # a projection: inner edges and many points of S show, so draw them lighter
+    light = scene.projected  # the inner edges of K show: draw them lighter
     if len(v) >= 3:
         with contextlib.suppress(QhullError):  # collinear vertices: K is a segment, drawn below
             ax.fill(*v[ConvexHull(v).vertices].T, facecolor=_K_FACE, edgecolor="none", zorder=0)
@@ -188,8 +216,8 @@ def _draw_panel(ax: Axes, scene: _Scene, layer: int, box: tuple[np.ndarray, np.n
         ax.add_collection(LineCollection(v[scene.edges], colors=_K_EDGE, linewidths=0.5 if light else 1.0,
                                          alpha=0.6 if light else 1.0, zorder=1))
     if len(scene.limit):
-        ax.scatter(*scene.limit.T, marker="D", s=22 if light else 46, facecolors="none",
-                   edgecolors="0.35" if light else "black", linewidths=0.8, zorder=3)
+        ax.scatter(*scene.limit.T, marker="D", s=46, facecolors="none", edgecolors="black", linewidths=0.9,
+                   zorder=3)
     trails = LineCollection([], colors=colours, linewidths=0.8, alpha=0.55, zorder=2)
     ax.add_collection(trails)
     dots = ax.scatter(np.empty(0), np.empty(0), s=22, edgecolors="white", linewidths=0.4, zorder=4)
@@ -259,7 +287,7 @@ def _draw_panel_3d(ax, scene: _Scene, layer: int, box: tuple[np.ndarray, np.ndar
     ax.locator_params(nbins=4)
 
 
-def _legend_handles(with_limit: bool) -> list:
+def _legend_handles(limit_label: str | None) -> list:
     handles = [
         Line2D([], [], marker="*", linestyle="none", markersize=12, markerfacecolor="0.75",
                markeredgecolor="black", label="leader"),
@@ -268,16 +296,16 @@ def _legend_handles(with_limit: bool) -> list:
         Line2D([], [], color=_PALETTE[0], linewidth=0.8, alpha=0.6, label="trail"),
         Patch(facecolor=_K_FACE, edgecolor=_K_EDGE, label="K: hull of the leaders"),
     ]
-    if with_limit:
+    if limit_label:
         handles.append(Line2D([], [], marker="D", linestyle="none", markersize=6, markerfacecolor="none",
-                              markeredgecolor="black", label="S: projection of 0 on a face of K"))
+                              markeredgecolor="black", label=limit_label))
     return handles
 
 
-def _add_legend(fig: Figure, with_limit: bool) -> None:
+def _add_legend(fig: Figure, limit_label: str | None) -> None:
     # "outside" places the legend in a margin reserved by the constrained layout engine.
     loc = "outside lower center" if fig.get_layout_engine() is not None else "lower center"
-    fig.legend(handles=_legend_handles(with_limit), loc=loc, ncol=5, frameon=False, fontsize=8,
+    fig.legend(handles=_legend_handles(limit_label), loc=loc, ncol=5, frameon=False, fontsize=8,
                handletextpad=0.4, columnspacing=1.2)
 
 
@@ -298,7 +326,8 @@ def plot_layers(
     Leaders are stars, the other tokens dots coloured by their limit cluster (`theory.find_clusters`),
     with trails of their past positions; K (hull of the final leaders) is shaded and the points of S
     off the vertices of K are hollow diamonds. Tokens of dimension d > 2 are projected onto their two
-    principal components (said in the title); d = 1 is drawn on the horizontal axis.
+    principal components (said in the title; only the points of S that tokens reach are marked);
+    d = 1 is drawn on the horizontal axis.
 
     Args:
         trajectory: a single-sequence `Trajectory` (tokens (layers + 1, n, d)).
@@ -313,12 +342,12 @@ def plot_layers(
     chosen = _check_layers(layers, trajectory.layers)
     scene = _scene(trajectory, 2)
     if ax_row is None:
-        fig = Figure(figsize=(2.3 * len(chosen) + 0.3, 3.0), layout="constrained")
+        fig = Figure(figsize=(2.3 * len(chosen) + 0.3, 3.4), layout="constrained")
         axes = list(np.atleast_1d(fig.subplots(1, len(chosen))))
         heading = "\n".join(s for s in (title, scene.note) if s)
         if heading:
             fig.suptitle(heading, fontsize=11)
-        _add_legend(fig, len(scene.limit) > 0)
+        _add_legend(fig, scene.limit_label if len(scene.limit) else None)
     else:
         axes = list(ax_row)
         if len(axes) != len(chosen):
@@ -355,7 +384,7 @@ def plot_layers_3d(trajectory: Trajectory, layers: Sequence[int] | None = None, 
     box = scene.box()
     for i, layer in enumerate(chosen):
         _draw_panel_3d(fig.add_subplot(1, len(chosen), i + 1, projection="3d"), scene, layer, box)
-    _add_legend(fig, len(scene.limit) > 0)
+    _add_legend(fig, scene.limit_label if len(scene.limit) else None)
     return fig
 
 
@@ -405,7 +434,7 @@ def figure2(
                 ax.set_title("")
     fig.suptitle(f"Hardmax dynamics, {_describe(next(iter(trajectories.values())))} "
                  "(Alcalde, Fantuzzi, Zuazua 2024, Figure 2)", fontsize=11)
-    _add_legend(fig, with_limit=True)
+    _add_legend(fig, "S: projection of 0 on a face of K")
     # Lay out once and freeze: saving to several formats would otherwise redo it for each.
     fig.draw_without_rendering()
     fig.set_layout_engine("none")
@@ -413,9 +442,12 @@ def figure2(
 
 
 def _describe(trajectory: Trajectory) -> str:
-    """"α = 0.5, A = I" for the parameters of a run."""
+    """The parameters of a run as text, e.g. "α = 0.5, A = I"."""
     alphas = trajectory.alpha.detach().cpu().double().unique()
-    alpha = f"α = {float(alphas[0]):g}" if len(alphas) == 1 else "α varying by layer"
+    if len(alphas) == 1:
+        alpha = f"α = {float(alphas[0]):g}"
+    else:
+        alpha = "α varying by layer" if len(alphas) else "no layers"
     eye = np.eye(trajectory.A.shape[-1])
     A = "A = I" if np.array_equal(trajectory.A.detach().cpu().double().numpy(), eye) else "A ≠ I"
     return f"{alpha}, {A}"
@@ -454,12 +486,13 @@ def animate(
     frames = _frame_layers(total, max_frames)
     held = frames + [frames[-1]] * (fps // 2)  # hold the end for half a second
     fig = Figure(figsize=(4.8, 5.0))
-    fig.subplots_adjust(left=0.1, right=0.95, bottom=0.08, top=0.88)
-    ax = fig.add_subplot(projection="3d" if p == 3 else None)
-    box = scene.box()
     heading = "\n".join(s for s in (title, scene.note) if s)
+    # A fixed layout (no layout engine): every frame must have the same size and placement.
+    fig.subplots_adjust(left=0.1, right=0.95, bottom=0.06, top=0.91 - 0.035 * (heading.count("\n") + 1))
     if heading:
         fig.suptitle(heading, fontsize=9 if scene.note else 11)
+    ax = fig.add_subplot(projection="3d" if p == 3 else None)
+    box = scene.box()
     show = None if p == 3 else _draw_panel(ax, scene, 0, box)
     target = Path(path)
     writer = PillowWriter(fps=fps)

@@ -83,7 +83,7 @@ def _model_config(d: int, config: ReproduceConfig, vocab_size: int) -> ModelConf
     return ModelConfig(vocab_size=vocab_size, d=d, layers=config.layers, beta=config.beta)
 
 
-def _data_info(data: ImdbData) -> dict:
+def data_info(data: ImdbData) -> dict:
     settings = {k: v for k, v in asdict(data.config).items()
                 if k not in ("path", "cache_dir", "use_cache", "download")}
     return {**settings, "vocab_size": len(data.vocab), "train": len(data.train), "val": len(data.val),
@@ -107,7 +107,7 @@ def _train_or_load(d: int, data: ImdbData, config: ReproduceConfig) -> tuple:
             (run_dir / stale).unlink(missing_ok=True)
     atomic_write(run_dir / "vocab.json", lambda tmp: Path(tmp).write_text(data.vocab.to_json(), encoding="utf-8"))
     result = train(data.train, data.val, model_config=model_config, train_config=config.train, run_dir=run_dir,
-                   resume=resume, data_info=_data_info(data), progress=config.progress)
+                   resume=resume, data_info=data_info(data), progress=config.progress)
     write_json(done, {"best_epoch": result.best_epoch, "best_val_accuracy": result.best_val_accuracy})
     return result.model, result.history, result.best_epoch, run_dir
 
@@ -188,7 +188,7 @@ def _write_report(results: list[DimensionResult], data: ImdbData, config: Reprod
         "command": "hardmax reproduce" + (" --quick" if config.label == "quick" else ""),
         "seconds_total": seconds,
         "machine": machine,
-        "data": {**_data_info(data), "stats": {k: asdict(v) for k, v in data.stats.splits.items()},
+        "data": {**data_info(data), "stats": {k: asdict(v) for k, v in data.stats.splits.items()},
                  "load_seconds": data.stats.seconds, "cache_hit": data.stats.cache_hit},
         "train_config": asdict(config.train),
         "results": {str(r.d): asdict(r) for r in results},

@@ -1,0 +1,222 @@
+"""Tests of `hardmax.measures` on a hand-made d = 2 classifier whose leaders are known by hand.
+
+Embeddings (A = I, α = 1 so γ ≈ 1/2, 3 layers, float64) and decoder logit = 3 (x − y) + 3:
+
+    great (3, 0)   awful (0, 3)   film (1, 1)   plot (2, 0.5)   quite (1, 0)   nice (1.2, 0.5)   boring (0, 4)
+
+Reviews, with every claim checked by hand on the scores ⟨z_i, z_j⟩ at layer 0, and for later layers
+by writing a follower of leader L as z^k = L + (1 − γ)^k (z − L):
+
+    R1 great film plot film  (label 1): great leads; film (3 vs 2, 2.5) and plot (6 vs 4.25) follow it.
+                                        logit ≈ 11.3, confident and correct.
+    R2 awful film film film  (label 0): awful leads, film follows. logit ≈ −5.2, confident, correct.
+    R3 great awful film      (label 1): two leaders; film is tied exactly between them (3 = 3) at every
+                                        layer (it stays on the diagonal). logit = 3: p ≈ 0.95, correct.
+    R4 great film            (label 0): great leads; predicted positive, so wrong.
+    R5 awful plot            (label 1): both lead (9 vs 1.5, 4.25 vs 1.5). logit = 0.75: p ≈ 0.68,
+                                        correct but not confident at 0.9.
+    R6 quite nice boring     (label 0): at layer 0 only boring leads (quite → nice: 1.2 > 1,
+                                        nice → boring: 2 > 1.69). After one layer quite sits at
+                                        (1.1, 0.25) and leads (1.2725 > 1.2225 > 1): an *emerged* leader.
+                                        logit ≈ −3.6, confident and correct.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+import torch
+from corpus import PAD, sentiment_corpus
+
+from hardmax import HardmaxClassifier, ModelConfig
+from hardmax.measures import explain_ids, leader_masks, leader_statistics, leader_word_counts
+
+WORDS = ["<pad>", "<unk>", "great", "awful", "film", "plot", "quite", "nice", "boring"]
+EMBEDDING = [(0, 0), (0, 0), (3, 0), (0, 3), (1, 1), (2, 0.5), (1, 0), (1.2, 0.5), (0, 4)]
+REVIEWS = [
+    (["great", "film", "plot", "film"], 1),
+    (["awful", "film", "film", "film"], 0),
+    (["great", "awful", "film"], 1),
+    (["great", "film"], 0),
+    (["awful", "plot"], 1),
+    (["quite", "nice", "boring"], 0),
+]
+# Final-layer leaders of each review, and the layer-0 leaders where they differ.
+FINAL_LEADERS = [{"great"}, {"awful"}, {"great", "awful"}, {"great"}, {"awful", "plot"}, {"quite", "boring"}]
+INITIAL_LEADERS = FINAL_LEADERS[:5] + [{"boring"}]
+
+
+def hand_made_model() -> HardmaxClassifier:
+    model = HardmaxClassifier(ModelConfig(vocab_size=len(WORDS), d=2, layers=3, alpha_init=1.0)).double()
+    with torch.no_grad():
+        model.embedding.weight.copy_(torch.tensor(EMBEDDING, dtype=torch.float64))
+        model.decoder.weight.copy_(torch.tensor([[3.0, -3.0]]))
+        model.decoder.bias.fill_(3.0)
+    return model.eval()
+
+
+def encode(reviews: list[tuple[list[str], int]]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    n = max(len(words) for words, _ in reviews)
+    ids = torch.full((len(reviews), n), PAD)
+    for r, (words, _) in enumerate(reviews):
+        ids[r, : len(words)] = torch.tensor([WORDS.index(w) for w in words])
+    labels = torch.tensor([label for _, label in reviews])
+    return ids, ids != PAD, labels
+
+
+def leader_words(trace, mask: torch.Tensor) -> list[set[str]]:
+    """Words of the leaders in `mask` (batch, m) of a trace."""
+    return [{WORDS[int(i)] for i in trace.ids[b][mask[b]]} for b in range(mask.shape[0])]
+
+
+@pytest.fixture
+def model() -> HardmaxClassifier:
+    return hand_made_model()
+
+
+# --------------------------------------------------------------------------------------------
+# leader_masks
+# --------------------------------------------------------------------------------------------
+
+
+def test_predictions_are_as_computed_by_hand(model):
+    ids, mask, labels = encode(REVIEWS)
+    prob = torch.sigmoid(model(ids, mask, attention="hardmax")).detach()
+    assert (prob[[0, 2]] > 0.9).all() and (prob[1] < 0.1)  # R1, R3 confident positive; R2 negative
+    assert prob[3] > 0.5 and 0.5 < prob[4] < 0.9  # R4 wrong (label 0); R5 right, not confident
+    assert prob[5] < 0.1
+
+
+def test_leader_masks_known_leaders(model):
+    ids, mask, _ = encode(REVIEWS)
+    trace = model.trace(ids, mask, attention="hardmax")
+    leaders = leader_masks(trace)
+    assert leaders.shape == (4, len(REVIEWS), trace.ids.shape[1]) and leaders.dtype == torch.bool
+    assert leader_words(trace, leaders[0]) == INITIAL_LEADERS
+    for k in range(1, 4):
+        assert leader_words(trace, leaders[k]) == FINAL_LEADERS, k
+    assert not (leaders & (trace.weights == 0)).any()  # unused slots are never leaders
+
+
+def test_leaders_do_not_move(model):
+    ids, mask, _ = encode(REVIEWS)
+    trace = model.trace(ids, mask, attention="hardmax")
+    leaders = leader_masks(trace)
+    for k in range(3):
+        still = leaders[k].unsqueeze(-1) & torch.ones_like(trace.tokens[k], dtype=torch.bool)
+        assert torch.equal(trace.tokens[k + 1][still], trace.tokens[k][still])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_leader_masks_match_scores(seed):
+    """On random reviews, i leads iff ⟨A z_i, z_i⟩ beats ⟨A z_i, z_j⟩ for every other present j."""
+    corpus = sentiment_corpus(8, n_neutral=24, min_length=6, max_length=20, seed=seed)
+    torch.manual_seed(seed)
+    model = HardmaxClassifier(ModelConfig(vocab_size=corpus.vocab_size, d=3, layers=5,
+                                          learn_A=bool(seed % 2))).double()
+    if seed % 2:
+        with torch.no_grad():
+            model.A_factor.add_(0.3 * torch.randn(3, 3, dtype=torch.float64))
+    trace = model.trace(corpus.ids, corpus.mask, attention="hardmax")
+    got = leader_masks(trace)
+    A = model.A_matrix().detach()
+    for k in range(trace.tokens.shape[0]):
+        for b in range(len(corpus)):
+            z, present = trace.tokens[k, b].detach(), trace.weights[b] > 0
+            s = z @ A @ z.T
+            for i in range(z.shape[0]):
+                others = present.clone()
+                others[i] = False
+                expected = bool(present[i]) and bool((s[i, i] > s[i][others]).all())
+                assert bool(got[k, b, i]) == expected, (k, b, i)
+
+
+# --------------------------------------------------------------------------------------------
+# leader_statistics and leader_word_counts
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("batch_size", [512, 2])
+def test_leader_statistics(model, batch_size):
+    ids, mask, _ = encode(REVIEWS)
+    stats = leader_statistics(model, ids, mask, batch_size=batch_size)
+    counts = [len(s) for s in FINAL_LEADERS]  # 1 1 2 1 2 2
+    assert stats.per_review.tolist() == counts and stats.per_review.dtype == torch.int64
+    assert stats.n_reviews == 6 and stats.min == 1 and stats.max == 2
+    assert stats.mean == pytest.approx(9 / 6)
+    assert stats.std == pytest.approx(torch.tensor(counts, dtype=torch.float64).std().item())
+    # 9 final leaders, of which "quite" in R6 emerged after layer 0.
+    assert stats.fraction_initial == pytest.approx(8 / 9)
+
+
+def test_leader_statistics_all_initial(model):
+    ids, mask, _ = encode(REVIEWS[:5])
+    stats = leader_statistics(model, ids, mask)
+    assert stats.fraction_initial == 1.0 and stats.per_review.tolist() == [1, 1, 2, 1, 2]
+
+
+def by_word(counter: Counter) -> Counter:
+    return Counter({WORDS[i]: c for i, c in counter.items()})
+
+
+@pytest.mark.parametrize("batch_size", [512, 2])
+def test_leader_word_counts(model, batch_size):
+    ids, mask, labels = encode(REVIEWS)
+    counts = leader_word_counts(model, ids, mask, labels, confidence=0.9, batch_size=batch_size)
+    # Counted: R1 (great), R3 (great, awful) as positive; R2 (awful), R6 (quite, boring; p ≈ 0.03)
+    # as negative. R4 is wrong, R5 not confident.
+    assert set(counts) == {"positive", "negative"}
+    assert by_word(counts["positive"]) == Counter({"great": 2, "awful": 1})
+    assert by_word(counts["negative"]) == Counter({"awful": 1, "quite": 1, "boring": 1})
+
+
+def test_leader_word_counts_lower_confidence(model):
+    ids, mask, labels = encode(REVIEWS)
+    counts = leader_word_counts(model, ids, mask, labels, confidence=0.6)
+    assert by_word(counts["positive"]) == Counter({"great": 2, "awful": 2, "plot": 1})  # R5 joins
+    assert by_word(counts["negative"]) == Counter({"awful": 1, "quite": 1, "boring": 1})
+
+
+# --------------------------------------------------------------------------------------------
+# explain_ids
+# --------------------------------------------------------------------------------------------
+
+
+def explain(model, words: list[str]):
+    return explain_ids(model, torch.tensor([WORDS.index(w) for w in words]), WORDS)
+
+
+def test_explanation_followers(model):
+    e = explain(model, ["great", "film", "plot", "film"])
+    assert e.label == "positive" and e.probability > 0.9
+    assert sorted(e.words) == ["film", "great", "plot"]
+    assert dict(zip(e.words, e.multiplicity, strict=True)) == {"great": 1, "film": 2, "plot": 1}
+    great = e.words.index("great")
+    assert e.leaders == [great] and e.initial_leaders == [great]
+    assert sorted(e.words[j] for j in e.follows[great]) == ["film", "plot"]
+    assert e.trace is not None and e.trace.tokens.shape[0] == 4
+    text = e.summary()
+    assert "prediction: positive" in text and "1 leader(s) among 3 distinct words" in text
+    assert "★ great: 2 follower(s)" in text and "film" in text and "plot" in text
+
+
+def test_explanation_tie_follows_both_leaders(model):
+    e = explain(model, ["great", "awful", "film"])
+    great, awful, film = (e.words.index(w) for w in ("great", "awful", "film"))
+    assert sorted(e.leaders) == sorted([great, awful])
+    assert e.follows == {great: [film], awful: [film]}
+    text = e.summary()
+    assert "★ great: 1 follower(s): film" in text and "★ awful: 1 follower(s): film" in text
+
+
+def test_explanation_emerged_leader(model):
+    e = explain(model, ["quite", "nice", "boring"])
+    quite, nice, boring = (e.words.index(w) for w in ("quite", "nice", "boring"))
+    assert e.label == "negative"
+    assert sorted(e.leaders) == sorted([quite, boring]) and e.initial_leaders == [boring]
+    assert e.follows == {boring: [nice], quite: []}
+    text = e.summary()
+    assert "2 leader(s) among 3 distinct words" in text
+    assert "★ boring: 1 follower(s): nice" in text
+    assert "★ quite (emerged): 0 follower(s)" in text
