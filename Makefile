@@ -24,4 +24,4 @@ lint: setup
 
 test: setup
 	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/pytest -n 2 -q
+	OMP_NUM_THREADS=1 $(BIN)/pytest -n 2 -q

@@ -33,6 +33,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -237,8 +238,8 @@ def library(tokens: torch.Tensor, mask: torch.Tensor, A: torch.Tensor, *, alpha:
 # --------------------------------------------------------------------------------------------
 
 
-def median_seconds(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:
-    """Median wall time of `fn()` over `repeats` runs after `warmup` untimed runs."""
+def wall_times(fn: Callable[[], object], repeats: int, warmup: int = 1) -> list[float]:
+    """Wall time in seconds of each of `repeats` runs of `fn()`, after `warmup` untimed runs."""
     for _ in range(warmup):
         fn()
     times = []
@@ -246,7 +247,7 @@ def median_seconds(fn: Callable[[], object], repeats: int, warmup: int = 1) -> f
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return times
 
 
 def matmul_gflops(dtype: torch.dtype, size: int, repeats: int) -> float:
@@ -254,7 +255,7 @@ def matmul_gflops(dtype: torch.dtype, size: int, repeats: int) -> float:
     gen = torch.Generator().manual_seed(0)
     a = torch.randn(size, size, generator=gen, dtype=dtype)
     b = torch.randn(size, size, generator=gen, dtype=dtype)
-    seconds = median_seconds(lambda: a @ b, max(repeats, 3))
+    seconds = statistics.median(wall_times(lambda: a @ b, max(repeats, 3)))
     return 2 * size**3 / seconds / 1e9
 
 
@@ -281,7 +282,7 @@ def check_engines(config: BenchConfig) -> dict[str, float]:
     return errors
 
 
-def time_dtype(config: BenchConfig, batch: Batch, name: str, matmul: float) -> dict[str, float]:
+def time_dtype(config: BenchConfig, batch: Batch, name: str, matmul: float) -> dict[str, object]:
     """Reviews/s of the three implementations in one dtype, and the library's GFLOP/s."""
     dtype = DTYPES[name]
     np_dtype = np.float32 if dtype == torch.float32 else np.float64
@@ -292,11 +293,12 @@ def time_dtype(config: BenchConfig, batch: Batch, name: str, matmul: float) -> d
 
     few = slice(0, config.loop_reviews)
     loop_args = (batch.tokens[few].astype(np_dtype), batch.mask[few], batch.A.astype(np_dtype))
-    loop_s = median_seconds(lambda: per_token_loop(*loop_args, tie_rtol=rtol, **kwargs), 1, warmup=0)
+    loop_s = wall_times(partial(per_token_loop, *loop_args, tie_rtol=rtol, **kwargs), 1, warmup=0)[0]
     some = slice(0, config.naive_reviews)
-    naive_s = median_seconds(lambda: naive_torch(tokens[some], mask[some], A, tie_rtol=rtol, **kwargs),
-                             max(1, config.repeats // 2))
-    library_s = median_seconds(lambda: library(tokens, mask, A, **kwargs), config.repeats)
+    naive = partial(naive_torch, tokens[some], mask[some], A, tie_rtol=rtol, **kwargs)
+    naive_s = statistics.median(wall_times(naive, max(1, config.repeats // 2)))
+    library_times = wall_times(partial(library, tokens, mask, A, **kwargs), config.repeats)
+    library_s = statistics.median(library_times)
 
     rates = {
         "loop_reviews_per_s": config.loop_reviews / loop_s,
@@ -306,7 +308,7 @@ def time_dtype(config: BenchConfig, batch: Batch, name: str, matmul: float) -> d
     gflops = rates["library_reviews_per_s"] * flops_per_review(config) / 1e9
     return {
         **rates,
-        "library_seconds": library_s,
+        "library_seconds": library_times,  # every timed run: their spread shows a busy machine
         "speedup_vs_loop": rates["library_reviews_per_s"] / rates["loop_reviews_per_s"],
         "speedup_vs_naive": rates["library_reviews_per_s"] / rates["naive_reviews_per_s"],
         "library_gflops": gflops,

@@ -31,7 +31,8 @@ def test_quick_run_writes_the_expected_json(tmp_path, capsys):
         row = results["dtypes"][dtype]
         assert {"loop_reviews_per_s", "naive_reviews_per_s", "library_reviews_per_s", "speedup_vs_loop",
                 "library_gflops", "matmul_gflops", "fraction_of_matmul"} <= row.keys()
-        assert all(value > 0 for value in row.values())
+        assert all(row[key] > 0 for key in ("loop_reviews_per_s", "naive_reviews_per_s", "library_reviews_per_s"))
+        assert len(row["library_seconds"]) == results["config"]["repeats"]
 
 
 def test_synthetic_reviews_look_like_imdb():

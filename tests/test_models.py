@@ -372,7 +372,6 @@ def test_config_validation(changes, message):
         ModelConfig(**{"vocab_size": VOCAB, **changes})
 
 
-@pytest.mark.xfail(strict=True, reason="bug: embedding_std is not validated; the model raises RuntimeError later")
 @pytest.mark.parametrize("std", [-1.0, math.nan])
 def test_config_validates_embedding_std(std):
     with pytest.raises(ValueError, match="embedding_std"):

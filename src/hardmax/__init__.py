@@ -17,9 +17,35 @@ from hardmax.dynamics import (
     simulate,
 )
 from hardmax.models import HardmaxClassifier, ModelConfig, ModelTrace
-from hardmax.train import Evaluation, TrainConfig, TrainResult, evaluate, load_run, predict, train
+from hardmax.theory import (
+    FIGURE2_ALPHA,
+    Clusters,
+    Polytope,
+    TheoremReport,
+    attention_sets,
+    check_theorem,
+    figure2_configurations,
+    find_clusters,
+    find_leaders,
+    leader_layers,
+    limit_set,
+    polytope,
+)
+from hardmax.train import Evaluation, TrainConfig, TrainResult, evaluate, load_run, predict
 
 __all__ = [
+    "FIGURE2_ALPHA",
+    "Clusters",
+    "Polytope",
+    "TheoremReport",
+    "attention_sets",
+    "check_theorem",
+    "figure2_configurations",
+    "find_clusters",
+    "find_leaders",
+    "leader_layers",
+    "limit_set",
+    "polytope",
     "Deduplicated",
     "Evaluation",
     "HardmaxClassifier",
@@ -38,5 +64,4 @@ __all__ = [
     "predict",
     "scores",
     "simulate",
-    "train",
 ]

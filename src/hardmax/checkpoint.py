@@ -42,18 +42,26 @@ def atomic_write(path: str | Path, write: Callable[[str], None]) -> Path:
     """Call ``write(tmp_path)`` then move the temporary file onto `path` atomically."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    # The temporary name keeps the target's extension: some writers (Pillow) pick the format from it.
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}")
     os.close(fd)
     try:
         write(tmp)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the usual permissions
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_json(path: str | Path, obj) -> Path:

@@ -51,6 +51,8 @@ class ModelConfig:
             raise ValueError(f"beta must be finite and > 0, got {self.beta}")
         if self.A_eps <= 0:
             raise ValueError(f"A_eps must be > 0, got {self.A_eps}")
+        if not (self.embedding_std > 0 and math.isfinite(self.embedding_std)):
+            raise ValueError(f"embedding_std must be finite and > 0, got {self.embedding_std}")
         if not 0 <= self.pad_id < self.vocab_size:
             raise ValueError(f"pad_id {self.pad_id} is outside the vocabulary of size {self.vocab_size}")
 

@@ -63,6 +63,7 @@ class TrainConfig:
     checkpoint_every: int = 100  # steps between mid-epoch checkpoints (and at every epoch end)
     eval_batch_size: int = 1024  # reviews per evaluation batch
     bucket: int = 50  # batches sorted by length within windows of this many batches (speed); 1 = off
+    word_dropout: float = 0.0  # share of real tokens hidden in each training batch (regulariser; 0 = off)
 
     def __post_init__(self):
         for name in ("epochs", "batch_size", "checkpoint_every", "eval_batch_size", "bucket"):
@@ -72,6 +73,8 @@ class TrainConfig:
             raise ValueError(f"lr must be finite and > 0, got {self.lr}")
         if self.weight_decay < 0 or self.clip_norm < 0 or self.patience < 0:
             raise ValueError("weight_decay, clip_norm and patience must be ≥ 0")
+        if not 0.0 <= self.word_dropout < 1.0:
+            raise ValueError(f"word_dropout must be in [0, 1), got {self.word_dropout}")
         if self.select_on not in ("hardmax", "softmax"):
             raise ValueError(f"select_on must be 'hardmax' or 'softmax', got {self.select_on!r}")
 
@@ -271,6 +274,8 @@ def train(
             ids, mask = _left_align(train_split.ids[rows], train_split.mask[rows], width)
             if model_config.paper_padding:
                 ids, mask = train_split.ids[rows], train_split.mask[rows]
+            if train_config.word_dropout > 0:
+                mask = _word_dropout(mask, train_config.word_dropout, seed=train_config.seed, epoch=epoch, batch=b)
             ids, mask, y = ids.to(device), mask.to(device), labels_all[rows].to(device)
             logits = model(ids, mask, attention="softmax")
             loss = F.binary_cross_entropy_with_logits(logits, y)
@@ -300,7 +305,7 @@ def train(
         entry = {"epoch": epoch + 1, "train_loss": sums[0] / sums[2], "train_accuracy": sums[1] / sums[2],
                  "val_loss_softmax": val.loss_softmax, "val_accuracy_softmax": val.accuracy_softmax,
                  "val_loss_hardmax": val.loss_hardmax, "val_accuracy_hardmax": val.accuracy_hardmax,
-                 "val_agreement": val.agreement, "alpha": float(model.alpha),
+                 "val_agreement": val.agreement, "alpha": float(model.alpha.detach()),
                  "train_seconds": sums[3], "train_reviews_per_second": sums[2] / max(sums[3], 1e-9)}
         state["history"].append(entry)
         if score > state["best_val"]:
@@ -320,6 +325,15 @@ def train(
     model.load_state_dict(best)
     return TrainResult(run_dir=run_dir, model=model, history=state["history"], best_epoch=state["best_epoch"],
                        best_val_accuracy=state["best_val"], stopped_early=stopped_early)
+
+
+def _word_dropout(mask: Tensor, p: float, *, seed: int, epoch: int, batch: int) -> Tensor:
+    """Hide a share p of the real tokens (a deterministic function of seed, epoch and batch, so that a
+    resumed run sees the same masks); a review keeps at least its first token."""
+    g = torch.Generator().manual_seed((seed * 1_000_003 + epoch) * 1_000_003 + batch)
+    keep = mask & (torch.rand(mask.shape, generator=g) >= p)
+    keep[:, 0] |= mask[:, 0]  # real tokens are left-aligned, so column 0 is real
+    return keep
 
 
 def _save_checkpoint(path: Path, model: HardmaxClassifier, optimizer: torch.optim.Optimizer, state: dict) -> None:

@@ -1,0 +1,208 @@
+"""The polytope K, its face lattice, and the set S of Theorem 2.1 (NumPy float64, SciPy).
+
+Everything works in the affine hull of the points, so degenerate sets (collinear points, a segment in
+R^3, d = 1) need no special casing by callers. `polytope` and `limit_set` enumerate faces and are meant for
+small polytopes (pictures, tests); `check_theorem` certifies points of S one exposed face at a time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from scipy.optimize import nnls
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+from scipy.spatial import ConvexHull, QhullError, cKDTree
+from torch import Tensor
+
+from hardmax.dynamics import validate_A
+
+
+def _components(points: np.ndarray, radius: float) -> np.ndarray:
+    """Single-linkage clusters at `radius`, labelled 0, 1, ... by first appearance. points: (n, d)."""
+    n = len(points)
+    pairs = cKDTree(points).query_pairs(r=radius, output_type="ndarray") if n else np.zeros((0, 2), int)
+    graph = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
+    _, raw = connected_components(graph, directed=False)
+    _, first = np.unique(raw, return_index=True)
+    relabel = np.empty(len(first), dtype=np.int64)
+    relabel[np.argsort(np.argsort(first))] = np.arange(len(first))
+    return relabel[raw]
+
+
+def _affine_frame(points: np.ndarray, atol: float) -> tuple[np.ndarray, np.ndarray]:
+    """Center c (d,) and orthonormal basis Q (d, r) of the affine hull of points (m, d), up to `atol`.
+
+    A principal direction counts when the points spread more than `atol` along it (the width, not the
+    singular value, so the rule does not depend on how many points there are).
+    """
+    center = points.mean(axis=0)
+    centered = points - center
+    _, _, vt = np.linalg.svd(centered, full_matrices=False)
+    widths = np.abs(centered @ vt.T).max(axis=0)
+    return center, vt[widths > atol].T
+
+
+def _project_origin(V: np.ndarray, A: np.ndarray, atol: float) -> np.ndarray:
+    """A-norm projection of the origin onto aff(V): argmin ‖x‖_A over x = Σ λ_j v_j, Σ λ_j = 1.
+
+    Null-space method for this equality-constrained least-squares problem: write x = c + Q t with Q an
+    orthonormal basis of the directions of aff(V); the KKT system reduces to (Qᵀ A Q) t = −Qᵀ A c, whose
+    matrix is SPD. The answer is unique even when the v_j are affinely dependent (λ is not).
+    """
+    c, Q = _affine_frame(V, atol)
+    if Q.shape[1] == 0:
+        return c
+    t = np.linalg.solve(Q.T @ A @ Q, -(Q.T @ (A @ c)))
+    return c + Q @ t
+
+
+def _hull_distance(p: np.ndarray, V: np.ndarray) -> float:
+    """Distance from p (d,) to conv(V), V (m, d), by NNLS with the constraint Σλ = 1 as a heavy row."""
+    weight = 1e3 * max(1.0, float(np.abs(V).max()), float(np.abs(p).max()))
+    M = np.vstack([V.T, np.full((1, len(V)), weight)])
+    lam, _ = nnls(M, np.append(p, weight))
+    return float(np.linalg.norm(V.T @ (lam / lam.sum()) - p)) if lam.sum() > 0 else math.inf
+
+
+@dataclass(frozen=True)
+class Polytope:
+    """A convex polytope K = conv(points).
+
+    Attributes:
+        vertices: (v, d) float64 vertices, in lexicographic order.
+        faces: vertex indices of every nonempty face, all dimensions (vertices, edges, ..., K itself),
+            sorted by size then lexicographically.
+        dim: affine dimension of K (0 for a point).
+    """
+
+    vertices: np.ndarray
+    faces: tuple[tuple[int, ...], ...]
+    dim: int
+
+
+def polytope(points, *, atol: float | None = None, max_faces: int = 20_000) -> Polytope:
+    """Convex hull of points with its whole face lattice.
+
+    Works in the affine hull of the points (so collinear points, a segment in R^3, or d = 1 are fine):
+    dimension 0 and 1 are handled directly, affinely independent points are a simplex (every subset of
+    vertices is a face), anything else goes to qhull (`scipy.spatial.ConvexHull`), whose facets are merged
+    by equation and closed under intersection (every face is an intersection of facets).
+
+    Args:
+        points: (m, d) array or tensor, m ≥ 1.
+        atol: flatness tolerance, default sqrt(eps)·max ‖p‖.
+        max_faces: raise above this many faces (a simplex with 20 vertices has 2^20 − 1).
+
+    Raises:
+        ValueError: on empty/non-finite input, more faces than `max_faces`, or a non-simplex polytope of
+            affine dimension > 8 (qhull's output explodes there; `check_theorem` needs no face lattice).
+    """
+    P = np.asarray(points.detach().cpu() if isinstance(points, Tensor) else points, dtype=np.float64)
+    if P.ndim != 2 or len(P) == 0 or P.shape[1] == 0 or not np.isfinite(P).all():
+        raise ValueError(f"points must be a finite (m, d) array with m, d ≥ 1, got shape {P.shape}")
+    P = np.unique(P, axis=0)
+    tol = math.sqrt(np.finfo(np.float64).eps) * max(float(np.abs(P).max()), 1e-300) if atol is None else atol
+    center, Q = _affine_frame(P, tol)
+    r = Q.shape[1]
+    Y = (P - center) @ Q
+    if r == 0:
+        keep, facets = np.array([0]), []
+    elif r == 1:
+        keep = np.array([np.argmin(Y[:, 0]), np.argmax(Y[:, 0])])
+        facets = [frozenset({0}), frozenset({1})]
+    elif len(P) == r + 1:
+        keep, facets = np.arange(len(P)), None
+    else:
+        if r > 8:
+            raise ValueError(f"polytope of affine dimension {r} with {len(P)} points: qhull is impractical "
+                             "there; check_theorem certifies Theorem 2.1 without the face lattice")
+        hull = ConvexHull(Y)
+        keep = hull.vertices
+        slot = {int(v): a for a, v in enumerate(keep)}
+        on = np.abs(hull.equations[:, :-1] @ Y[keep].T + hull.equations[:, -1:]) <= tol
+        facets = list({frozenset(slot[int(v)] for v in keep[row]) for row in on})
+    order = np.lexsort(P[keep].T[::-1])
+    vertices = P[keep][order]
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    n_v = len(vertices)
+    if facets is None:  # simplex: every nonempty subset of vertices is a face
+        if 2**n_v - 1 > max_faces:
+            raise ValueError(f"a simplex with {n_v} vertices has {2**n_v - 1} faces, more than "
+                             f"max_faces={max_faces}")
+        faces = {frozenset(i for i in range(n_v) if mask >> i & 1) for mask in range(1, 2**n_v)}
+    else:
+        facets = [frozenset(int(rank[i]) for i in f) for f in facets]
+        faces = set(facets) | {frozenset(range(n_v))}
+        frontier = set(facets)
+        while frontier:
+            new = {f & g for f in frontier for g in facets} - faces - {frozenset()}
+            faces |= new
+            frontier = new
+            if len(faces) > max_faces:
+                raise ValueError(f"polytope has more than max_faces={max_faces} faces")
+    ordered = tuple(sorted((tuple(sorted(f)) for f in faces), key=lambda f: (len(f), f)))
+    return Polytope(vertices=vertices, faces=ordered, dim=r)
+
+
+def limit_set(K: Polytope, A=None, *, atol: float | None = None, max_faces: int = 20_000) -> np.ndarray:
+    """The set S of Theorem 2.1: A-norm projections of the origin onto the affine hulls of the faces of K
+    that lie in their face.
+
+        S = { p_F : F face of K, p_F ∈ F },   p_F = argmin_{x ∈ aff F} ⟨A x, x⟩
+
+    Every vertex is in S (a 0-face projects onto itself); the face K itself contributes the origin when
+    K is full-dimensional and contains it (a point the dynamics never reaches from nonzero tokens).
+
+    Args:
+        K: a `Polytope`. A: (d, d) SPD, None for the identity.
+        atol: membership/duplicate tolerance, default sqrt(eps)·max ‖v‖.
+        max_faces: raise ValueError when K has more faces (one small solve per face).
+
+    Returns:
+        (s, d) float64, distinct points in lexicographic order.
+
+    Paper: Theorem 2.1 (the limits of the tokens that are not leaders).
+    """
+    V = K.vertices
+    d = V.shape[1]
+    if len(K.faces) > max_faces:
+        raise ValueError(f"K has {len(K.faces)} faces, more than max_faces={max_faces}; "
+                         "check_theorem certifies limits face by face without enumerating them")
+    A_np = validate_A(A, d, torch.float64, "cpu").numpy()
+    tol = math.sqrt(np.finfo(np.float64).eps) * max(float(np.abs(V).max()), 1e-300) if atol is None else atol
+    found = []
+    for face in K.faces:
+        F = V[list(face)]
+        p = _project_origin(F, A_np, tol)
+        if _hull_distance(p, F) <= tol:
+            found.append(p)
+    S = np.array(found).reshape(-1, d)
+    if len(S) == 0:
+        return S
+    labels = _components(S, tol)
+    S = np.stack([S[labels == c][0] for c in range(labels.max() + 1)])
+    # Sort on a grid of step tol, so that rounding noise (−1e-17 vs 0) does not reorder points.
+    return S[np.lexsort(np.round(S / max(tol, np.finfo(np.float64).tiny)).T[::-1])]
+
+
+def _outside_hull(P: np.ndarray, X: np.ndarray, atol: float) -> float:
+    """Largest distance-like violation of X (n, d) outside conv(P), from qhull halfspaces (≤ 0 inside)."""
+    # Directions thinner than atol/8 are dropped: points there are within atol/8 of the affine hull.
+    c, Q = _affine_frame(P, atol / 8)
+    off = float(np.linalg.norm((X - c) - (X - c) @ Q @ Q.T, axis=1).max())
+    Y, Yx = (P - c) @ Q, (X - c) @ Q
+    r = Q.shape[1]
+    if r == 0:
+        return off
+    if r == 1:
+        return max(off, float((Yx[:, 0] - Y[:, 0].max()).max()), float((Y[:, 0].min() - Yx[:, 0]).max()))
+    try:
+        eq = ConvexHull(Y).equations
+    except QhullError:  # nearly flat within a few atol: joggle (perturbs by ~1e-11 relative)
+        eq = ConvexHull(Y, qhull_options="QJ").equations
+    return max(off, float((Yx @ eq[:, :-1].T + eq[:, -1]).max()))

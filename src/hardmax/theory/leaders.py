@@ -1,0 +1,296 @@
+"""Attention sets, leaders, leader layers and clusters, computed with the engine's own tie rule.
+
+Snapshots (`attention_sets`, `find_leaders`) take tokens of shape (..., n, d); trajectory functions
+(`leader_layers`, `find_clusters`) take a `dynamics.Trajectory`. All are batched torch code; the
+geometry of K and S is in `theory.geometry`, the theorem check in `theory.check`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from hardmax.dynamics import Trajectory, attention_weights, deduplicate, default_tie_rtol, validate_A
+from hardmax.theory.geometry import _components
+
+_CHUNK_ENTRIES = 1 << 22  # attention entries (sequences × m × m) processed at once
+
+
+# --------------------------------------------------------------------------------------------
+# Snapshots: attention sets and leaders of one configuration.
+# --------------------------------------------------------------------------------------------
+
+
+def _flatten(tokens, mask) -> tuple[Tensor, Tensor, tuple[int, ...]]:
+    """Tokens (..., n, d) -> (B, n, d) floating tensor, mask -> (B, n) bool, and the leading shape."""
+    z = tokens if isinstance(tokens, Tensor) else torch.as_tensor(np.asarray(tokens, dtype=np.float64))
+    if not z.is_floating_point():
+        z = z.to(torch.float64)
+    if z.dim() < 2 or z.shape[-1] == 0 or z.shape[-2] == 0:
+        raise ValueError(f"tokens must have shape (..., n, d) with n, d ≥ 1, got {tuple(z.shape)}")
+    lead, (n, d) = tuple(z.shape[:-2]), z.shape[-2:]
+    zb = z.reshape(-1, n, d)
+    if mask is None:
+        real = torch.ones(zb.shape[:2], dtype=torch.bool, device=z.device)
+    else:
+        m = mask if isinstance(mask, Tensor) else torch.as_tensor(np.asarray(mask))
+        if m.dtype != torch.bool or tuple(m.shape) != (*lead, n):
+            raise ValueError(f"mask must be a bool array of shape {(*lead, n)}, got {m.dtype} {tuple(m.shape)}")
+        real = m.reshape(-1, n).to(z.device)
+    return zb, real, lead
+
+
+def _score_matrix(A, d: int, dtype: torch.dtype, device) -> Tensor | None:
+    """A as the engine uses it: None for the identity (so scores are computed exactly as in `simulate`)."""
+    A_t = validate_A(A, d, dtype, device)
+    return None if torch.equal(A_t, torch.eye(d, dtype=dtype, device=device)) else A_t
+
+
+def _scale(z: Tensor, real: Tensor) -> Tensor:
+    """(B,) R = max ‖z_i‖ over real tokens, at least the smallest normal number."""
+    norms = torch.where(real, z.norm(dim=-1), torch.zeros((), dtype=z.dtype, device=z.device))
+    return norms.amax(dim=-1).clamp(min=torch.finfo(z.dtype).tiny)
+
+
+def _default_atol(z: Tensor, real: Tensor, atol: float | None, A: Tensor | None, tie_rtol: float) -> Tensor:
+    """(B,) same-point tolerance: `atol` if given, else sqrt(2 tie_rtol cond(A)) · R per sequence.
+
+    This is the engine's resolution: two leaders v, u have score margins ⟨A v, v − u⟩ and ⟨A u, u − v⟩
+    summing to ‖v − u‖_A² ≥ λ_min ‖v − u‖², against a tie tolerance of at most tie_rtol λ_max R². Closer
+    than this, the tie rule may merge them (float64: 1.7e-7 R for A = I; float32: 3.9e-3 R).
+    """
+    if atol is not None:
+        if not atol >= 0:
+            raise ValueError(f"atol must be ≥ 0, got {atol}")
+        return torch.full(z.shape[:1], float(atol), dtype=z.dtype, device=z.device)
+    cond = 1.0
+    if A is not None:
+        eig = torch.linalg.eigvalsh(A.detach().to(torch.float64).cpu())
+        cond = float(eig[-1] / eig[0])
+    return math.sqrt(2 * tie_rtol * cond) * _scale(z, real)
+
+
+def _pairs(dd, values: Tensor) -> Tensor:
+    """Map (B, m, m) values between distinct tokens to (B, n, n) values between original tokens."""
+    n = dd.index.shape[1]
+    rows = dd.expand(values)  # (B, n, m)
+    return torch.gather(rows, 2, dd.index.unsqueeze(1).expand(-1, n, -1))
+
+
+def _snapshot(z: Tensor, real: Tensor, A: Tensor | None, tie_rtol: float, same: Tensor):
+    """Leaders (B, n) bool and attention targets mean_{j∈C_i} z_j (B, n, d) of configurations z (B, n, d)."""
+    dd = deduplicate(z, real)
+    # Sequences with few distinct tokens (converged layers) go together, so the m × m work stays small.
+    counts = dd.index.amax(dim=1) + 1
+    order = torch.argsort(counts, stable=True)
+    leader = torch.empty(z.shape[:2], dtype=torch.bool, device=z.device)
+    target = torch.empty_like(z)
+    step = max(1, _CHUNK_ENTRIES // max(1, z.shape[1] ** 2))
+    for rows in torch.split(order, step):
+        m = int(counts[rows].max())
+        u, w = dd.tokens[rows, :m], dd.weights[rows, :m]
+        p = attention_weights(u, w, A=A, tie_rtol=tie_rtol)  # (b, m, m), the engine's tie rule
+        ties = p > 0
+        b, i, j = ties.nonzero(as_tuple=True)
+        # Attention sets are tiny (usually one token), so measure only the pairs that are tied.
+        gap = (u[b, j] - u[b, i]).norm(dim=-1)
+        spread = torch.zeros(len(rows) * m, dtype=z.dtype, device=z.device)
+        spread = spread.scatter_reduce(0, b * m + i, gap, reduce="amax").view(-1, m)
+        lead = ties.any(-1) & (spread <= same[rows].unsqueeze(-1))
+        index = dd.index[rows]
+        leader[rows] = torch.gather(lead, 1, index) & real[rows]
+        target[rows] = torch.gather(p @ u, 1, index.unsqueeze(-1).expand(-1, -1, z.shape[2]))
+    return leader, target
+
+
+def attention_sets(tokens, *, A=None, mask=None, tie_rtol: float | None = None) -> Tensor:
+    """Hardmax attention sets C_i = argmax_j ⟨A z_i, z_j⟩, with the engine's tie rule.
+
+    Args:
+        tokens: (..., n, d) tokens, e.g. (n, d) or (batch, n, d); NumPy array or tensor.
+        A: (d, d) symmetric positive definite, None for the identity.
+        mask: (..., n) bool, True for real tokens; masked tokens neither attend nor are attended to.
+        tie_rtol: tie tolerance of `dynamics.default_tie_rtol` (the default) or as passed to `simulate`.
+
+    Returns:
+        (..., n, n) bool, entry [i, j] True when j ∈ C_i. Identical tokens are in or out together; rows of
+        masked tokens are all False.
+    """
+    z, real, lead = _flatten(tokens, mask)
+    n, d = z.shape[-2:]
+    A_used = _score_matrix(A, d, z.dtype, z.device)
+    rtol = default_tie_rtol(z.dtype) if tie_rtol is None else tie_rtol
+    dd = deduplicate(z, real)
+    ties = attention_weights(dd.tokens, dd.weights, A=A_used, tie_rtol=rtol) > 0
+    return _pairs(dd, ties).reshape(*lead, n, n)
+
+
+def find_leaders(tokens, *, A=None, mask=None, tie_rtol: float | None = None,
+                 atol: float | None = None) -> Tensor:
+    """Leaders of one configuration: tokens whose attention set contains only (copies of) themselves.
+
+        i is a leader  ⇔  C_i ⊆ { j : ‖z_j − z_i‖ ≤ atol }
+
+    Args:
+        tokens, A, mask, tie_rtol: as in `attention_sets`.
+        atol: distance under which tokens count as identical; default sqrt(2 tie_rtol cond(A))·max_i ‖z_i‖
+            per sequence, the distance below which the tie rule may merge two leaders; 0 gives exact
+            identity. A follower that has converged onto its leader is, in one snapshot, a copy of it;
+            `leader_layers` uses the history to tell the two apart.
+
+    Returns:
+        (..., n) bool.
+    """
+    z, real, lead = _flatten(tokens, mask)
+    A_used = _score_matrix(A, z.shape[-1], z.dtype, z.device)
+    rtol = default_tie_rtol(z.dtype) if tie_rtol is None else tie_rtol
+    leader, _ = _snapshot(z, real, A_used, rtol, _default_atol(z, real, atol, A_used, rtol))
+    return leader.reshape(*lead, z.shape[1])
+
+
+# --------------------------------------------------------------------------------------------
+# Trajectories: leader history, leader layers, clusters.
+# --------------------------------------------------------------------------------------------
+
+
+def _path(trajectory: Trajectory) -> tuple[Tensor, Tensor, bool]:
+    """(L, B, n, d) positions, (B, n) real mask, and whether the trajectory was unbatched."""
+    t = trajectory.tokens
+    single = t.dim() == 3
+    path = t.unsqueeze(1) if single else t
+    return path, trajectory.mask.reshape(path.shape[1], path.shape[2]), single
+
+
+def _history(trajectory: Trajectory, same: Tensor) -> tuple[Tensor, Tensor]:
+    """Leaders (L, B, n) bool and attention targets (L, B, n, d) at every layer.
+
+    A token is a leader at layer k when it is a snapshot leader and, unless it already led at layer k−1,
+    it does not sit within `same` of a token that led at layer k−1: a follower that converges onto a
+    leader becomes numerically a copy of it, but in exact arithmetic it never reaches it.
+    """
+    path, real, _ = _path(trajectory)
+    L, B, n, d = path.shape
+    A_used = _score_matrix(trajectory.A, d, path.dtype, path.device)
+    # Converged sequences stop moving (to the last bit) long before the last layer: evaluate only the
+    # (layer, sequence) pairs whose tokens changed, and carry the others forward.
+    moved = torch.ones(L, B, dtype=torch.bool, device=path.device)
+    moved[1:] = (path[1:] != path[:-1]).flatten(2).any(-1)
+    todo = moved.flatten().nonzero(as_tuple=True)[0]
+    flat = path.reshape(L * B, n, d)
+    real_f, same_f = real.repeat(L, 1), same.repeat(L)
+    snap = torch.zeros(L * B, n, dtype=torch.bool, device=path.device)
+    targets = torch.empty_like(flat)
+    snap[todo], targets[todo] = _snapshot(flat[todo], real_f[todo], A_used, trajectory.tie_rtol, same_f[todo])
+    snap, targets = snap.view(L, B, n), targets.view(L, B, n, d)
+    for k in range(1, L):
+        still = ~moved[k]
+        snap[k, still], targets[k, still] = snap[k - 1, still], targets[k - 1, still]
+    leaders = torch.empty_like(snap)
+    leaders[0] = snap[0]
+    for k in range(1, L):
+        new = snap[k] & ~leaders[k - 1]
+        if new.any():
+            # Drop candidates sitting on a token that already led (a converged follower, not a leader).
+            b, i = new.nonzero(as_tuple=True)
+            for bb in b.unique().tolist():
+                cand = i[b == bb]
+                old = leaders[k - 1, bb].nonzero(as_tuple=True)[0]
+                if len(old):
+                    dist = (path[k, bb, cand, None] - path[k, bb, None, old]).norm(dim=-1)
+                    new[bb, cand[(dist <= same[bb]).any(-1)]] = False
+        leaders[k] = (snap[k] & leaders[k - 1]) | new
+    return leaders, targets
+
+
+def _stable_from(flags: Tensor) -> Tensor:
+    """First layer k with flags[k:] all True, -1 when flags[-1] is False. flags: (L, ...) bool."""
+    L = flags.shape[0]
+    trailing = torch.cumprod(flags.flip(0).to(torch.int64), dim=0).sum(0)
+    return torch.where(trailing > 0, L - trailing, torch.full_like(trailing, -1))
+
+
+def leader_layers(trajectory: Trajectory, *, atol: float | None = None) -> Tensor:
+    """First layer from which each token is a leader at every layer up to the last.
+
+    Args:
+        trajectory: hardmax `Trajectory` from `simulate`.
+        atol: same-point distance (see `find_leaders`), default from the initial tokens.
+
+    Returns:
+        (..., n) int64: k such that the token leads at layers k..K, or -1 when it does not lead at layer K
+        (followers, and masked tokens). Followers that converge onto a leader do not inherit its
+        leadership (see `_history`); tokens identical from the start lead together.
+
+    Paper: Theorem 2.1 (leaders settle in finitely many layers; a token can become a leader later).
+    """
+    path, real, single = _path(trajectory)
+    leaders, _ = _history(trajectory, _default_atol(path[0], real, atol, trajectory.A, trajectory.tie_rtol))
+    layers = _stable_from(leaders)
+    return layers[0] if single else layers
+
+
+@dataclass(frozen=True)
+class Clusters:
+    """Tokens grouped by final position (`find_clusters`).
+
+    Attributes:
+        labels: (..., n) int64 cluster of each token, numbered by first appearance; -1 for masked tokens.
+        centers: (c, d) mean final position of each cluster (a list of such tensors for a batch).
+        leader: (..., n) int64 index of a token that leads at the last layer and sits in the token's
+            cluster (the smallest such index), or -1 when the cluster has no leader — a limit in S that is
+            not a vertex of K, such as the projection of the origin onto an edge.
+    """
+
+    labels: Tensor
+    centers: Tensor | list[Tensor]
+    leader: Tensor
+
+
+def find_clusters(trajectory: Trajectory, *, atol: float | None = None) -> Clusters:
+    """Group tokens whose final positions coincide up to the unfinished convergence.
+
+    Two tokens share a cluster when a chain of tokens links them with steps of at most
+    atol + 2 max_i ρ_i, where ρ_i = ‖z_i^K − z_i^{K−1}‖ / α_K estimates the distance of token i to its
+    limit: once a token follows a fixed target x*, z^K − x* = (z^{K−1} − x*)/(1+α), so
+    ‖z^K − x*‖ = ‖z^K − z^{K−1}‖/α exactly.
+
+    Args:
+        trajectory: hardmax `Trajectory`. atol: same-point distance (see `find_leaders`).
+
+    Returns:
+        `Clusters`.
+    """
+    path, real, single = _path(trajectory)
+    same = _default_atol(path[0], real, atol, trajectory.A, trajectory.tie_rtol)
+    leaders, _ = _history(trajectory, same)
+    final_leader = leaders[-1].cpu().numpy()
+    final = path[-1].detach().cpu().to(torch.float64).numpy()
+    if trajectory.layers > 0:
+        step = (path[-1] - path[-2]).norm(dim=-1).cpu().to(torch.float64).numpy()
+        residual = step / float(trajectory.alpha[-1])
+    else:
+        residual = np.zeros(final.shape[:2])
+    real_np = real.cpu().numpy()
+    labels = np.full(real_np.shape, -1, dtype=np.int64)
+    owner = np.full(real_np.shape, -1, dtype=np.int64)
+    centers = []
+    for b in range(final.shape[0]):
+        idx = np.nonzero(real_np[b])[0]
+        radius = float(same[b]) + 2.0 * float(residual[b, idx].max(initial=0.0))
+        lab = _components(final[b, idx], radius)
+        labels[b, idx] = lab
+        means = []
+        for c in range(lab.max(initial=-1) + 1):
+            members = idx[lab == c]
+            means.append(final[b, members].mean(axis=0))
+            leading = members[final_leader[b, members]]
+            owner[b, members] = leading.min() if len(leading) else -1
+        centers.append(torch.as_tensor(np.array(means).reshape(-1, final.shape[-1]), dtype=path.dtype))
+    labels_t, owner_t = torch.as_tensor(labels), torch.as_tensor(owner)
+    if single:
+        return Clusters(labels=labels_t[0], centers=centers[0], leader=owner_t[0])
+    return Clusters(labels=labels_t, centers=centers, leader=owner_t)

@@ -1,0 +1,523 @@
+"""Tests of `hardmax.theory`.
+
+Known answers (tests/problems.py: the Figure 2 configurations, exact ties with multiplicities, d = 1, a
+non-identity A, a segment in R^3); geometry on known shapes and against slow reference solutions (LP
+face tests, full KKT systems); agreement with the engine's attention matrices; invariants under
+permutation (hypothesis); Theorem 2.1 on hundreds of random configurations; and doctored trajectories,
+each of which must make its check fail.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from problems import Problem, problems
+from scipy.optimize import linprog
+
+from hardmax.dynamics import simulate
+from hardmax.theory import (
+    FIGURE2_ALPHA,
+    attention_sets,
+    check_theorem,
+    figure2_configurations,
+    find_clusters,
+    find_leaders,
+    leader_layers,
+    limit_set,
+    polytope,
+)
+
+PROBLEMS = problems()
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """These tensors are small: one intra-op thread is as fast alone and many times faster on a busy
+    machine (pytest -n 2 on two cores), where OpenMP threads spin against each other."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def run(problem: Problem, layers: int | None = None, **kwargs):
+    return simulate(problem.tokens, alpha=problem.alpha, layers=problem.layers if layers is None else layers,
+                    A=problem.A, **kwargs)
+
+
+def by_name(name: str) -> Problem:
+    return next(p for p in PROBLEMS if p.name == name)
+
+
+def partition(labels) -> set[frozenset[int]]:
+    """The grouping of token indices induced by labels (any hashable per token)."""
+    groups: dict = {}
+    for i, label in enumerate(labels):
+        groups.setdefault(label, set()).add(i)
+    return {frozenset(g) for g in groups.values()}
+
+
+# --------------------------------------------------------------------------------------------
+# Known answers
+# --------------------------------------------------------------------------------------------
+
+
+def test_figure2_configurations_are_dyadic_2d_float64():
+    configs = figure2_configurations()
+    assert list(configs) == ["triangle", "emerging_leader", "square", "non_leader_clusters"]
+    assert FIGURE2_ALPHA == 0.5
+    for tokens in configs.values():
+        assert tokens.dtype == np.float64 and tokens.ndim == 2 and tokens.shape[1] == 2
+        assert np.array_equal(tokens * 8, np.round(tokens * 8))  # exact in binary: ties are exact
+        assert len(np.unique(tokens, axis=0)) == len(tokens) and (np.abs(tokens).sum(1) > 0).all()
+
+
+@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.name)
+def test_limits_leaders_and_attention_sets(problem: Problem):
+    trajectory = run(problem)
+    scale = np.abs(problem.tokens).max()
+    np.testing.assert_allclose(trajectory.final.numpy(), problem.limits, rtol=0, atol=1e-12 * scale)
+    assert tuple(leader_layers(trajectory).tolist()) == problem.leader_layers
+    assert find_leaders(problem.tokens, A=problem.A).tolist() == [k == 0 for k in problem.leader_layers]
+    if problem.attention_sets is not None:
+        C = attention_sets(problem.tokens, A=problem.A).numpy()
+        assert tuple(tuple(np.nonzero(row)[0].tolist()) for row in C) == problem.attention_sets
+
+
+@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.name)
+def test_clusters(problem: Problem):
+    clusters = find_clusters(run(problem))
+    assert clusters.labels.dtype == torch.int64 and clusters.leader.dtype == torch.int64
+    assert partition(clusters.labels.tolist()) == partition(map(tuple, problem.limits))
+    assert tuple(clusters.leader.tolist()) == problem.cluster_leader
+    # Labels count by first appearance, so centers line up with the first token of each cluster.
+    first = [clusters.labels.tolist().index(c) for c in range(len(clusters.centers))]
+    np.testing.assert_allclose(clusters.centers.numpy(), problem.limits[first], atol=1e-12)
+
+
+@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda p: p.name)
+def test_theorem_holds_on_known_answers(problem: Problem):
+    report = check_theorem(run(problem))
+    assert report.passed, report.table()
+    assert report.hypotheses_ok == (problem.name != "ties_with_multiplicity")  # it has a duplicate
+    assert report.leaders == len({tuple(problem.limits[i]) for i, k in enumerate(problem.leader_layers) if k >= 0})
+    if report.rate_samples:
+        assert report.rate_measured == pytest.approx(1 / (1 + problem.alpha), rel=1e-6)
+
+
+@pytest.mark.parametrize("problem", [p for p in PROBLEMS if p.limit_set is not None], ids=lambda p: p.name)
+def test_limit_set_of_final_polytope(problem: Problem):
+    trajectory = run(problem)
+    leaders = trajectory.final.numpy()[leader_layers(trajectory).numpy() >= 0]
+    S = limit_set(polytope(leaders), problem.A)
+    np.testing.assert_allclose(S, problem.limit_set, atol=1e-12)
+    # Every token converges into S (vertices included).
+    gap = np.linalg.norm(trajectory.final.numpy()[:, None] - S[None], axis=-1).min(1)
+    assert gap.max() < 1e-12
+
+
+def test_ties_counted_with_multiplicity():
+    """(1/2, 1/2) ties with all four tokens; its first target is (5/8, 3/8) because (1,0) counts twice."""
+    problem = by_name("ties_with_multiplicity")
+    step = run(problem, layers=1).tokens[1, 3].numpy()
+    np.testing.assert_allclose(step, [13 / 24, 11 / 24], rtol=0, atol=1e-15)
+    leaders = find_leaders(problem.tokens).tolist()
+    assert leaders == [True, True, True, False]  # identical tokens lead together
+
+
+def test_attention_sets_match_the_engine_at_every_layer(rng):
+    """Theory and dynamics agree on who attends to whom (ties, duplicates and padding included)."""
+    cases = [(p.tokens, p.A, None) for p in PROBLEMS]
+    z = rng.integers(-4, 5, size=(3, 12, 2)) / 4.0  # dyadic: many exact ties and duplicates
+    cases.append((z, None, rng.random((3, 12)) < 0.8))
+    for tokens, A, mask in cases:
+        trajectory = simulate(tokens, alpha=0.5, layers=12, A=A, mask=mask, return_weights=True)
+        for k in range(12):
+            C = attention_sets(trajectory.tokens[k], A=A, mask=mask)
+            assert torch.equal(C, trajectory.weights[k] > 0), (k, tokens)
+
+
+@given(st.integers(1, 9), st.integers(1, 3), st.data())
+def test_engine_step_moves_tokens_towards_their_attention_sets(n: int, d: int, data):
+    """z^{k+1} = z^k + γ (mean_{j ∈ C_i} z_j^k − z^k) with C_i from `attention_sets`: the engine's fast
+    path (gather for a single maximiser) and the theory's tie rule agree, duplicates counted."""
+    tokens = np.array(data.draw(st.lists(st.lists(st.integers(-4, 4), min_size=d, max_size=d),
+                                         min_size=n, max_size=n)), dtype=np.float64) / 4
+    trajectory = simulate(tokens, alpha=0.5, layers=30)
+    gamma = 0.5 / 1.5
+    scale = max(1.0, float(np.abs(tokens).max()))
+    for k in range(30):
+        z = trajectory.tokens[k]
+        C = attention_sets(z).to(z.dtype)
+        target = (C @ z) / C.sum(-1, keepdim=True)
+        expected = z + gamma * (target - z)
+        assert torch.allclose(trajectory.tokens[k + 1], expected, rtol=0, atol=1e-14 * scale), k
+
+
+def test_snapshot_leaders_versus_leader_layers():
+    """In one snapshot a follower that converged onto its leader is a copy of it; the history is not."""
+    trajectory = run(by_name("figure2_square"))
+    snapshot = find_leaders(trajectory.final)
+    assert snapshot.all()  # every follower sits on its vertex to the last bits
+    assert (leader_layers(trajectory) >= 0).tolist() == [True] * 4 + [False] * 7
+    assert not find_leaders(trajectory.final, atol=0.0)[:4].any()  # exactly: converged copies tie in
+
+
+def test_masked_tokens_are_ignored():
+    problem = by_name("figure2_non_leader_clusters")
+    n = len(problem.tokens)
+    junk = np.array([[50.0, 50.0], [0.0, 0.0], [1.0, 1.0]])  # far out, the origin, on a vertex
+    tokens = np.concatenate([problem.tokens[:3], junk, problem.tokens[3:]])
+    mask = np.array([True] * 3 + [False] * 3 + [True] * (n - 3))
+    trajectory = simulate(tokens, alpha=problem.alpha, layers=problem.layers, mask=mask)
+    np.testing.assert_allclose(trajectory.final.numpy()[mask], problem.limits, rtol=0, atol=1e-12)
+    layers = leader_layers(trajectory).numpy()
+    assert tuple(layers[mask]) == problem.leader_layers and (layers[~mask] == -1).all()
+    clusters = find_clusters(trajectory)
+    assert (clusters.labels.numpy()[~mask] == -1).all() and (clusters.leader.numpy()[~mask] == -1).all()
+    assert len(clusters.centers) == 6
+    C = attention_sets(tokens, mask=mask).numpy()
+    assert not C[~mask].any() and not C[:, ~mask].any()
+    assert not find_leaders(tokens, mask=mask).numpy()[~mask].any()
+    assert check_theorem(trajectory).passed
+
+
+def test_batched_equals_one_by_one(rng):
+    z = rng.normal(size=(3, 10, 2))
+    mask = np.ones((3, 10), dtype=bool)
+    mask[1, 7:] = False
+    batch = simulate(z, alpha=0.8, layers=60, mask=mask)
+    layers, clusters = leader_layers(batch), find_clusters(batch)
+    for b in range(3):
+        one = simulate(z[b], alpha=0.8, layers=60, mask=mask[b])
+        assert torch.equal(leader_layers(one), layers[b])
+        assert torch.equal(find_clusters(one).labels, clusters.labels[b])
+        assert torch.equal(find_clusters(one).leader, clusters.leader[b])
+        assert torch.allclose(find_clusters(one).centers, clusters.centers[b])
+        assert torch.equal(find_leaders(z[b], mask=mask[b]), find_leaders(z, mask=mask)[b])
+    assert check_theorem(batch).passed
+
+
+# --------------------------------------------------------------------------------------------
+# Geometry: polytope and limit_set
+# --------------------------------------------------------------------------------------------
+
+SQUARE = np.array([[1, 1], [-1, 1], [-1, -1], [1, -1]], dtype=np.float64)
+CUBE = np.array(list(itertools.product([-1.0, 1.0], repeat=3)))
+
+
+def face_sizes(K) -> list[int]:
+    return sorted(len(f) for f in K.faces)
+
+
+def test_polytope_square_with_interior_and_duplicate_points():
+    K = polytope(np.concatenate([SQUARE, [[0.2, 0.3], [1, 0], [1, 1]]]))
+    assert K.dim == 2 and K.vertices.dtype == np.float64
+    np.testing.assert_array_equal(K.vertices, [[-1, -1], [-1, 1], [1, -1], [1, 1]])
+    assert K.faces == ((0,), (1,), (2,), (3,), (0, 1), (0, 2), (1, 3), (2, 3), (0, 1, 2, 3))
+
+
+def test_polytope_cube_merges_triangulated_facets():
+    K = polytope(torch.tensor(CUBE))  # tensors are accepted too
+    assert K.dim == 3 and len(K.vertices) == 8
+    assert face_sizes(K) == [1] * 8 + [2] * 12 + [4] * 6 + [8]
+
+
+@pytest.mark.parametrize(("points", "dim", "vertices"), [
+    (np.array([[0, 1], [1, 1], [2, 1], [-1, 1]], float), 1, [[-1, 1], [2, 1]]),       # collinear in 2-D
+    (np.array([[1, 0, 1], [1, 0, -1], [1, 0, 0.5]], float), 1, [[1, 0, -1], [1, 0, 1]]),  # segment in 3-D
+    (np.array([[-1.0], [2.0], [0.5]]), 1, [[-1], [2]]),                                # d = 1
+    (np.array([[3.0, 3.0], [3.0, 3.0]]), 0, [[3, 3]]),                                 # a point
+])
+def test_polytope_degenerate(points, dim, vertices):
+    K = polytope(points)
+    assert K.dim == dim
+    np.testing.assert_array_equal(K.vertices, vertices)
+    assert K.faces == (((0,),) if dim == 0 else ((0,), (1,), (0, 1)))
+
+
+def test_polytope_square_in_a_plane_of_r3_and_simplex():
+    K = polytope(np.concatenate([SQUARE, np.ones((4, 1))], axis=1))
+    assert K.dim == 2 and face_sizes(K) == [1] * 4 + [2] * 4 + [4]
+    simplex = polytope(np.concatenate([np.zeros((1, 4)), np.eye(4)]))
+    assert simplex.dim == 4 and len(simplex.faces) == 2**5 - 1
+
+
+def test_polytope_faces_match_an_lp_reference(rng):
+    """A vertex subset F is a face iff some c has ⟨c, v⟩ = t on F and ≤ t − 1 off F (an LP)."""
+    for d, m in [(2, 9), (3, 10), (3, 6)]:
+        K = polytope(rng.normal(size=(m, d)))
+        V = K.vertices
+        reference = set()
+        for size in range(1, len(V) + 1):
+            for F in itertools.combinations(range(len(V)), size):
+                out = [i for i in range(len(V)) if i not in F]
+                # variables (c, t): equalities on F, inequalities off F
+                A_eq = np.hstack([V[list(F)], -np.ones((len(F), 1))])
+                A_ub = np.hstack([V[out], -np.ones((len(out), 1))]) if out else None
+                res = linprog(np.zeros(d + 1), A_ub=A_ub, b_ub=-np.ones(len(out)) if out else None,
+                              A_eq=A_eq, b_eq=np.zeros(len(F)), bounds=[(None, None)] * (d + 1))
+                if res.status == 0:
+                    reference.add(F)
+        assert set(K.faces) == reference
+
+
+def test_polytope_refuses_huge_face_lattices(rng):
+    with pytest.raises(ValueError, match="max_faces"):
+        polytope(rng.normal(size=(20, 19)))  # a simplex: 2^20 − 1 faces
+    with pytest.raises(ValueError, match="impractical"):
+        polytope(rng.normal(size=(30, 16)))
+    with pytest.raises(ValueError, match="max_faces"):
+        limit_set(polytope(CUBE), max_faces=10)
+    for bad in (np.zeros((0, 2)), np.array([[np.nan, 0.0]]), np.zeros(3)):
+        with pytest.raises(ValueError):
+            polytope(bad)
+
+
+def test_limit_set_known_shapes():
+    # Square: vertices, midpoints of the sides, and the origin (projection onto aff K = R², inside K).
+    expected = [[-1, -1], [-1, 0], [-1, 1], [0, -1], [0, 0], [0, 1], [1, -1], [1, 0], [1, 1]]
+    np.testing.assert_allclose(limit_set(polytope(SQUARE)), expected, atol=1e-15)
+    # Cube: the centres of all 27 faces (vertices, edges, squares, the cube itself).
+    np.testing.assert_allclose(limit_set(polytope(CUBE)), np.array(list(itertools.product([-1, 0, 1], repeat=3))),
+                               atol=1e-15)
+    # A triangle away from the origin: only one side's projection lands inside it.
+    S = limit_set(polytope(np.array([[1, 1], [3, 1], [2, 3]], float)))
+    np.testing.assert_allclose(S, [[1, 1], [2, 3], [2.8, 1.4], [3, 1]], atol=1e-14)
+    # Non-identity A: min x1² + 4 x2² on x1 + x2 = 2 is (1.6, 0.4), not the Euclidean (1, 1).
+    S = limit_set(polytope(np.array([[2, 0], [0, 2]], float)), np.diag([1.0, 4.0]))
+    np.testing.assert_allclose(S, [[0, 2], [1.6, 0.4], [2, 0]], atol=1e-14)
+    # d = 1 and a single point.
+    np.testing.assert_allclose(limit_set(polytope(np.array([[-1.0], [2.0]]))), [[-1], [0], [2]], atol=1e-15)
+    np.testing.assert_array_equal(limit_set(polytope(np.array([[3.0, -3.0]]))), [[3, -3]])
+    with pytest.raises(ValueError, match="positive definite"):
+        limit_set(polytope(SQUARE), -np.eye(2))
+
+
+def _reference_limit_set(K, A) -> np.ndarray:
+    """Slow and plain: full KKT system [2 G, 1; 1ᵀ, 0] by least squares, membership by an LP."""
+    found = []
+    for face in K.faces:
+        V = K.vertices[list(face)]
+        m = len(V)
+        G = V @ A @ V.T
+        kkt = np.block([[2 * G, np.ones((m, 1))], [np.ones((1, m)), np.zeros((1, 1))]])
+        lam = np.linalg.lstsq(kkt, np.append(np.zeros(m), 1.0), rcond=None)[0][:m]
+        p = V.T @ lam
+        res = linprog(np.zeros(m), A_eq=np.vstack([V.T, np.ones((1, m))]), b_eq=np.append(p, 1.0),
+                      bounds=[(0, None)] * m)
+        if res.status == 0:
+            found.append(p)
+    S = np.unique(np.round(np.array(found), 9), axis=0)
+    return S
+
+
+def test_limit_set_matches_a_kkt_and_lp_reference(rng):
+    for d, m in [(2, 7), (3, 9), (3, 5), (2, 3)]:
+        M = rng.normal(size=(d, d))
+        A = M @ M.T + 0.5 * np.eye(d)
+        K = polytope(rng.normal(size=(m, d)) + rng.normal(size=d) * (d == 3))
+        np.testing.assert_allclose(np.unique(np.round(limit_set(K, A), 9), axis=0), _reference_limit_set(K, A),
+                                   atol=1e-9)
+
+
+# --------------------------------------------------------------------------------------------
+# Theorem 2.1 on random configurations
+# --------------------------------------------------------------------------------------------
+
+KINDS = ("gauss", "cube", "shifted", "anchors", "mirror")
+
+
+def random_tokens(rng: np.random.Generator, kind: str, batch: int, n: int, d: int) -> np.ndarray:
+    """Random configurations with different geometry; "mirror" is symmetric under x_d ↦ −x_d, so the
+    tokens on the mirror tie exactly and converge to points of S that are not vertices."""
+    if kind == "gauss":
+        return rng.normal(size=(batch, n, d))
+    if kind == "cube":
+        return rng.uniform(-1, 1, size=(batch, n, d))
+    if kind == "shifted":  # all tokens on one side of the origin
+        return 0.5 * rng.normal(size=(batch, n, d)) + 2 * rng.normal(size=(batch, 1, d))
+    if kind == "anchors":  # a few far tokens, many near the origin (many followers even in 16-D)
+        z = 0.3 * rng.normal(size=(batch, n, d))
+        z[:, : max(1, n // 8)] *= 6
+        return z
+    half = (n + 1) // 3
+    y = rng.uniform(-1, 1, size=(batch, half, d))
+    on = rng.uniform(-1, 1, size=(batch, n - 2 * half, d))
+    on[..., -1] = 0
+    return np.concatenate([y, y * np.append(np.ones(d - 1), -1), on], axis=1)
+
+
+def random_spd(rng: np.random.Generator, d: int, mirror: bool) -> np.ndarray:
+    M = rng.normal(size=(d, d))
+    A = M @ M.T / d + 0.2 * np.eye(d)
+    if mirror:  # keep the mirror symmetry: no coupling between x_d and the rest
+        A[-1, :-1] = A[:-1, -1] = 0
+    return A
+
+
+def layers_for(alpha: float) -> int:
+    """Enough layers for (1+α)^{-K} ≈ e^{-36} ≈ 2e-16, within [60, 200]."""
+    return int(min(200, max(60, math.ceil(36 / math.log1p(alpha)))))
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 5, 16])
+def test_theorem_on_random_configurations(d: int):
+    """60 sequences per dimension (n ∈ {3, 8, 24}, five geometries, batches of 4), α ∈ [0.2, 2], random
+    SPD A half of the time, plus one sequence of 256 tokens."""
+    rng = np.random.default_rng(1000 + d)
+    followers = off_vertex = 0
+    cases = [(n, kind, 4) for n in (3, 8, 24) for kind in KINDS if not (kind == "mirror" and d == 1)]
+    cases.append((256, "anchors" if d > 3 else "cube", 1))
+    for n, kind, batch in cases:
+        alpha = float(rng.uniform(0.2, 2.0))
+        A = random_spd(rng, d, kind == "mirror") if rng.random() < 0.5 else None
+        trajectory = simulate(random_tokens(rng, kind, batch, n, d), alpha=alpha, layers=layers_for(alpha), A=A)
+        report = check_theorem(trajectory)
+        assert report.passed, f"d={d} n={n} {kind} α={alpha:.3f} A={'random' if A is not None else 'I'}\n" + \
+            report.table()
+        clusters = find_clusters(trajectory)
+        followers += int((leader_layers(trajectory) < 0).sum())
+        off_vertex += int((clusters.leader < 0).sum())
+    assert followers > 50  # the check had work to do
+    if d >= 2:
+        assert off_vertex > 0  # some tokens converge to points of S that are not vertices (mirror)
+
+
+def test_unfinished_convergence_is_allowed_for_by_the_tolerance():
+    """After 8 layers the followers are still far from their limits, yet within the stated tolerance."""
+    problem = by_name("figure2_triangle")
+    trajectory = run(problem, layers=8)
+    distance = np.linalg.norm(trajectory.final.numpy() - problem.limits, axis=1).max()
+    assert distance > 1e-3
+    report = check_theorem(trajectory)
+    assert report.passed, report.table()
+    assert 1e-9 < report.limit_excess <= 1
+
+
+@given(st.integers(2, 7), st.integers(1, 3), st.data())
+def test_permutation_equivariance(n: int, d: int, data):
+    """Relabelling tokens relabels attention sets, leaders, leader layers and clusters (dyadic tokens:
+    exact ties and duplicates are common)."""
+    tokens = np.array(data.draw(st.lists(st.lists(st.integers(-4, 4), min_size=d, max_size=d),
+                                         min_size=n, max_size=n)), dtype=np.float64) / 4
+    perm = np.array(data.draw(st.permutations(range(n))))
+    C, Cp = attention_sets(tokens), attention_sets(tokens[perm])
+    assert torch.equal(Cp, C[perm][:, perm])
+    assert torch.equal(find_leaders(tokens[perm]), find_leaders(tokens)[perm])
+    trajectory, permuted = simulate(tokens, alpha=0.5, layers=40), simulate(tokens[perm], alpha=0.5, layers=40)
+    assert torch.equal(leader_layers(permuted), leader_layers(trajectory)[perm])
+    assert partition(find_clusters(permuted).labels.tolist()) == \
+        partition(find_clusters(trajectory).labels[perm].tolist())
+
+
+@given(st.integers(1, 8), st.integers(1, 3), st.floats(0.2, 2.0), st.data())
+def test_theorem_on_dyadic_configurations(n: int, d: int, alpha: float, data):
+    """Exact ties, duplicates and zero tokens included (the theorem excludes the last two; the check
+    holds anyway)."""
+    tokens = np.array(data.draw(st.lists(st.lists(st.integers(-4, 4), min_size=d, max_size=d),
+                                         min_size=n, max_size=n)), dtype=np.float64) / 4
+    report = check_theorem(simulate(tokens, alpha=alpha, layers=layers_for(alpha)))
+    assert report.passed, report.table()
+
+
+# --------------------------------------------------------------------------------------------
+# Doctored trajectories: every check must be able to fail
+# --------------------------------------------------------------------------------------------
+
+
+def doctor(trajectory, edit) -> object:
+    tokens = trajectory.tokens.clone()
+    edit(tokens)
+    return dataclasses.replace(trajectory, tokens=tokens)
+
+
+def _set(index, value):
+    def edit(tokens):
+        tokens[index] = torch.as_tensor(value, dtype=tokens.dtype)
+    return edit
+
+
+DOCTORED = {
+    # name: (problem, edit of the (L, n, d) tokens or a field replacement, the check that must fail)
+    "token_off_S": ("figure2_non_leader_clusters", _set((-1, 4), [1.0, 0.2]), "limits_ok"),
+    "token_outside_K": ("figure2_square", _set((-1, 5), [-1.5, 1.0]), "limits_ok"),
+    "leader_moves": ("figure2_square", _set((slice(60, None), 0), [0.9, 0.9]), "leaders_fixed_ok"),
+    "hull_grows": ("figure2_triangle", lambda t: t[-1].mul_(1.05), "hull_ok"),
+    "wrong_alpha": ("figure2_square", "alpha", "rate_ok"),
+    "leaders_merge": ("figure2_emerging_leader", lambda t: t[10:, 1].copy_(t[10:, 0]), "vertices_ok"),
+    "norm_shrinks": ("figure2_triangle", lambda t: t[60:, 3].mul_(0.5), "norms_ok"),
+}
+
+
+@pytest.mark.parametrize("name", list(DOCTORED))
+def test_doctored_trajectories_fail(name: str):
+    problem_name, edit, check = DOCTORED[name]
+    trajectory = run(by_name(problem_name), layers=80)
+    assert check_theorem(trajectory).passed
+    if edit == "alpha":
+        bad = dataclasses.replace(trajectory, alpha=trajectory.alpha * 1.2)
+    else:
+        bad = doctor(trajectory, edit)
+    report = check_theorem(bad)
+    assert not report.passed and not getattr(report, check), report.table()
+    assert report.failed_sequences == (0,) and report.failures
+    assert "NO" in report.table()
+
+
+def test_exact_hull_check_sees_a_point_just_outside_an_edge():
+    """Move one token 1e-4 beyond the edge from (2, 0) to (−1, 2) of the triangle, at the last layer."""
+    trajectory = run(by_name("figure2_triangle"), layers=60)
+    normal = np.array([2.0, 3.0]) / math.sqrt(13)  # outward normal of that edge, which passes (8/13, 12/13)
+    bad = doctor(trajectory, _set((-1, 7), np.array([8 / 13, 12 / 13]) + 1e-4 * normal))
+    report = check_theorem(bad, exact_hull=True)
+    assert report.hull_exact and not report.hull_ok and report.hull_excess == pytest.approx(1e-4, rel=1e-3)
+    assert not check_theorem(bad, exact_hull=False).hull_exact
+
+
+def test_wrong_alpha_fails_only_the_rate_check():
+    trajectory = run(by_name("figure2_square"), layers=80)
+    report = check_theorem(dataclasses.replace(trajectory, alpha=trajectory.alpha * 1.2))
+    assert not report.rate_ok
+    assert report.limits_ok and report.leaders_fixed_ok and report.hull_ok and report.vertices_ok
+    assert report.rate_measured == pytest.approx(2 / 3, rel=1e-6)
+    assert report.rate_expected == pytest.approx(1 / 1.6, rel=1e-12)  # α = 0.5 · 1.2
+
+
+def test_a_leader_emerging_at_the_last_layer_is_not_settled():
+    report = check_theorem(run(by_name("figure2_emerging_leader"), layers=1))
+    assert not report.leaders_fixed_ok and report.last_leader_layer == 1
+    assert check_theorem(run(by_name("figure2_emerging_leader"), layers=8)).passed
+
+
+def test_failed_sequence_is_named_in_a_batch(rng):
+    z = rng.uniform(-1, 1, size=(3, 12, 2))
+    trajectory = simulate(z, alpha=0.5, layers=80)
+    bad = doctor(trajectory, lambda t: t[-1, 1].mul_(1.5))
+    report = check_theorem(bad)
+    assert report.failed_sequences == (1,) and all(f.startswith("sequence 1:") for f in report.failures)
+    assert check_theorem(trajectory).failed_sequences == ()
+
+
+def test_report_table_and_softmax_refused():
+    report = check_theorem(run(by_name("figure2_square")))
+    table = report.table()
+    assert table.splitlines()[0].endswith("PASSED")
+    assert "| check | value | expected | pass |" in table and table.count("\n| ") == 9  # header, rule, 7 rows
+    softmax = simulate(SQUARE, alpha=0.5, layers=3, attention="softmax", beta=1.0)
+    with pytest.raises(ValueError, match="hardmax"):
+        check_theorem(softmax)
+
+
+def test_float32_trajectory():
+    z = np.random.default_rng(5).normal(size=(2, 20, 3))
+    report = check_theorem(simulate(torch.tensor(z, dtype=torch.float32), alpha=0.7, layers=80))
+    assert report.passed, report.table()
+    assert report.atol > 1e-5  # sqrt(eps) of float32, times R
