@@ -289,6 +289,8 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--val-fraction", type=float, default=0.1, help="validation share of the training part")
     g.add_argument("--limit", type=int, help="use only the first N reviews of each split (quick runs)")
     g.add_argument("--min-count", type=int, default=5, help="minimum training count of a vocabulary word")
+    g.add_argument("--truncation", choices=("head", "head_tail"), default="head",
+                   help="keep the first 128 tokens (paper), or the first and last 64 (default: head)")
     g.add_argument("--no-lowercase", action="store_true", help="keep case (as the paper's code does)")
     g.add_argument("--cache-dir", help="preprocessed-tensor cache (default: $HARDMAX_CACHE or ~/.cache/hardmax)")
 
@@ -297,17 +299,18 @@ def _data_config(args: argparse.Namespace):
     from hardmax.data import DataConfig
 
     return DataConfig(path=args.data, split=args.split, val_fraction=args.val_fraction, limit=args.limit,
-                      min_count=args.min_count, lowercase=not args.no_lowercase, cache_dir=args.cache_dir)
+                      min_count=args.min_count, lowercase=not args.no_lowercase, cache_dir=args.cache_dir,
+                      truncation=args.truncation)
 
 
 def _add_train_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("training")
-    g.add_argument("--epochs", type=int, default=20)
+    g.add_argument("--epochs", type=int, default=12)
     g.add_argument("--batch-size", type=int, default=64)
     g.add_argument("--lr", type=float, default=1e-2)
     g.add_argument("--weight-decay", type=float, default=0.0, help="Adam L2 weight decay")
-    g.add_argument("--word-dropout", type=float, default=0.0, help="share of tokens hidden per training batch")
-    g.add_argument("--patience", type=int, default=4, help="early-stopping patience (epochs)")
+    g.add_argument("--word-dropout", type=float, default=0.3, help="share of tokens hidden per training batch")
+    g.add_argument("--patience", type=int, default=3, help="early-stopping patience (epochs)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default: cpu)")
     g.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
@@ -416,6 +419,7 @@ def _run_explain(args: argparse.Namespace) -> int:
     vocab = Vocabulary.from_json((Path(args.run) / "vocab.json").read_text(encoding="utf-8"))
     data = record.get("data", {})
     encoded = encode_texts(args.text, vocab, max_len=data.get("max_len", 128),
+                           truncation=data.get("truncation", "head"),
                            lowercase=data.get("lowercase", True), lemmatize=data.get("lemmatize", True),
                            remove_stopwords=data.get("remove_stopwords", True))
     ids = encoded.ids[0][encoded.mask[0]]
@@ -433,7 +437,7 @@ def _add_reproduce(subparsers) -> None:
     p = subparsers.add_parser("reproduce", help="the paper's sentiment results for d = 2, 4, 8, 16 → docs/results.md",
                               description="Train the grid of embedding dimensions, evaluate on the test set, count "
                               "leaders, draw the figures, and write results.md and results.json.")
-    p.add_argument("--quick", action="store_true", help="2,000 + 2,000 reviews and 3 epochs per d (~2 min); "
+    p.add_argument("--quick", action="store_true", help="5,000 + 5,000 reviews and 4 epochs per d (~3 min); "
                    "writes to runs/quick/")
     p.add_argument("--data", metavar="PATH", help="the data (default: $HARDMAX_IMDB, cache, download)")
     p.add_argument("--dims", help="comma-separated dimensions (default: 2,4,8,16)")

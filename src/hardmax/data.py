@@ -94,6 +94,9 @@ SplitProtocol = Literal["standard", "paper"]
 SPLIT_NAMES: tuple[str, ...] = ("train", "val", "test")
 
 
+Truncation = Literal["head", "head_tail"]
+
+
 class DataError(ValueError):
     """The data cannot be used as given; the message names the file and the problem."""
 
@@ -107,6 +110,7 @@ class DataConfig:
     val_fraction: float = 0.1  # share of the training part held out (stratified) for model selection
     seed: int = 0  # seeds the paper's 70/30 split and the validation hold-out
     max_len: int = 128  # tokens kept per review after cleaning: longer ones truncated, shorter padded
+    truncation: Truncation = "head"  # "head": first max_len tokens (paper); "head_tail": first and last halves
     min_count: int = 5  # training occurrences (within max_len) a word needs to get its own id
     max_vocab: int | None = None  # cap on the vocabulary size, PAD and UNK included; None: no cap
     lowercase: bool = True  # the paper's code does not lower-case: lowercase=False reproduces it
@@ -122,6 +126,8 @@ class DataConfig:
             raise ValueError(f"split must be 'standard' or 'paper', got {self.split!r}")
         if not 0.0 <= self.val_fraction < 1.0:
             raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
+        if self.truncation not in ("head", "head_tail"):
+            raise ValueError(f"truncation must be 'head' or 'head_tail', got {self.truncation!r}")
         if self.max_len < 1:
             raise ValueError(f"max_len must be >= 1, got {self.max_len}")
         if self.min_count < 1:
@@ -530,6 +536,23 @@ def _clean_head(text: str, cache: _WordCache, limit: int) -> list[str]:
     return list(itertools.islice(filter(None, map(cache.__getitem__, _words(text))), limit))
 
 
+def _clean_truncated(text: str, cache: _WordCache, max_len: int, truncation: str) -> tuple[list[str], bool]:
+    """(kept tokens, whether the review was longer than max_len).
+
+    "head" keeps the first max_len tokens. "head_tail" keeps the first ⌈max_len/2⌉ and the last
+    ⌊max_len/2⌋: reviews often close with their verdict, which head truncation cuts off.
+    """
+    if truncation == "head":
+        # max_len + 1 tokens tell truncated reviews apart without normalising the rest of the text.
+        tokens = _clean_head(text, cache, max_len + 1)
+        return tokens[:max_len], len(tokens) > max_len
+    tokens = list(filter(None, map(cache.__getitem__, _words(text))))
+    if len(tokens) <= max_len:
+        return tokens, False
+    tail = max_len // 2
+    return tokens[: max_len - tail] + (tokens[-tail:] if tail else []), True
+
+
 # --------------------------------------------------------------------------------------------
 # Vocabulary.
 # --------------------------------------------------------------------------------------------
@@ -646,18 +669,19 @@ def encode_texts(
     vocab: Vocabulary,
     *,
     max_len: int = 128,
+    truncation: Truncation = "head",
     lowercase: bool = True,
     lemmatize: bool = True,
     remove_stopwords: bool = True,
 ) -> EncodedTexts:
     """Clean and encode new texts for inference, exactly as the training reviews were.
 
-    Pass the training config's `clean_options()` and `max_len`. Raises `DataError` naming the
+    Pass the training config's `clean_options()`, `max_len` and `truncation`. Raises `DataError` naming the
     text when nothing is left after cleaning (only stop words, digits, punctuation or markup).
     """
     texts = [texts] if isinstance(texts, str) else list(texts)
     cache = _word_cache(lowercase, lemmatize, remove_stopwords)
-    tokens = [_clean_head(text, cache, max_len) for text in texts]
+    tokens = [_clean_truncated(text, cache, max_len, truncation)[0] for text in texts]
     for i, kept in enumerate(tokens):
         if not kept:
             raise DataError(f"text {i} is empty after cleaning (only stop words, digits, punctuation "
@@ -782,13 +806,14 @@ def _build(reviews: Reviews, config: DataConfig, progress: bool) -> tuple[dict[s
     # the 2-core machine (each worker lemmatises the shared vocabulary again, token lists must be
     # pickled back, and the readers' cores are rarely idle), so it is not used.
     cache = _word_cache(**config.clean_options())
-    # max_len + 1 tokens tell truncated reviews apart without normalising the rest of the text.
-    head = config.max_len + 1
     tokens: dict[str, list[list[str]]] = {}
+    cut: dict[str, np.ndarray] = {}
     for name in SPLIT_NAMES:
         texts = (reviews.texts[r] for r in rows[name])
-        tokens[name] = [_clean_head(t, cache, head) for t in tqdm(
+        pairs = [_clean_truncated(t, cache, config.max_len, config.truncation) for t in tqdm(
             texts, total=len(rows[name]), desc=f"clean {name}", unit=" reviews", disable=not progress)]
+        tokens[name] = [p[0] for p in pairs]
+        cut[name] = np.array([p[1] for p in pairs], dtype=bool)
     skipped = {}
     for name in SPLIT_NAMES:
         keep = np.array([len(t) > 0 for t in tokens[name]], dtype=bool)
@@ -796,14 +821,14 @@ def _build(reviews: Reviews, config: DataConfig, progress: bool) -> tuple[dict[s
         if skipped[name]:
             rows[name] = rows[name][keep]
             tokens[name] = [t for t in tokens[name] if t]
-    # Counting only the first max_len tokens: a word seen only past the truncation point would get
-    # an embedding that no gradient ever reaches, so it is better mapped to UNK.
-    vocab = Vocabulary.build((t[: config.max_len] for t in tokens["train"]),
-                             min_count=config.min_count, max_size=config.max_vocab)
+            cut[name] = cut[name][keep]
+    # Counting only the kept tokens: a word seen only past the truncation point would get an
+    # embedding that no gradient ever reaches, so it is better mapped to UNK.
+    vocab = Vocabulary.build(tokens["train"], min_count=config.min_count, max_size=config.max_vocab)
     splits, stats = {}, {}
     for name in SPLIT_NAMES:
         ids = _tensorise(tokens[name], vocab, config.max_len)
-        truncated = np.array([len(t) > config.max_len for t in tokens[name]], dtype=bool)
+        truncated = cut[name]
         splits[name] = _make_split(ids, reviews.labels[rows[name]], rows[name])
         stats[name] = _split_stats(ids, splits[name].lengths.numpy(), truncated, skipped[name])
     return splits, vocab, stats
