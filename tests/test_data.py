@@ -676,3 +676,67 @@ def test_full_pipeline_on_the_real_archive(tmp_path: Path) -> None:
     _assert_same(built, cached)
     print(f"\nfirst load {first_seconds:.1f} s, cached {cached_seconds:.2f} s, vocab {len(built.vocab)}, "
           f"{stats}")
+
+
+# --------------------------------------------------------------------------------------------
+# Truncation: "head" and "head_tail".
+# --------------------------------------------------------------------------------------------
+
+FRUIT = ["apple", "banana", "cherry", "damson", "elderberry", "fig", "grape", "guava", "kiwi", "lemon", "lime",
+         "mango", "melon", "nectarine", "olive", "papaya", "peach", "pear", "plum", "quince"]
+# 20 content words with stop words, digits and markup between them: the halves are counted in
+# cleaned tokens, not in words of the raw text.
+LONG_REVIEW = " ".join(f"{w} and the 42 <br />" if i % 3 == 0 else w for i, w in enumerate(FRUIT))
+FRUIT_VOCAB = Vocabulary(words=(data.PAD_WORD, data.UNK_WORD, *FRUIT))
+
+
+def test_long_review_cleans_to_its_content_words() -> None:
+    assert clean_text(LONG_REVIEW) == FRUIT
+
+
+@pytest.mark.parametrize("max_len", [1, 2, 7, 8, 19])
+def test_head_tail_keeps_the_first_and_last_halves(max_len: int) -> None:
+    head, tail = -(-max_len // 2), max_len // 2  # ⌈L/2⌉, ⌊L/2⌋
+    encoded = encode_texts(LONG_REVIEW, FRUIT_VOCAB, max_len=max_len, truncation="head_tail")
+    expected = FRUIT[:head] + (FRUIT[-tail:] if tail else [])
+    assert encoded.tokens == [expected] and len(expected) == max_len
+    assert encoded.ids[0].tolist() == FRUIT_VOCAB.encode(expected) and encoded.mask.all()
+    assert encoded.lengths.tolist() == [max_len]
+    kept_head = encode_texts(LONG_REVIEW, FRUIT_VOCAB, max_len=max_len, truncation="head")
+    assert kept_head.tokens == [FRUIT[:max_len]]
+
+
+@pytest.mark.parametrize("truncation", ["head", "head_tail"])
+def test_truncation_leaves_short_reviews_alone(truncation: str) -> None:
+    texts = [LONG_REVIEW, "Kiwi, lemon and a durian!"]
+    encoded = encode_texts(texts, FRUIT_VOCAB, max_len=20, truncation=truncation)
+    assert encoded.tokens == [FRUIT, ["kiwi", "lemon", "durian"]]
+    assert encoded.ids[1].tolist()[:4] == [FRUIT_VOCAB.encode(["kiwi"])[0], FRUIT_VOCAB.encode(["lemon"])[0],
+                                           UNK, PAD]
+    assert encoded.lengths.tolist() == [20, 3]
+
+
+def test_load_imdb_with_head_tail_truncation(tmp_path: Path) -> None:
+    reviews = corpus()
+    reviews["train", "pos"][0] = (0, 9, LONG_REVIEW.encode())
+    reviews["test", "neg"][0] = (0, 1, ("Awful! " + LONG_REVIEW + " Dreadful.").encode())
+    path = write_tar(tmp_path / "a.tar.gz", reviews)
+    cfg = config(path, tmp_path, max_len=6, val_fraction=0.0)
+    head = load_imdb(cfg, progress=False)
+    head_tail = load_imdb(dataclasses.replace(cfg, truncation="head_tail"), progress=False)
+    # The cache key holds the truncation: the second load is built, not read back.
+    assert not head_tail.stats.cache_hit and head_tail.stats.cache_file != head.stats.cache_file
+    assert load_imdb(dataclasses.replace(cfg, truncation="head_tail"), progress=False).stats.cache_hit
+
+    def tokens(loaded: data.ImdbData, split: str, row: int) -> list[str]:
+        s = getattr(loaded, split)
+        return loaded.vocab.decode(s.ids[row][s.mask[row]])
+
+    row = int(torch.nonzero(head.train.index == 10).item())  # (train, pos) review 0 follows the 10 negatives
+    assert tokens(head, "train", row) == FRUIT[:6]
+    assert tokens(head_tail, "train", row) == FRUIT[:3] + FRUIT[-3:]
+    # Words past the cut never reach the vocabulary: "banana" is kept by head only, "quince" by head_tail only.
+    assert "banana" in head.vocab and "quince" not in head.vocab
+    assert "quince" in head_tail.vocab and "elderberry" not in head_tail.vocab
+    assert tokens(head_tail, "test", 0) == ["awful", "apple", "banana", "plum", "quince", "dreadful"]
+    assert head_tail.stats.splits["train"].truncated == head.stats.splits["train"].truncated > 0

@@ -8,6 +8,8 @@
 - Refusals (CheckpointError): a resume with other settings (the message names the field), training
   into a directory that holds a run, corrupt or other-version weights and checkpoints.
 - load_run / predict / evaluate: round trip with identical predictions, fields in [0, 1].
+- Word dropout: a function of (seed, epoch, batch) that hides about p of the real tokens, never a
+  review's first token, never un-hides padding; recorded, so a resume with another p is refused.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from safetensors.torch import save_file
 
 from hardmax import ModelConfig, TrainConfig, __version__, evaluate, load_run, predict
 from hardmax.checkpoint import CheckpointError, load_tensors
-from hardmax.train import epoch_batches, train
+from hardmax.train import _word_dropout, epoch_batches, train
 
 TESTS = Path(__file__).resolve().parent
 DATA_INFO = {"corpus": "tests/corpus.py", "seed": 0}
@@ -380,3 +382,65 @@ def test_train_config_validation(changes):
 def test_train_config_fields_are_all_recorded(trained):
     saved = json.loads((trained.run_dir / "config.json").read_text())["train"]
     assert set(saved) == {f.name for f in fields(TrainConfig)}
+
+
+# --------------------------------------------------------------------------------------------
+# Word dropout.
+# --------------------------------------------------------------------------------------------
+
+
+def left_aligned_mask(lengths: list[int], width: int) -> torch.Tensor:
+    """(len(lengths), width) bool: real tokens first, as `train` hands batches to `_word_dropout`."""
+    return torch.arange(width) < torch.tensor(lengths).unsqueeze(-1)
+
+
+@pytest.fixture(scope="module")
+def batch_mask() -> torch.Tensor:
+    lengths = torch.randint(1, 65, (400,), generator=torch.Generator().manual_seed(7)).tolist()
+    return left_aligned_mask(lengths, 64)
+
+
+def test_word_dropout_is_a_function_of_seed_epoch_and_batch(batch_mask):
+    keep = _word_dropout(batch_mask, 0.3, seed=0, epoch=2, batch=5)
+    assert torch.equal(keep, _word_dropout(batch_mask.clone(), 0.3, seed=0, epoch=2, batch=5))
+    for other in ({"seed": 1, "epoch": 2, "batch": 5}, {"seed": 0, "epoch": 3, "batch": 5},
+                  {"seed": 0, "epoch": 2, "batch": 6}):
+        assert not torch.equal(keep, _word_dropout(batch_mask, 0.3, **other)), other
+    torch.manual_seed(123)  # the global generator plays no part
+    assert torch.equal(keep, _word_dropout(batch_mask, 0.3, seed=0, epoch=2, batch=5))
+
+
+@pytest.mark.parametrize("p", [0.0, 0.1, 0.3, 0.6, 0.95])
+def test_word_dropout_hides_about_p_of_the_real_tokens(batch_mask, p):
+    before = batch_mask.clone()
+    keep = _word_dropout(batch_mask, p, seed=0, epoch=0, batch=0)
+    assert torch.equal(batch_mask, before)  # the batch's own mask is left alone
+    assert keep.dtype == torch.bool and keep.shape == batch_mask.shape
+    assert not (keep & ~batch_mask).any()  # padding is never un-hidden
+    assert torch.equal(keep[:, 0], batch_mask[:, 0])  # every review keeps its first token
+    assert (keep.sum(-1) >= 1).all()
+    candidates = batch_mask[:, 1:]  # real tokens that may be hidden (~13,000)
+    hidden = (candidates & ~keep[:, 1:]).sum() / candidates.sum()
+    assert float(hidden) == pytest.approx(p, abs=0.02)
+
+
+def test_word_dropout_of_one_token_reviews_keeps_them():
+    mask = left_aligned_mask([1, 1, 1, 1], 3)
+    assert torch.equal(_word_dropout(mask, 0.99, seed=0, epoch=0, batch=0), mask)
+
+
+@pytest.mark.parametrize("p", [1.0, 1.5, -0.1])
+def test_word_dropout_must_be_below_one(p):
+    with pytest.raises(ValueError, match=r"word_dropout must be in \[0, 1\)"):
+        TrainConfig(word_dropout=p)
+
+
+def test_resume_with_another_word_dropout_is_refused(trained, splits):
+    assert TRAIN.word_dropout == 0.3  # the reference run used word dropout
+    with pytest.raises(CheckpointError, match="train.word_dropout: saved 0.3, now 0.0"):
+        run(splits, trained.run_dir, resume=True, word_dropout=0.0)
+
+
+def test_word_dropout_changes_training(trained, splits, tmp_path):
+    plain = run(splits, tmp_path / "plain", word_dropout=0.0, epochs=1)
+    assert plain.history[0]["train_loss"] != trained.history[0]["train_loss"]

@@ -91,24 +91,34 @@ def data_info(data: ImdbData) -> dict:
 
 
 def _train_or_load(d: int, data: ImdbData, config: ReproduceConfig) -> tuple:
+    """Reuse a finished run with exactly these settings and data, resume a compatible interrupted one,
+    or train from scratch (a run from other settings or data in the directory is replaced)."""
+    from hardmax.train import _compatible, _config_record
+
     run_dir = Path(config.out_dir) / f"d{d}"
     model_config = _model_config(d, config, len(data.vocab))
-    done = run_dir / "done.json"
-    if done.exists():
+    info = data_info(data)
+    wanted = _config_record(model_config, config.train, info)
+    try:
+        saved = read_json(run_dir / "config.json")
+    except CheckpointError:
+        saved = None
+    same = saved is not None and all(saved.get(k) == wanted[k] for k in ("model", "train", "data"))
+    if same and (run_dir / "done.json").exists():
         try:
             model, _ = load_run(run_dir, device=config.train.device)
-            if model.config == model_config:
-                return model, read_json(run_dir / "history.json"), read_json(done)["best_epoch"], run_dir
+            return model, read_json(run_dir / "history.json"), read_json(run_dir / "done.json")["best_epoch"], run_dir
         except CheckpointError:
             pass
-    resume = (run_dir / "checkpoint.safetensors").exists()
-    if not resume and run_dir.exists():
-        for stale in ("model.safetensors", "config.json", "history.json"):
+    resume = (saved is not None and (run_dir / "checkpoint.safetensors").exists()
+              and not (run_dir / "done.json").exists() and not _compatible(saved, wanted))
+    if not resume:
+        for stale in ("model.safetensors", "checkpoint.safetensors", "config.json", "history.json", "done.json"):
             (run_dir / stale).unlink(missing_ok=True)
     atomic_write(run_dir / "vocab.json", lambda tmp: Path(tmp).write_text(data.vocab.to_json(), encoding="utf-8"))
     result = train(data.train, data.val, model_config=model_config, train_config=config.train, run_dir=run_dir,
-                   resume=resume, data_info=data_info(data), progress=config.progress)
-    write_json(done, {"best_epoch": result.best_epoch, "best_val_accuracy": result.best_val_accuracy})
+                   resume=resume, data_info=info, progress=config.progress)
+    write_json(run_dir / "done.json", {"best_epoch": result.best_epoch, "best_val_accuracy": result.best_val_accuracy})
     return result.model, result.history, result.best_epoch, run_dir
 
 
@@ -118,6 +128,8 @@ def _pick_example(model, data: ImdbData, max_words: int = 40) -> int:
 
     short = (data.test.lengths >= 12) & (data.test.lengths <= max_words)
     rows = short.nonzero().squeeze(-1)[:2000]
+    if rows.numel() == 0:  # no review of a readable length: take the shortest ones
+        rows = torch.argsort(data.test.lengths, stable=True)[:2000]
     logits = predict(model, data.test.ids[rows], data.test.mask[rows], attention="hardmax")
     correct = (logits > 0) == (data.test.labels[rows] > 0)
     score = torch.where(correct, logits.abs(), torch.full_like(logits, -1.0))

@@ -17,6 +17,7 @@ with bitwise the same weights on CPU.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -115,6 +116,8 @@ def predict(model: HardmaxClassifier, ids: Tensor, mask: Tensor, *, attention: s
             batch_size: int = 1024) -> Tensor:
     """Logits (N,) for ids/mask (N, n), in batches of reviews of similar length (fast; order kept)."""
     device = next(model.parameters()).device
+    if ids.shape[0] == 0:
+        return torch.empty(0, dtype=model.embedding.weight.dtype)
     was_training = model.training
     model.eval()
     order = torch.argsort(mask.sum(-1), stable=True)
@@ -229,6 +232,10 @@ def train(
         `TrainResult` with the best-validation model.
     """
     run_dir = Path(run_dir)
+    for name, split in (("training", train_split), ("validation", val_split)):
+        if split.ids.shape[0] == 0:
+            raise ValueError(f"the {name} split is empty; model selection needs reviews in both "
+                             "(e.g. val_fraction > 0)")
     device = torch.device(train_config.device)
     record = _config_record(model_config, train_config, data_info)
     ckpt_path = run_dir / "checkpoint.safetensors"
@@ -317,7 +324,7 @@ def train(
         if progress:
             tqdm.write(f"epoch {epoch + 1:3d}  loss {entry['train_loss']:.4f}  train acc {entry['train_accuracy']:.4f}"
                        f"  val acc softmax {val.accuracy_softmax:.4f} hardmax {val.accuracy_hardmax:.4f}"
-                       f"  α {entry['alpha']:.3f}  {entry['train_reviews_per_second']:.0f} reviews/s")
+                       f"  α {entry['alpha']:.3f}  {entry['train_reviews_per_second']:.0f} reviews/s", file=sys.stderr)
         state.update(epoch=epoch + 1, batch=0, sums=[0.0, 0.0, 0, 0.0])
         write_json(run_dir / "history.json", state["history"])
         _save_checkpoint(ckpt_path, model, optimizer, state)

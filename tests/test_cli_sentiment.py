@@ -1,0 +1,358 @@
+"""Smoke tests of the sentiment commands (`hardmax train / evaluate / explain / reproduce`), in-process.
+
+Every run reads a small generated aclImdb archive (made-up sentences of sentiment and neutral words,
+no IMDb text) and writes into tmp_path; $HARDMAX_CACHE points into tmp_path too. One tiny training
+run (d = 2, 2 epochs) is shared by the tests that only read it. Bad input must give exit code 2 and
+a readable last line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from hardmax.cli import main
+from hardmax.reproduce import DimensionResult
+
+POSITIVE = ["great", "wonderful", "brilliant", "superb", "delightful"]
+NEGATIVE = ["awful", "boring", "terrible", "dreadful", "tedious"]
+NEUTRAL = ["film", "plot", "actor", "scene", "story", "camera", "music", "director", "ending", "character",
+           "dialogue", "script", "cast", "screen", "studio", "sequel", "budget", "cinema", "theatre", "costume"]
+REVIEWS_PER_CLASS = 60  # per split: 108 train + 12 validation, 120 test
+LAYERS = 8  # the CLI's default K
+
+
+def review_text(rng: np.random.Generator, label: str, extra: tuple[str, ...] = ()) -> str:
+    """A made-up review: 12-23 neutral words, 2-4 words of its polarity, sometimes one of the other,
+    stop words and punctuation around them (12 to 28 tokens after cleaning)."""
+    own, other = (POSITIVE, NEGATIVE) if label == "pos" else (NEGATIVE, POSITIVE)
+    words = [*rng.choice(NEUTRAL + list(extra), size=rng.integers(12, 24)), *rng.choice(own, size=rng.integers(2, 5))]
+    if rng.random() < 0.15:
+        words.append(rng.choice(other))
+    words = [str(w) for w in rng.permutation(words)]
+    return "The " + " ".join(words[:6]) + ". It was " + " and ".join(words[6:]) + "!<br /><br />"
+
+
+def write_archive(path: Path, *, n: int = REVIEWS_PER_CLASS, seed: int = 0, extra: tuple[str, ...] = (),
+                  text=review_text) -> Path:
+    """aclImdb/{train,test}/{pos,neg}/ID_RATING.txt in a .tar.gz, n reviews per label and split."""
+    rng = np.random.default_rng(seed)
+    with tarfile.open(path, "w:gz") as archive:
+        for split in ("train", "test"):
+            for label in ("pos", "neg"):
+                for i in range(n):
+                    rating = int(rng.integers(7, 11) if label == "pos" else rng.integers(1, 5))
+                    raw = text(rng, label, extra).encode()
+                    info = tarfile.TarInfo(f"aclImdb/{split}/{label}/{i}_{rating}.txt")
+                    info.size = len(raw)
+                    archive.addfile(info, io.BytesIO(raw))
+    return path
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _best_line(out: str) -> str:
+    return next(line.split(";")[0] for line in out.splitlines() if line.startswith("best epoch"))
+
+
+def _last_line(err: str) -> str:
+    """The error line: progress bars may come before it on stderr."""
+    return err.strip().splitlines()[-1] if err.strip() else ""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("cache")
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, cache_dir: Path) -> None:
+    """No test reads $HARDMAX_IMDB or writes to ~/.cache; the module shares one preprocessed cache."""
+    monkeypatch.delenv("HARDMAX_IMDB", raising=False)
+    monkeypatch.setenv("HARDMAX_CACHE", str(cache_dir))
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory) -> Path:
+    return write_archive(tmp_path_factory.mktemp("data") / "imdb.tar.gz")
+
+
+TRAIN_ARGS = ("--d", "2", "--epochs", "2", "--min-count", "2", "--batch-size", "16")
+
+
+@pytest.fixture(scope="module")
+def trained(archive, cache_dir, tmp_path_factory) -> tuple[Path, int, str]:
+    """(run directory, exit code, stdout) of one `hardmax train`, shared by the tests that read it."""
+    run = tmp_path_factory.mktemp("runs") / "d2"
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        mp.delenv("HARDMAX_IMDB", raising=False)
+        mp.setenv("HARDMAX_CACHE", str(cache_dir))
+        code = main(["train", "--run", str(run), "--data", str(archive), *TRAIN_ARGS])
+    assert code == 0, err.getvalue()
+    return run, code, out.getvalue()
+
+
+# --------------------------------------------------------------------------------------------
+# train
+# --------------------------------------------------------------------------------------------
+
+
+def test_train_writes_a_run_directory(trained):
+    run, _, out = trained
+    for name in ("config.json", "history.json", "model.safetensors", "vocab.json", "checkpoint.safetensors"):
+        assert (run / name).is_file(), name
+    history = json.loads((run / "history.json").read_text())
+    assert [h["epoch"] for h in history] == [1, 2]
+    best = max(history, key=lambda h: h["val_accuracy_hardmax"])  # the first of equals wins
+    assert f"best epoch {best['epoch']}: validation accuracy (hardmax) {best['val_accuracy_hardmax']:.4f}" in out
+    record = json.loads((run / "config.json").read_text())
+    assert record["model"]["d"] == 2 and record["model"]["layers"] == LAYERS
+    assert record["data"]["truncation"] == "head" and record["data"]["train"] == 108
+    assert record["train"]["word_dropout"] == 0.3 and record["train"]["epochs"] == 2
+    vocab = json.loads((run / "vocab.json").read_text())
+    assert len(vocab["words"]) == record["model"]["vocab_size"] and {"great", "awful"} <= set(vocab["words"])
+
+
+def test_resume_of_a_finished_run(trained, archive, tmp_path, capsys):
+    run = Path(shutil.copytree(trained[0], tmp_path / "copy"))
+    history = (run / "history.json").read_text()
+    code, out, err = _run(capsys, "train", "--run", str(run), "--data", str(archive), *TRAIN_ARGS, "--resume")
+    assert code == 0, err
+    assert _best_line(out) == _best_line(trained[2])  # the same best epoch and accuracy
+    assert (run / "history.json").read_text() == history  # nothing trained
+
+
+def test_training_into_a_run_without_resume_exits_2(trained, archive, capsys):
+    run = trained[0]
+    config = (run / "config.json").read_text()
+    code, out, err = _run(capsys, "train", "--run", str(run), "--data", str(archive), *TRAIN_ARGS)
+    assert code == 2 and out == ""
+    line = _last_line(err)
+    assert line.startswith("hardmax train: error:") and "already holds a run" in line and "--resume" in line
+    assert "Traceback" not in err
+    assert (run / "config.json").read_text() == config
+
+
+def test_resume_with_other_settings_exits_2(trained, archive, tmp_path, capsys):
+    run = Path(shutil.copytree(trained[0], tmp_path / "copy"))
+    code, _, err = _run(capsys, "train", "--run", str(run), "--data", str(archive), *TRAIN_ARGS, "--resume",
+                        "--d", "3")  # the last --d wins
+    assert code == 2 and "settings differ" in _last_line(err) and "model.d: saved 2, now 3" in _last_line(err)
+
+
+def test_resume_of_nothing_exits_2(archive, tmp_path, capsys):
+    code, _, err = _run(capsys, "train", "--run", str(tmp_path / "new"), "--data", str(archive), *TRAIN_ARGS,
+                        "--resume")
+    assert code == 2 and "nothing to resume" in _last_line(err)
+
+
+def test_train_without_validation_is_refused_or_works(archive, tmp_path, capsys):
+    code, _, err = _run(capsys, "train", "--run", str(tmp_path / "run"), "--data", str(archive), *TRAIN_ARGS,
+                        "--val-fraction", "0")
+    assert code == 0 or (code == 2 and "valid" in _last_line(err))
+
+
+# --------------------------------------------------------------------------------------------
+# evaluate
+# --------------------------------------------------------------------------------------------
+
+
+def test_evaluate_prints_the_table_and_writes_metrics(trained, archive, capsys):
+    run = trained[0]
+    code, out, err = _run(capsys, "evaluate", "--run", str(run), "--data", str(archive))
+    assert code == 0, err
+    metrics = json.loads((run / "metrics_test.json").read_text())
+    evaluation, leaders = metrics["evaluation"], metrics["leaders"]
+    lines = out.splitlines()
+    assert lines[0] == "test set, 120 reviews, d = 2"
+    assert lines[1:3] == ["| attention | accuracy | loss |", "|---|---|---|"]
+    assert lines[3] == (f"| hardmax (exact) | {evaluation['accuracy_hardmax']:.4f} | "
+                        f"{evaluation['loss_hardmax']:.4f} |")
+    assert lines[4] == (f"| softmax (β = 1000) | {evaluation['accuracy_softmax']:.4f} | "
+                        f"{evaluation['loss_softmax']:.4f} |")
+    assert lines[5].startswith(f"agreement {100 * evaluation['agreement']:.2f} %")
+    assert lines[6].startswith(f"leaders per review: mean {leaders['mean']:.2f}")
+    assert evaluation["n"] == 120 and leaders["n_reviews"] == 120 and leaders["per_review"] is None
+    for key in ("accuracy_hardmax", "accuracy_softmax", "agreement", "fraction_initial"):
+        value = evaluation.get(key, leaders.get(key))
+        assert 0.0 <= value <= 1.0, key
+    assert 1 <= leaders["min"] <= leaders["mean"] <= leaders["max"]
+
+
+def test_evaluate_on_validation(trained, archive, capsys):
+    code, out, err = _run(capsys, "evaluate", "--run", str(trained[0]), "--data", str(archive), "--on", "val")
+    assert code == 0, err
+    assert out.startswith("val set, 12 reviews") and (trained[0] / "metrics_val.json").is_file()
+
+
+def test_evaluate_on_data_with_another_vocabulary_exits_2(trained, tmp_path, capsys):
+    other = write_archive(tmp_path / "other.tar.gz", extra=("orchestra", "popcorn", "ticket"))
+    code, _, err = _run(capsys, "evaluate", "--run", str(trained[0]), "--data", str(other))
+    assert code == 2 and "vocabulary" in _last_line(err) and "Traceback" not in err
+
+
+# --------------------------------------------------------------------------------------------
+# explain
+# --------------------------------------------------------------------------------------------
+
+
+def test_explain_prints_leaders_and_writes_figures(trained, tmp_path, capsys):
+    out_dir = tmp_path / "explain"
+    code, out, err = _run(capsys, "explain", "a great wonderful film", "--run", str(trained[0]),
+                          "--out", str(out_dir), "--gif")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith(("prediction: positive", "prediction: negative")) and "P(positive) = " in lines[0]
+    assert " leader(s) among 3 distinct words:" in lines[1]  # "a" is a stop word
+    stars = [line for line in lines[2:] if line.lstrip().startswith("★")]
+    assert stars and len(stars) == int(lines[1].split()[0])
+    assert all(any(w in s for w in ("great", "wonderful", "film")) for s in stars)
+    assert sorted(p.name for p in out_dir.iterdir()) == ["review.gif", "review.pdf", "review.png"]
+    with Image.open(out_dir / "review.gif") as gif:
+        assert gif.n_frames == LAYERS + 1
+    assert "figures:" in err
+
+
+def test_explain_defaults_to_the_run_directory_without_gif(trained, tmp_path, capsys):
+    run = Path(shutil.copytree(trained[0], tmp_path / "copy"))
+    code, _, err = _run(capsys, "explain", "Boring, awful plot.", "--run", str(run))
+    assert code == 0, err
+    assert sorted(p.name for p in (run / "explain").iterdir()) == ["review.pdf", "review.png"]
+
+
+def test_explain_text_empty_after_cleaning_exits_2(trained, tmp_path, capsys):
+    code, out, err = _run(capsys, "explain", "the and of", "--run", str(trained[0]), "--out", str(tmp_path / "x"))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "empty after cleaning" in err and "'the and of'" in err
+    assert not (tmp_path / "x").exists()
+
+
+def test_explain_missing_run_exits_2(tmp_path, capsys):
+    missing = tmp_path / "no-such-run"
+    code, _, err = _run(capsys, "explain", "a great film", "--run", str(missing))
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("hardmax explain: error:") and str(missing) in err and "does not exist" in err
+
+
+# --------------------------------------------------------------------------------------------
+# reproduce
+# --------------------------------------------------------------------------------------------
+
+TIMINGS = ("seconds_hardmax", "seconds_softmax", "hardmax_test_seconds")
+
+
+def _without_timings(result: dict) -> dict:
+    out = {k: v for k, v in result.items() if k not in TIMINGS}
+    out["test"] = {k: v for k, v in result["test"].items() if k not in TIMINGS}
+    return out
+
+
+def test_reproduce_quick_writes_the_report_and_reuses_finished_runs(archive, tmp_path, capsys):
+    runs, report = tmp_path / "runs", tmp_path / "report"
+    argv = ["reproduce", "--quick", "--data", str(archive), "--dims", "2", "--epochs", "1",
+            "--out", str(runs), "--report-dir", str(report)]
+    code, out, err = _run(capsys, *argv)
+    assert code == 0, err
+    assert f"wrote {report / 'results.md'} and results.json (1 dimensions)" in out
+    results = json.loads((report / "results.json").read_text())
+    assert set(results) == {"label", "command", "seconds_total", "machine", "data", "train_config", "results"}
+    assert results["label"] == "quick" and results["command"] == "hardmax reproduce --quick"
+    assert results["train_config"]["epochs"] == 1 and results["train_config"]["device"] == "cpu"
+    assert results["data"]["train"] == 108 and results["data"]["test"] == 120 and results["data"]["min_count"] == 2
+    assert list(results["results"]) == ["2"]
+    r = results["results"]["2"]
+    assert set(r) == set(DimensionResult.__dataclass_fields__)
+    assert r["d"] == 2 and r["best_epoch"] == 1 and r["epochs_run"] == 1 and r["test"]["n"] == 120
+    assert set(r["top_leader_words"]) == {"positive", "negative"}
+    assert {Path(f).name for f in r["figures"]} == {"leader_words_d2.png", "leader_words_d2.pdf",
+                                                    "review_d2.png", "review_d2.pdf", "review_d2.gif"}
+    assert all((report / f).is_file() for f in r["figures"])
+    assert {"config.json", "history.json", "model.safetensors", "vocab.json", "done.json"} <= \
+        {p.name for p in (runs / "d2").iterdir()}
+    md = (report / "results.md").read_text()
+    assert md.startswith("# Sentiment analysis on IMDb: reproduced results (quick run)")
+    assert f"| 2 | {r['test']['accuracy_hardmax']:.4f}" in md and "![d = 2: review_d2](figures/review_d2.gif)" in md
+
+    # A second run finds the finished run: nothing is trained again and the numbers are the same.
+    stamps = {p.name: p.stat().st_mtime_ns for p in (runs / "d2").iterdir()}
+    code, _, err = _run(capsys, *argv)
+    assert code == 0, err
+    assert {p.name: p.stat().st_mtime_ns for p in (runs / "d2").iterdir()} == stamps
+    again = json.loads((report / "results.json").read_text())["results"]["2"]
+    assert _without_timings(again) == _without_timings(r)
+
+
+def test_reproduce_does_not_reuse_a_run_trained_on_other_data(archive, tmp_path, capsys):
+    runs, report = tmp_path / "runs", tmp_path / "report"
+    argv = ["reproduce", "--quick", "--dims", "2", "--epochs", "1", "--out", str(runs), "--report-dir", str(report)]
+    assert _run(capsys, *argv, "--data", str(archive))[0] == 0
+    other = write_archive(tmp_path / "other.tar.gz", n=80, seed=1)  # the same 30 words, other counts
+    code, _, err = _run(capsys, *argv, "--data", str(other))
+    run_data = json.loads((runs / "d2" / "config.json").read_text())["data"]
+    assert code == 2 or run_data["train"] == json.loads((report / "results.json").read_text())["data"]["train"]
+
+
+def _short_review(rng: np.random.Generator, label: str, extra: tuple[str, ...] = ()) -> str:
+    own = POSITIVE if label == "pos" else NEGATIVE
+    return " ".join(str(w) for w in [*rng.choice(own, size=2), *rng.choice(NEUTRAL, size=4)])
+
+
+def test_reproduce_with_only_short_reviews(tmp_path, capsys):
+    archive = write_archive(tmp_path / "short.tar.gz", n=20, text=_short_review)
+    code, _, err = _run(capsys, "reproduce", "--quick", "--data", str(archive), "--dims", "2", "--epochs", "1",
+                        "--out", str(tmp_path / "runs"), "--report-dir", str(tmp_path / "report"))
+    assert code == 0, err
+
+
+# --------------------------------------------------------------------------------------------
+# Bad arguments.
+# --------------------------------------------------------------------------------------------
+
+BAD = {
+    "dims not integers": (["reproduce", "--dims", "a,b"], "--dims must be comma-separated integers, got 'a,b'"),
+    "dims not positive": (["reproduce", "--dims", "2,0"], "dims must be positive integers"),
+    "unknown split": (["train", "--run", "RUN", "--split", "random"], "argument --split: invalid choice: 'random'"),
+    "unknown truncation": (["train", "--run", "RUN", "--truncation", "middle"], "argument --truncation"),
+    "train without --run": (["train", "--d", "2"], "the following arguments are required: --run"),
+    "evaluate --on test2": (["evaluate", "--run", "RUN", "--on", "test2"], "argument --on: invalid choice"),
+    "explain without text": (["explain", "--run", "RUN"], "the following arguments are required: text"),
+    "d not an integer": (["train", "--run", "RUN", "--d", "two"], "argument --d: invalid int value: 'two'"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_arguments_exit_2_with_one_line(case, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a command that got past its arguments would write runs/ here
+    argv, message = BAD[case]
+    code, out, err = _run(capsys, *[str(tmp_path / "run") if a == "RUN" else a for a in argv])
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and message in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_bad_word_dropout_exits_2(archive, tmp_path, capsys):
+    code, _, err = _run(capsys, "train", "--run", str(tmp_path / "run"), "--data", str(archive),
+                        "--word-dropout", "1.0")
+    assert code == 2 and "word_dropout must be in [0, 1), got 1.0" in err and err.count("\n") == 1

@@ -1,0 +1,172 @@
+"""Tests of hardmax.reproduce: the report rendered from a hand-made payload, configs, and (marked
+`imdb` and `slow`, skipped when the archive is absent) the whole pipeline on a slice of the real IMDb.
+
+The CLI's `reproduce` command on a generated archive (reports, reuse of finished runs) is tested in
+test_cli_sentiment.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from hardmax.data import DataConfig
+from hardmax.reproduce import PAPER_ACCURACY, TARGET_ACCURACY, ReproduceConfig, quick, render_report, reproduce
+from hardmax.train import TrainConfig
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _real_archive() -> Path | None:
+    """As in test_data.py: $HARDMAX_IMDB, else ../shared/data/aclImdb-labeled.tar.gz beside the repo."""
+    shared = REPO_ROOT.parent / "shared" / "data" / "aclImdb-labeled.tar.gz"
+    candidates = [os.environ.get("HARDMAX_IMDB"), shared]
+    return next((Path(c) for c in candidates if c and Path(c).exists()), None)
+
+
+REAL_ARCHIVE = _real_archive()
+
+
+# --------------------------------------------------------------------------------------------
+# The report.
+# --------------------------------------------------------------------------------------------
+
+
+def _result(d: int, accuracy: float, *, words: bool = True) -> dict:
+    return {
+        "d": d, "run_dir": f"runs/d{d}", "best_epoch": 3, "epochs_run": 5, "val_accuracy_hardmax": accuracy,
+        "test": {"n": 25000, "accuracy_hardmax": accuracy, "accuracy_softmax": accuracy - 0.005,
+                 "loss_softmax": 0.4, "loss_hardmax": 0.41, "agreement": 0.98,
+                 "seconds_hardmax": 1.5, "seconds_softmax": 1.0},
+        "leaders": {"n_reviews": 25000, "mean": 3.456, "std": 1.2, "min": 1, "max": 9, "fraction_initial": 0.875},
+        "top_leader_words": {"positive": [["great", 120], ["love", 80]] if words else [],
+                             "negative": [["bad", 140], ["waste", 60]] if words else []},
+        "train_reviews_per_second": 1234.4, "hardmax_test_seconds": 1.5,
+        "figures": [f"figures/leader_words_d{d}.png", f"figures/leader_words_d{d}.pdf",
+                    f"figures/review_d{d}.png", f"figures/review_d{d}.pdf"]
+        + ([f"figures/review_d{d}.gif"] if d == 2 else []),
+    }
+
+
+@pytest.fixture
+def payload() -> dict:
+    return {
+        "label": "full", "command": "hardmax reproduce", "seconds_total": 90.0,
+        "machine": {"cpu": "x86_64", "threads": 2, "torch": "2.0", "python": "3.11"},
+        "data": {"train": 22500, "val": 2500, "test": 25000, "split": "standard", "vocab_size": 20000,
+                 "min_count": 5, "max_len": 128, "load_seconds": 14.04, "cache_hit": False},
+        "train_config": {"epochs": 12, "lr": 0.01},
+        "results": {"2": _result(2, 0.8123), "16": _result(16, 0.8512), "3": _result(3, 0.7, words=False)},
+    }
+
+
+def test_render_report_header(payload):
+    lines = render_report(payload).splitlines()
+    assert lines[0] == "# Sentiment analysis on IMDb: reproduced results (full run)"
+    assert lines[2].startswith("Produced by `hardmax reproduce` in 1.5 min on x86_64 (2 threads, torch 2.0).")
+    assert lines[4].startswith("Data: 22500 train / 2500 validation / 25000 test reviews (split `standard`), "
+                               "vocabulary 20000 words (min count 5), 128 tokens per review.")
+
+
+def test_render_report_accuracy_table(payload):
+    text = render_report(payload)
+    lines = text.splitlines()
+    start = lines.index("## Test accuracy")
+    assert lines[start + 2].startswith("| d | hardmax (exact) | softmax (β = train) | agreement |")
+    rows = lines[start + 4: start + 7]
+    # Rows in the payload's order; ✓ / ✗ against TARGET_ACCURACY; dimensions without a target get none.
+    assert rows[0] == (f"| 2 | 0.8123 ✓ | 0.8073 | 98.00 % | {PAPER_ACCURACY[2]:.3f} | ≥ {TARGET_ACCURACY[2]:.2f} "
+                       "| 3 / 5 |")
+    assert rows[1] == (f"| 16 | 0.8512 ✗ | 0.8462 | 98.00 % | {PAPER_ACCURACY[16]:.3f} | "
+                       f"≥ {TARGET_ACCURACY[16]:.2f} | 3 / 5 |")
+    assert rows[2].startswith("| 3 | 0.7000 | 0.6950 | 98.00 % |") and rows[2].endswith("|  | 3 / 5 |")
+
+
+def test_render_report_leaders_words_speed_and_figures(payload):
+    lines = render_report(payload).splitlines()
+    assert "| 2 | 3.46 | 1.20 | 1 | 9 | 87.5 % |" in lines
+    assert "- d = 2, positive reviews: great (120), love (80)" in lines
+    assert "- d = 16, negative reviews: bad (140), waste (60)" in lines
+    assert "- d = 3, positive reviews: (no review this confident)" in lines
+    assert "| 16 | 1234 | 1.50 |" in lines
+    assert "Data pipeline: 14.0 s (first run, uncached)." in lines
+    figures = [line for line in lines if line.startswith("![")]
+    assert "![d = 2: review_d2](figures/review_d2.gif)" in figures
+    assert len(figures) == 3 * 2 + 1 and not any(".pdf" in f for f in figures)  # PNGs and the GIF only
+    assert lines[-1] == 'Training settings: `{"epochs": 12, "lr": 0.01}`'
+
+
+def test_render_report_cached_quick_run(payload):
+    payload = {**payload, "label": "quick", "command": "hardmax reproduce --quick",
+               "data": {**payload["data"], "cache_hit": True}}
+    text = render_report(payload)
+    assert text.startswith("# Sentiment analysis on IMDb: reproduced results (quick run)")
+    assert "Produced by `hardmax reproduce --quick`" in text and "Data pipeline: 14.0 s (cached)." in text
+
+
+# --------------------------------------------------------------------------------------------
+# Configs.
+# --------------------------------------------------------------------------------------------
+
+
+def test_quick_preset_and_overrides():
+    config = quick()
+    assert config.label == "quick" and config.out_dir == config.report_dir == "runs/quick"
+    assert config.data.limit == 5000 and config.train.epochs == 4 and config.dims == (2, 4, 8, 16)
+    assert quick(dims=(2,), progress=False).dims == (2,)
+    full = ReproduceConfig()
+    assert full.label == "full" and full.report_dir == "docs" and full.data.limit is None
+
+
+@pytest.mark.parametrize("changes, match", [({"dims": ()}, "dims"), ({"dims": (2, 0)}, "dims"),
+                                            ({"confidence": 1.0}, "confidence"), ({"confidence": 0.4}, "confidence")])
+def test_config_validation(changes, match):
+    with pytest.raises(ValueError, match=match):
+        ReproduceConfig(**changes)
+    with pytest.raises(ValueError, match=match):
+        replace(quick(), **changes)  # variants derived from a preset are validated too
+
+
+# --------------------------------------------------------------------------------------------
+# The real archive.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.imdb
+@pytest.mark.slow
+@pytest.mark.skipif(REAL_ARCHIVE is None, reason="IMDb archive absent (set HARDMAX_IMDB)")
+def test_reproduce_on_a_slice_of_the_real_archive(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARDMAX_CACHE", str(tmp_path / "default-cache"))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    config = quick(data=DataConfig(path=str(REAL_ARCHIVE), limit=600, cache_dir=str(tmp_path / "cache"),
+                                   download=False),
+                   dims=(2,), train=TrainConfig(epochs=1), out_dir=str(tmp_path / "runs"),
+                   report_dir=str(tmp_path / "report"), progress=False)
+    start = time.perf_counter()
+    try:
+        results = reproduce(config)
+    finally:
+        torch.set_num_threads(threads)
+    seconds = time.perf_counter() - start
+    report = tmp_path / "report"
+    payload = json.loads((report / "results.json").read_text())
+    r = payload["results"]["2"]
+    assert [x.d for x in results] == [2] and r["test"]["accuracy_hardmax"] == results[0].test["accuracy_hardmax"]
+    assert payload["data"]["train"] + payload["data"]["val"] == 600 and payload["data"]["test"] == 600
+    # One epoch on 540 reviews may stay near chance; the model must not be broken, and hardmax must agree.
+    assert 0.45 < r["test"]["accuracy_hardmax"] <= 1.0
+    assert 0.45 < r["test"]["accuracy_softmax"] <= 1.0
+    assert r["test"]["agreement"] >= 0.9
+    assert r["epochs_run"] == r["best_epoch"] == 1
+    assert 1 <= r["leaders"]["min"] <= r["leaders"]["mean"] <= r["leaders"]["max"] <= 128
+    assert all((report / f).is_file() for f in r["figures"]) and len(r["figures"]) == 5
+    assert (report / "results.md").read_text() == render_report(payload)
+    print(f"\nreal IMDb slice: {seconds:.1f} s, test accuracy hardmax {r['test']['accuracy_hardmax']:.4f}, "
+          f"agreement {r['test']['agreement']:.4f}")
