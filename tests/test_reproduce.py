@@ -82,10 +82,10 @@ def test_render_report_accuracy_table(payload):
     rows = lines[start + 4: start + 7]
     # Rows in the payload's order; ✓ / ✗ against TARGET_ACCURACY; dimensions without a target get none.
     assert rows[0] == (f"| 2 | 0.8123 ✓ | 0.8073 | 98.00 % | {PAPER_ACCURACY[2]:.3f} | ≥ {TARGET_ACCURACY[2]:.2f} "
-                       "| 3 / 5 |")
+                       "| 3 / 5 | – |")
     assert rows[1] == (f"| 16 | 0.8512 ✗ | 0.8462 | 98.00 % | {PAPER_ACCURACY[16]:.3f} | "
-                       f"≥ {TARGET_ACCURACY[16]:.2f} | 3 / 5 |")
-    assert rows[2].startswith("| 3 | 0.7000 | 0.6950 | 98.00 % |") and rows[2].endswith("|  | 3 / 5 |")
+                       f"≥ {TARGET_ACCURACY[16]:.2f} | 3 / 5 | – |")
+    assert rows[2].startswith("| 3 | 0.7000 | 0.6950 | 98.00 % |") and rows[2].endswith("|  | 3 / 5 | – |")
 
 
 def test_render_report_leaders_words_speed_and_figures(payload):

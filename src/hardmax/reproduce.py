@@ -71,6 +71,7 @@ class DimensionResult:
     best_epoch: int
     epochs_run: int
     val_accuracy_hardmax: float
+    alpha: float  # the learned α of the selected model
     test: dict  # Evaluation as a dict
     leaders: dict  # LeaderStats without the per-review tensor
     top_leader_words: dict  # {"positive": [[word, count], ...], "negative": [...]}
@@ -162,6 +163,7 @@ def _run_dimension(d: int, data: ImdbData, config: ReproduceConfig, report_dir: 
     return DimensionResult(
         d=d, run_dir=str(run_dir), best_epoch=best_epoch, epochs_run=len(history),
         val_accuracy_hardmax=max(h["val_accuracy_hardmax"] for h in history),
+        alpha=float(model.alpha.detach()),
         test=asdict(test), leaders=leaders, top_leader_words=top, train_reviews_per_second=train_speed,
         hardmax_test_seconds=test.seconds_hardmax, figures=[str(Path(f).relative_to(report_dir)) for f in figures],
     )
@@ -224,16 +226,19 @@ def render_report(payload: dict) -> str:
              "under exact hardmax; the test set is touched once, at the end.", "",
              "## Test accuracy", "",
              "| d | hardmax (exact) | softmax (β = train) | agreement | paper (70/30, best epoch on test) | target | "
-             "best epoch |",
-             "|---|---|---|---|---|---|---|"]
+             "best epoch | learned α |",
+             "|---|---|---|---|---|---|---|---|"]
     for d, r in res.items():
         t = r["test"]
         dd = int(d)
         target = TARGET_ACCURACY.get(dd)
         ok = "" if target is None else (" ✓" if t["accuracy_hardmax"] >= target else " ✗")
+        alpha = f"{r['alpha']:.3f}" if "alpha" in r else "–"
+        paper = f"{PAPER_ACCURACY[dd]:.3f}" if dd in PAPER_ACCURACY else "–"
         lines.append(f"| {d} | {t['accuracy_hardmax']:.4f}{ok} | {t['accuracy_softmax']:.4f} | "
-                     f"{100 * t['agreement']:.2f} % | {PAPER_ACCURACY.get(dd, float('nan')):.3f} | "
-                     f"{'' if target is None else f'≥ {target:.2f}'} | {r['best_epoch']} / {r['epochs_run']} |")
+                     f"{100 * t['agreement']:.2f} % | {paper} | "
+                     f"{'' if target is None else f'≥ {target:.2f}'} | {r['best_epoch']} / {r['epochs_run']} | "
+                     f"{alpha} |")
     lines += ["", "## Leaders per review (test set, last layer, exact hardmax)", "",
               "| d | mean | std | min | max | already leaders at layer 0 |", "|---|---|---|---|---|---|"]
     for d, r in res.items():
