@@ -12,9 +12,12 @@ repeated words or padding, d = 16, 8 layers), in float32 and float64:
 Before timing, the library and the naive baseline are checked against the per-token loop in float64
 (max abs error ≤ 1e-10), so a fast but wrong engine cannot be reported.
 
-    .venv/bin/python benchmarks/bench_dynamics.py                 # full run, ~2 min on 2 cores
+    .venv/bin/python benchmarks/bench_dynamics.py                 # full run, ~1.5 min on 2 cores
     .venv/bin/python benchmarks/bench_dynamics.py --quick         # smoke run, a few seconds
     .venv/bin/python benchmarks/bench_dynamics.py --json out.json --profile
+    .venv/bin/python benchmarks/bench_dynamics.py --imdb ../shared/data/aclImdb-labeled.tar.gz
+
+Timings are wall-clock: run on a quiet machine (the load average at the start is printed).
 
 Results are quoted in docs/benchmarks.md.
 """
@@ -426,13 +429,14 @@ def parse_args(argv: Sequence[str] | None) -> tuple[BenchConfig, argparse.Namesp
     parser.add_argument("--reviews", type=int, help="reviews per timed simulate call (default 8192)")
     parser.add_argument("--repeats", type=int, help="timed repetitions, median reported (default 5)")
     parser.add_argument("--dtype", choices=[*DTYPES, "both"], default="both")
+    parser.add_argument("--threads", type=int, help="torch threads (default 2, the reference machine)")
     parser.add_argument("--quick", action="store_true", help="small sizes, for smoke testing")
     parser.add_argument("--imdb", metavar="PATH", help="IMDb archive: real word ids via hardmax.data")
     parser.add_argument("--json", metavar="PATH", type=Path, help="also write the results as JSON")
     parser.add_argument("--profile", action="store_true", help="print a torch.profiler table of simulate")
     args = parser.parse_args(argv)
     config = quick() if args.quick else BenchConfig()
-    changes = {"reviews": args.reviews, "repeats": args.repeats, "imdb": args.imdb}
+    changes = {"reviews": args.reviews, "repeats": args.repeats, "threads": args.threads, "imdb": args.imdb}
     changes = {key: value for key, value in changes.items() if value is not None}
     if args.dtype != "both":
         changes["dtypes"] = (args.dtype,)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
@@ -99,7 +100,8 @@ def deduplicate(tokens: Tensor, mask: Tensor | None = None, keys: Tensor | None 
             (e.g. word ids, when tokens are embeddings of them). Equal keys must mean equal tokens.
 
     Returns:
-        `Deduplicated`, with distinct tokens in lexicographic order of their keys.
+        `Deduplicated`, real distinct tokens first (in an arbitrary but deterministic order), then
+        masked ones, then unused slots.
     """
     batch, n, d = tokens.shape
     device = tokens.device
@@ -109,11 +111,11 @@ def deduplicate(tokens: Tensor, mask: Tensor | None = None, keys: Tensor | None 
     elif keys.dim() == 2:
         keys = keys.unsqueeze(-1)
     real = torch.ones(batch, n, dtype=torch.bool, device=device) if mask is None else mask
-    # Lexicographic sort by (mask, key_0, ..., key_{k-1}) with stable sorts from the last key on.
-    order = torch.arange(n, device=device).expand(batch, n)
-    for col in range(keys.shape[-1] - 1, -1, -1):
-        column = torch.gather(keys[..., col], 1, order)
-        order = torch.gather(order, 1, torch.sort(column, dim=1, stable=True).indices)
+    # One int64 sort key per token: the key itself when it is a single integer (word ids), else a
+    # hash of the key's bits. Equal tokens get equal keys; the rare hash collision between different
+    # tokens is caught below by comparing the tokens themselves, so grouping stays exact.
+    sort_key = keys[..., 0].long() if keys.shape[-1] == 1 and not keys.is_floating_point() else _hash_rows(keys)
+    order = torch.sort(sort_key, dim=1, stable=True).indices
     order = torch.gather(order, 1, torch.sort((~real).gather(1, order).to(torch.uint8), dim=1,
                                               stable=True).indices)
     sorted_keys = torch.gather(keys, 1, order.unsqueeze(-1).expand(-1, -1, keys.shape[-1]))
@@ -131,6 +133,19 @@ def deduplicate(tokens: Tensor, mask: Tensor | None = None, keys: Tensor | None 
     # Every member of a group is the same point, so scatter (any writer wins) is exact.
     distinct = distinct.scatter(1, index.unsqueeze(-1).expand(-1, -1, d), tokens)
     return Deduplicated(tokens=distinct, weights=weights, index=index)
+
+
+def _hash_rows(keys: Tensor) -> Tensor:
+    """(batch, n) int64 hash of each row of keys (batch, n, k): the rows' bits times fixed odd
+    multipliers, summed with int64 wrap-around, then mixed."""
+    bits = keys
+    if keys.is_floating_point():
+        bits = keys.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[keys.element_size()])
+    bits = bits.long()
+    g = torch.Generator().manual_seed(0x5EED)
+    multipliers = (torch.randint(1, 2**62, (keys.shape[-1],), generator=g) * 2 + 1).to(keys.device)
+    h = (bits * multipliers).sum(-1)
+    return h ^ (h >> 31)
 
 
 # --------------------------------------------------------------------------------------------
@@ -379,7 +394,7 @@ def simulate(
     mask=None,
     tie_rtol: float | None = None,
     return_weights: bool = False,
-    chunk_size: int = 256,
+    chunk_size: int = 64,
 ) -> Trajectory:
     """Run the pure-attention dynamics (1.1) for `layers` layers.
 
@@ -419,7 +434,7 @@ def simulate(
         raise ValueError(f"tokens must have shape (n, d) or (batch, n, d), got {tuple(z.shape)}")
     if z.numel() == 0:
         raise ValueError(f"tokens must have at least one token of dimension ≥ 1, got {tuple(z.shape)}")
-    if not torch.isfinite(z).all():
+    if not torch.isfinite(z.abs().amax()):  # one reduction: NaN and inf propagate through amax
         raise ValueError("tokens contain NaN or inf")
     if isinstance(layers, bool) or not isinstance(layers, int | np.integer) or layers < 0:
         raise ValueError(f"layers must be an integer ≥ 0, got {layers!r}")
@@ -461,7 +476,9 @@ def simulate(
     with torch.no_grad():
         dedup = deduplicate(batched, m_t)
         counts = dedup.index.amax(dim=1) + 1  # distinct tokens per sequence
-        for rows in _chunks_by_size(counts, chunk_size):
+
+    def run_chunk(rows: Tensor) -> None:
+        with torch.no_grad():  # grad mode is thread-local
             width = int(counts[rows].max().item())
             u, w = dedup.tokens[rows, :width], dedup.weights[rows, :width]
             part = Deduplicated(u, w, dedup.index[rows])
@@ -478,6 +495,22 @@ def simulate(
                 path[k + 1] = attention_step(path[k], w, alpha=alphas[k], A=A_used, attention=attention,
                                              beta=beta, tie_rtol=tie_rtol)
             out[:, rows] = part.expand(path, lead=1)
+
+    chunks = _chunks_by_size(counts, chunk_size)
+    threads = torch.get_num_threads()
+    if z.device.type == "cpu" and threads > 1 and len(chunks) > 1:
+        # Chunks are independent: run them on `threads` Python threads with one intra-op thread each.
+        # Small batched ops scale poorly inside one op (and OpenMP spin-waits when a core is busy);
+        # torch releases the GIL, so whole chunks in parallel scale close to linearly.
+        torch.set_num_threads(1)
+        try:
+            with ThreadPoolExecutor(max_workers=threads) as pool:
+                list(pool.map(run_chunk, chunks))
+        finally:
+            torch.set_num_threads(threads)
+    else:
+        for rows in chunks:
+            run_chunk(rows)
     if single:
         out = out[:, 0]
         out_w = out_w[:, 0] if out_w is not None else None
