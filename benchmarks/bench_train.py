@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> dict:
         model = HardmaxClassifier(ModelConfig(vocab_size=len(data.vocab), d=d))
         opt = torch.optim.Adam(model.parameters(), lr=config.lr)
 
-        def step(b: int) -> int:
+        def step(b: int, model: HardmaxClassifier = model, opt: torch.optim.Optimizer = opt) -> int:
             rows = batches[b % len(batches)]
             ids, mask = _left_align(tr.ids[rows], tr.mask[rows], int(tr.lengths[rows].max()))
             mask = _word_dropout(mask, config.word_dropout, seed=0, epoch=0, batch=b)

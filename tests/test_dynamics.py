@@ -579,3 +579,42 @@ def test_known_gaps_in_validation(name):
     kwargs = dict(tokens=Z, alpha=1.0, layers=2) | KNOWN_GAPS[name]
     with pytest.raises(ValueError):
         simulate(kwargs.pop("tokens"), **kwargs)
+
+
+# --------------------------------------------------------------------------------------------
+# The leader-skipping runner (hardmax_layers) used by simulate and the classifier.
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_hardmax_layers_equals_layer_by_layer_steps(seed):
+    """Skipping the leaders' rows after layer 1 changes nothing: same result as attention_step K times."""
+    from hardmax.dynamics import attention_step, deduplicate, hardmax_layers
+
+    g = torch.Generator().manual_seed(seed)
+    tokens = torch.randn(5, 30, 3, generator=g, dtype=torch.float64)
+    tokens[:, 10:14] = tokens[:, :4]  # duplicates
+    mask = torch.rand(5, 30, generator=g) > 0.2
+    dedup = deduplicate(tokens, mask)
+    alphas = torch.rand(7, generator=g, dtype=torch.float64) + 0.2
+    A = torch.eye(3, dtype=torch.float64) + 0.3 * torch.ones(3, 3, dtype=torch.float64)
+    fast = hardmax_layers(dedup.tokens, dedup.weights, alphas, A=A)
+    z = dedup.tokens
+    slow = [z]
+    for a in alphas:
+        z = attention_step(z, dedup.weights, alpha=a, A=A)
+        slow.append(z)
+    torch.testing.assert_close(fast, torch.stack(slow), rtol=0, atol=1e-13)
+    last = hardmax_layers(dedup.tokens, dedup.weights, alphas, A=A, keep_path=False)
+    assert torch.equal(last[0], fast[-1])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_followers_tied_with_leaders_fall_back_to_full_layers(seed):
+    """A coarse tie tolerance makes followers tie with leaders (a leader then moves): the runner must
+    notice from the follower rows and recompute the layer in full, matching the per-token oracle."""
+    rng = np.random.default_rng(seed)
+    tokens = rng.standard_normal((12, 2))
+    run = simulate(tokens, alpha=1.0, layers=12, tie_rtol=0.05)
+    expected, _ = reference.simulate(tokens, alpha=1.0, layers=12, tie_rtol=0.05)
+    np.testing.assert_allclose(run.tokens.numpy(), expected, rtol=0, atol=1e-12)

@@ -24,7 +24,7 @@ import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 import torch
@@ -42,6 +42,7 @@ __all__ = [
     "attention_weights",
     "deduplicate",
     "default_tie_rtol",
+    "hardmax_layers",
     "scores",
     "simulate",
 ]
@@ -218,33 +219,109 @@ def attention_weights(
     return torch.where(present, p, torch.zeros((), dtype=p.dtype, device=p.device))
 
 
-def _hardmax_targets(tokens: Tensor, weights: Tensor, A: Tensor | None, tie_rtol: float) -> Tensor:
-    """(batch, m, d) hardmax targets Σ_j P_ij z_j, computed in three passes over the scores.
+class _Rows(NamedTuple):
+    target: Tensor  # (batch, r, d) Σ_j P_ij z_j for the computed rows
+    leader: Tensor  # (batch, r) bool: C_i = {i} (a single maximiser, itself)
+    column_max: Tensor | None  # (batch, m) max over the computed present rows of s_ij (if asked)
+
+
+def _hardmax_rows(tokens: Tensor, weights: Tensor, A: Tensor | None, tie_rtol: float, rows: int | None = None,
+                  column_max: bool = False) -> _Rows:
+    """Hardmax targets of the first `rows` tokens of each sequence (all when None), in three passes.
 
     The common case is a single maximiser, where the target is a gather. One pass finds the max and
     its index, a second finds the runner-up; only rows whose runner-up is within the tie tolerance
     (a genuine tie) are recomputed with the full tie rule. The result is the same as building P.
     """
     batch, m, d = tokens.shape
+    r = m if rows is None else rows
     queries = tokens if A is None else tokens @ A
-    bias = torch.where(weights > 0, 0.0, -math.inf).to(tokens.dtype).unsqueeze(-2)
-    s = torch.baddbmm(bias, queries, tokens.transpose(-1, -2))
-    sq_norms = torch.diagonal(s, dim1=-2, dim2=-1).clamp(min=0)
-    norms = torch.sqrt(sq_norms)  # sqrt(a)·sqrt(b): the product a·b overflows float32 above ~4e9
+    present = weights > 0
+    bias = torch.where(present, 0.0, -math.inf).to(tokens.dtype).unsqueeze(-2)
+    s = torch.baddbmm(bias, queries[:, :r], tokens.transpose(-1, -2))  # (batch, r, m)
+    # ||z_i||_A; sqrt(a)·sqrt(b) because the product a·b overflows float32 above ~4e9.
+    norms = torch.sqrt(torch.where(present, (queries * tokens).sum(-1), 0.0).clamp(min=0))
     tol = tie_rtol * norms * norms.amax(dim=-1, keepdim=True)  # (batch, m)
+    col = s.masked_fill(~present[:, :r].unsqueeze(-1), -math.inf).amax(dim=1) if column_max else None
     top, arg = s.max(dim=-1)
     s.scatter_(-1, arg.unsqueeze(-1), -math.inf)
     runner_up = s.amax(dim=-1)
-    tied = (runner_up >= top - tol) & (weights > 0)
-    target = torch.gather(tokens, 1, arg.unsqueeze(-1).expand(batch, m, d))
+    tied = (runner_up >= top - tol[:, :r]) & present[:, :r]
+    target = torch.gather(tokens, 1, arg.unsqueeze(-1).expand(batch, r, d))
     if bool(tied.any()):
         b, i = tied.nonzero(as_tuple=True)
-        keys = tokens[b]  # (r, m, d)
+        keys = tokens[b]  # (ties, m, d)
         row = torch.baddbmm(bias[b], queries[b, i].unsqueeze(1), keys.transpose(-1, -2)).squeeze(1)
         members = row >= row.amax(dim=-1, keepdim=True) - tol[b, i].unsqueeze(-1)
         p = members * weights[b]
         target[b, i] = (p.unsqueeze(1) @ keys).squeeze(1) / p.sum(-1, keepdim=True)
-    return target
+    leader = ~tied & (arg == torch.arange(r, device=tokens.device)) & present[:, :r]
+    return _Rows(target, leader, col)
+
+
+def _hardmax_targets(tokens: Tensor, weights: Tensor, A: Tensor | None, tie_rtol: float) -> Tensor:
+    """(batch, m, d) hardmax targets Σ_j P_ij z_j of every token."""
+    return _hardmax_rows(tokens, weights, A, tie_rtol).target
+
+
+def _move(tokens: Tensor, target: Tensor, gamma, present: Tensor) -> Tensor:
+    return torch.where(present.unsqueeze(-1), tokens + gamma * (target - tokens), tokens)
+
+
+def hardmax_layers(tokens: Tensor, weights: Tensor, alphas: Tensor, *, A: Tensor | None = None,
+                   tie_rtol: float | None = None, keep_path: bool = True) -> Tensor:
+    """Run len(alphas) hardmax layers; the same result as calling `attention_step` layer by layer.
+
+    Leaders never move (C_i = {i} makes the update zero) and stay leaders, so after the first layer
+    only the other tokens' rows of the score matrix are needed. Each sequence is reordered once,
+    followers first; later layers compute scores for the follower rows only, and check from the same
+    scores that no follower came within the tie tolerance of a leader (s_fℓ = s_ℓf since A is
+    symmetric). If one did, that layer is recomputed in full, so the semantics are unchanged.
+
+    Args:
+        tokens: (batch, m, d); weights: (batch, m) multiplicities (0 = absent); alphas: (layers,).
+    Returns:
+        (layers + 1, batch, m, d) every layer if keep_path, else (1, batch, m, d) the last one.
+    """
+    rtol = default_tie_rtol(tokens.dtype) if tie_rtol is None else tie_rtol
+    layers = alphas.shape[0]
+    if layers == 0:
+        return tokens.unsqueeze(0)
+    present = weights > 0
+    first = _hardmax_rows(tokens, weights, A, rtol)
+    z = _move(tokens, first.target, alphas[0] / (1 + alphas[0]), present)
+    follower = present & ~first.leader
+    order = torch.argsort((~follower).to(torch.uint8), dim=1, stable=True)  # followers first
+    inverse = torch.argsort(order, dim=1)
+    n_follow = int(follower.sum(1).max())
+    idx = order.unsqueeze(-1).expand(-1, -1, tokens.shape[-1])
+    z, w = torch.gather(z, 1, idx), torch.gather(weights, 1, order)
+    p_present, leader_cols = present.gather(1, order), (~follower).gather(1, order) & present.gather(1, order)
+    path = [tokens, z] if keep_path else []
+    for k in range(1, layers):
+        gamma = alphas[k] / (1 + alphas[k])
+        if n_follow > 0:
+            part = _hardmax_rows(z, w, A, rtol, rows=n_follow, column_max=True)
+            queries = z if A is None else z @ A
+            sq = (queries * z).sum(-1)
+            norms = torch.sqrt(torch.where(p_present, sq, 0.0).clamp(min=0))
+            tol = rtol * norms * norms.amax(dim=-1, keepdim=True)
+            # A leader stays a leader unless a follower's score on it reaches its own score.
+            broken = leader_cols & (part.column_max >= sq - tol)
+            broken[:, :n_follow] = False  # those rows were computed in full above
+            if bool(broken.any()):
+                z = _move(z, _hardmax_targets(z, w, A, rtol), gamma, p_present)
+            else:
+                z = torch.cat([_move(z[:, :n_follow], part.target, gamma, p_present[:, :n_follow]),
+                               z[:, n_follow:]], dim=1)
+        if keep_path:
+            path.append(z)
+    back = inverse.unsqueeze(-1).expand(-1, -1, tokens.shape[-1])
+    if not keep_path:
+        return torch.gather(z, 1, back).unsqueeze(0)
+    out = torch.stack(path[1:])
+    out = torch.gather(out, 2, back.unsqueeze(0).expand(out.shape[0], -1, -1, -1))
+    return torch.cat([tokens.unsqueeze(0), out])
 
 
 def attention_step(
@@ -482,6 +559,9 @@ def simulate(
             width = int(counts[rows].max().item())
             u, w = dedup.tokens[rows, :width], dedup.weights[rows, :width]
             part = Deduplicated(u, w, dedup.index[rows])
+            if attention == "hardmax" and out_w is None:
+                out[:, rows] = part.expand(hardmax_layers(u, w, alphas, A=A_used, tie_rtol=tie_rtol), lead=1)
+                return
             path = torch.empty(layers + 1, *u.shape, dtype=z.dtype, device=z.device)
             path[0] = u
             for k in range(layers):

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hardmax.dynamics import Attention, attention_step, deduplicate
+from hardmax.dynamics import Attention, attention_step, deduplicate, hardmax_layers
 
 __all__ = ["HardmaxClassifier", "ModelConfig", "ModelTrace"]
 
@@ -168,12 +168,19 @@ class HardmaxClassifier(nn.Module):
         weights = dedup.weights.to(self.embedding.weight.dtype)
         z = self.embedding(distinct_ids)
         alpha, A = self.alpha, self.A
-        path = [z]
-        for _ in range(self.config.layers):
-            z = attention_step(z, weights, alpha=alpha, A=A, attention=attention, beta=self.config.beta,
-                               tie_rtol=tie_rtol)
-            if keep_path:
-                path.append(z)
+        if attention == "hardmax":
+            # Same step as attention_step, with the leaders' rows skipped after the first layer.
+            path = hardmax_layers(z, weights, alpha.expand(self.config.layers), A=A, tie_rtol=tie_rtol,
+                                  keep_path=keep_path)
+            z = path[-1]
+            path = list(path)
+        else:
+            path = [z]
+            for _ in range(self.config.layers):
+                z = attention_step(z, weights, alpha=alpha, A=A, attention=attention, beta=self.config.beta,
+                                   tie_rtol=tie_rtol)
+                if keep_path:
+                    path.append(z)
         pooled = (weights.unsqueeze(-1) * z).sum(1) / weights.sum(1, keepdim=True)
         logits = self.decoder(pooled).squeeze(-1)
         return ModelTrace(ids=distinct_ids, weights=weights, index=dedup.index,
