@@ -260,5 +260,16 @@ def render_report(payload: dict) -> str:
         for f in r["figures"]:
             if f.endswith(".png") or f.endswith(".gif"):
                 lines.append(f"![d = {d}: {Path(f).stem}]({f})")
-    lines += ["", "Training settings: `" + json.dumps(payload["train_config"]) + "`", ""]
+    lines += ["", "## Reading these results", "",
+              "- The validation reviews are carved from the training split, which shares movies with it; the test "
+              "split's movies are disjoint, so test accuracy is a few points below validation accuracy. The "
+              "paper's protocol (a 70/30 split of all 50k reviews, best epoch picked on that test set) mixes "
+              "movies and selects on test; its numbers are therefore not comparable one to one "
+              "(`hardmax train --split paper` runs that split).",
+              "- `learned α` is the trained step size α = softplus(raw). Small values mean the trained model moves its "
+              "tokens little in 8 layers, i.e. it behaves close to a mean of word embeddings; the leader "
+              "structure (who attends whom under hardmax) does not depend on α.",
+              "- Agreement is the share of test reviews on which the softmax model (β = 1000) and the exact "
+              "hardmax model predict the same class.", ""]
+    lines += ["Training settings: `" + json.dumps(payload["train_config"]) + "`", ""]
     return "\n".join(lines)
