@@ -302,20 +302,28 @@ def hardmax_layers(tokens: Tensor, weights: Tensor, alphas: Tensor, *, A: Tensor
     Returns:
         (layers + 1, batch, m, d) every layer if keep_path, else (1, batch, m, d) the last one.
     """
+    path, order = _hardmax_path(tokens, weights, alphas, A, tie_rtol, keep_path)
+    return take_rows(path, torch.argsort(order, dim=1), lead=1)
+
+
+def _hardmax_path(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | None, tie_rtol: float | None,
+                  keep_path: bool) -> tuple[Tensor, Tensor]:
+    """`hardmax_layers` in the followers-first order: (path (layers + 1 or 1, batch, m, d), order (batch, m)),
+    where path[..., b, i, :] is token order[b, i] of sequence b."""
     rtol = default_tie_rtol(tokens.dtype) if tie_rtol is None else tie_rtol
     layers = alphas.shape[0]
-    if layers == 0:
-        return tokens.unsqueeze(0)
     present = weights > 0
+    if layers == 0:
+        return tokens.unsqueeze(0), torch.arange(tokens.shape[1], device=tokens.device).expand(tokens.shape[:2])
     first = _hardmax_rows(tokens, weights, A, rtol)
     z = _move(tokens, first.target, alphas[0] / (1 + alphas[0]), present)
     follower = present & ~first.leader
     order = torch.argsort((~follower).to(torch.uint8), dim=1, stable=True)  # followers first
-    inverse = torch.argsort(order, dim=1)
     n_follow = int(follower.sum(1).max())
     z, w = take_rows(z, order), torch.gather(weights, 1, order)
-    p_present, leader_cols = present.gather(1, order), (~follower).gather(1, order) & present.gather(1, order)
-    path = [tokens, z] if keep_path else []
+    p_present = present.gather(1, order)
+    leader_cols = (~follower).gather(1, order) & p_present
+    path = [take_rows(tokens, order), z] if keep_path else []
     for k in range(1, layers):
         gamma = alphas[k] / (1 + alphas[k])
         if n_follow > 0:
@@ -333,9 +341,7 @@ def hardmax_layers(tokens: Tensor, weights: Tensor, alphas: Tensor, *, A: Tensor
                 z[:, :n_follow] = _move(z[:, :n_follow], part.target, gamma, p_present[:, :n_follow])
         if keep_path:
             path.append(z)
-    if not keep_path:
-        return take_rows(z, inverse).unsqueeze(0)
-    return torch.cat([tokens.unsqueeze(0), take_rows(torch.stack(path[1:]), inverse, lead=1)])
+    return (torch.stack(path) if keep_path else z.unsqueeze(0)), order
 
 
 def attention_step(
@@ -485,7 +491,7 @@ def simulate(
     mask=None,
     tie_rtol: float | None = None,
     return_weights: bool = False,
-    chunk_size: int = 64,
+    chunk_size: int = 256,
 ) -> Trajectory:
     """Run the pure-attention dynamics (1.1) for `layers` layers.
 
@@ -574,7 +580,10 @@ def simulate(
             u, w = dedup.tokens[rows, :width], dedup.weights[rows, :width]
             part = Deduplicated(u, w, dedup.index[rows])
             if attention == "hardmax" and out_w is None:
-                out[:, rows] = part.expand(hardmax_layers(u, w, alphas, A=A_used, tie_rtol=tie_rtol), lead=1)
+                path, order = _hardmax_path(u, w, alphas, A_used, tie_rtol, keep_path=True)
+                # original token -> distinct slot -> its place in the followers-first order
+                where = torch.gather(torch.argsort(order, dim=1), 1, part.index)
+                out.index_copy_(1, rows, take_rows(path, where, lead=1))
                 return
             path = torch.empty(layers + 1, *u.shape, dtype=z.dtype, device=z.device)
             path[0] = u
@@ -588,7 +597,7 @@ def simulate(
                     out_w[k, rows] = torch.gather(full, 2, part.index.unsqueeze(1).expand(-1, n, -1))
                 path[k + 1] = attention_step(path[k], w, alpha=alphas[k], A=A_used, attention=attention,
                                              beta=beta, tie_rtol=tie_rtol)
-            out[:, rows] = part.expand(path, lead=1)
+            out.index_copy_(1, rows, part.expand(path, lead=1))
 
     chunks = _chunks_by_size(counts, chunk_size)
     threads = torch.get_num_threads()
