@@ -326,7 +326,10 @@ def _hardmax_path(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | N
     path = [take_rows(tokens, order), z] if keep_path else []
     for k in range(1, layers):
         gamma = alphas[k] / (1 + alphas[k])
-        if n_follow > 0:
+        if 2 * n_follow > z.shape[1]:
+            # Mostly followers (low d): skipping the few leader rows saves less than the check costs.
+            z = _move(z, _hardmax_targets(z, w, A, rtol), gamma, p_present)
+        elif n_follow > 0:
             queries = z if A is None else z @ A
             tol = _tie_tolerance(queries, z, p_present, rtol)
             part = _hardmax_rows(z, w, A, rtol, rows=n_follow, column_max=True, queries=queries, tol=tol)

@@ -104,7 +104,14 @@ def _train_or_load(d: int, data: ImdbData, config: ReproduceConfig) -> tuple:
         saved = read_json(run_dir / "config.json")
     except CheckpointError:
         saved = None
-    same = saved is not None and all(saved.get(k) == wanted[k] for k in ("model", "train", "data"))
+    # Fields that do not change the trained weights may differ.
+    ignore = {"device", "eval_batch_size", "checkpoint_every"}
+
+    def result_settings(record: dict) -> tuple:
+        train = {k: v for k, v in record.get("train", {}).items() if k not in ignore}
+        return record.get("model"), train, record.get("data")
+
+    same = saved is not None and result_settings(saved) == result_settings(wanted)
     if same and (run_dir / "done.json").exists():
         try:
             model, _ = load_run(run_dir, device=config.train.device)

@@ -62,7 +62,7 @@ class TrainConfig:
     seed: int = 0  # initialisation and batch order
     device: str = "cpu"  # "cpu", "cuda", "cuda:1", ...
     checkpoint_every: int = 100  # steps between mid-epoch checkpoints (and at every epoch end)
-    eval_batch_size: int = 1024  # reviews per evaluation batch
+    eval_batch_size: int = 256  # reviews per evaluation batch (small enough for the scores to stay in cache)
     bucket: int = 50  # batches sorted by length within windows of this many batches (speed); 1 = off
     word_dropout: float = 0.3  # share of real tokens hidden in each training batch (regulariser; 0 = off)
 
@@ -113,7 +113,7 @@ class TrainResult:
 
 @torch.no_grad()
 def predict(model: HardmaxClassifier, ids: Tensor, mask: Tensor, *, attention: str = "hardmax",
-            batch_size: int = 1024) -> Tensor:
+            batch_size: int = 256) -> Tensor:
     """Logits (N,) for ids/mask (N, n), in batches of reviews of similar length (fast; order kept)."""
     device = next(model.parameters()).device
     if ids.shape[0] == 0:
@@ -139,7 +139,7 @@ def _left_align(ids: Tensor, mask: Tensor, width: int) -> tuple[Tensor, Tensor]:
     return torch.gather(ids, 1, order), torch.gather(mask, 1, order)
 
 
-def evaluate(model: HardmaxClassifier, split: LabelledSplit, *, batch_size: int = 1024) -> Evaluation:
+def evaluate(model: HardmaxClassifier, split: LabelledSplit, *, batch_size: int = 256) -> Evaluation:
     """Accuracy, loss and softmax/hardmax agreement of `model` on `split`."""
     labels = split.labels.float()
     t0 = time.perf_counter()
