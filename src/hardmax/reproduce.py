@@ -261,6 +261,9 @@ def render_report(payload: dict) -> str:
               "|---|---|---|"]
     for d, r in res.items():
         lines.append(f"| {d} | {r['train_reviews_per_second']:.0f} | {r['hardmax_test_seconds']:.2f} |")
+    lines += ["", "These are wall-clock figures of this run (other work on the machine slows them). Measurements on an "
+              "idle machine: `python benchmarks/bench_train.py` and `python benchmarks/bench_dynamics.py`, quoted in "
+              "[benchmarks.md](benchmarks.md)."]
     lines += ["", f"Data pipeline: {payload['data']['load_seconds']:.1f} s "
               f"({'cached' if payload['data']['cache_hit'] else 'first run, uncached'}).", "", "## Figures", ""]
     for d, r in res.items():
