@@ -358,12 +358,16 @@ def test_two_runs_are_bitwise_equal(config, attention_beta):
 
 
 @given(configurations(), st.integers(-30, 30))
-def test_scaling_by_a_power_of_two_commutes_exactly(config, exponent):
-    """Scores, tie scale, means and steps are homogeneous and 2^k scales without rounding."""
+def test_scaling_by_a_power_of_two_commutes(config, exponent):
+    """Scores, tie scale, means and steps are homogeneous: 2^k-scaled tokens give the 2^k-scaled run.
+
+    Equal up to rounding, not bitwise: distinct tokens are processed in the order of a hash of their
+    bits, which scaling changes, so a tied mean may be summed in another order."""
     scale = 2.0**exponent
     scaled = simulate(config.tokens * scale, alpha=config.alpha, layers=config.layers, A=config.A,
                       mask=torch.from_numpy(config.mask))
-    assert torch.equal(scaled.tokens, config.run().tokens * scale)
+    expected = config.run().tokens * scale
+    torch.testing.assert_close(scaled.tokens, expected, rtol=1e-12, atol=1e-300)
 
 
 def test_float32_ties_survive_large_tokens():

@@ -146,17 +146,22 @@ def deduplicate(tokens: Tensor, mask: Tensor | None = None, keys: Tensor | None 
     return Deduplicated(tokens=distinct, weights=weights, index=index)
 
 
+def _mix(x: Tensor) -> Tensor:
+    """A splitmix64-style finaliser on int64 (wrap-around arithmetic): nonlinear, so that, unlike a
+    plain weighted sum of bits, flipping signs or swapping coordinates does not cancel out."""
+    x = (x ^ (x >> 30)) * -4658895280553007687  # 0xbf58476d1ce4e5b9 as a signed int64
+    x = (x ^ (x >> 27)) * -7723592293110705685  # 0x94d049bb133111eb
+    return x ^ (x >> 31)
+
+
 def _hash_rows(keys: Tensor) -> Tensor:
-    """(batch, n) int64 hash of each row of keys (batch, n, k): the rows' bits times fixed odd
-    multipliers, summed with int64 wrap-around, then mixed."""
+    """(batch, n) int64 hash of each row of keys (batch, n, k): each coordinate's bits are mixed with
+    its position, the results summed with int64 wrap-around, and mixed again."""
     bits = keys
     if keys.is_floating_point():
         bits = keys.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[keys.element_size()])
-    bits = bits.long()
-    g = torch.Generator().manual_seed(0x5EED)
-    multipliers = (torch.randint(1, 2**62, (keys.shape[-1],), generator=g) * 2 + 1).to(keys.device)
-    h = (bits * multipliers).sum(-1)
-    return h ^ (h >> 31)
+    position = torch.arange(1, keys.shape[-1] + 1, device=keys.device) * -7046029254386353131  # golden ratio
+    return _mix(_mix(bits.long() + position).sum(-1))
 
 
 # --------------------------------------------------------------------------------------------
@@ -179,17 +184,6 @@ def scores(tokens: Tensor, A: Tensor | None = None) -> Tensor:
 def _key_bias(weights: Tensor) -> Tensor:
     """(batch, 1, m) additive bias: log-multiplicity, -inf for absent tokens (weight 0)."""
     return torch.log(weights).unsqueeze(-2)
-
-
-def _hardmax_ties(s: Tensor, tie_rtol: float) -> Tensor:
-    """Bool (batch, m, m): j ∈ C_i, the maximisers of row i of scores `s` (absent keys at -inf)."""
-    top = s.amax(dim=-1, keepdim=True)
-    # ||z_i||_A^2 is the diagonal of s; absent tokens sit at -inf and drop out of the max.
-    sq_norms = torch.diagonal(s, dim1=-2, dim2=-1).clamp(min=0)
-    # sqrt(a)·sqrt(b), not sqrt(a·b): the product overflows float32 for norms above ~4e9.
-    norms = torch.sqrt(sq_norms)
-    scale = (norms * norms.amax(dim=-1, keepdim=True)).unsqueeze(-1)
-    return s >= top - tie_rtol * scale
 
 
 def attention_weights(
@@ -216,8 +210,11 @@ def attention_weights(
     present = (weights > 0).unsqueeze(-1)
     if attention == "hardmax":
         rtol = default_tie_rtol(tokens.dtype) if tie_rtol is None else tie_rtol
-        s = scores(tokens, A) + torch.where(weights > 0, 0.0, -math.inf).unsqueeze(-2)
-        p = _hardmax_ties(s, rtol) * weights.unsqueeze(-2)
+        real = weights > 0
+        queries = tokens if A is None else tokens @ A
+        s = queries @ tokens.transpose(-1, -2) + torch.where(real, 0.0, -math.inf).unsqueeze(-2)
+        tol = _tie_tolerance(queries, tokens, real, rtol)  # the step's own tolerance
+        p = (s >= s.amax(dim=-1, keepdim=True) - tol.unsqueeze(-1)) * weights.unsqueeze(-2)
         p = p / p.sum(-1, keepdim=True).clamp(min=torch.finfo(tokens.dtype).tiny)
     elif attention == "softmax":
         if beta is None:
