@@ -170,19 +170,19 @@ class HardmaxClassifier(nn.Module):
         alpha, A = self.alpha, self.A
         if attention == "hardmax":
             # Same step as attention_step, with the leaders' rows skipped after the first layer.
-            path = hardmax_layers(z, weights, alpha.expand(self.config.layers), A=A, tie_rtol=tie_rtol,
-                                  keep_path=keep_path)
-            z = path[-1]
-            path = list(path)
+            tokens = hardmax_layers(z, weights, alpha.expand(self.config.layers), A=A, tie_rtol=tie_rtol,
+                                    keep_path=keep_path)
         else:
             path = [z]
             for _ in range(self.config.layers):
-                z = attention_step(z, weights, alpha=alpha, A=A, attention=attention, beta=self.config.beta,
-                                   tie_rtol=tie_rtol)
-                if keep_path:
-                    path.append(z)
+                path.append(attention_step(path[-1], weights, alpha=alpha, A=A, attention=attention,
+                                           beta=self.config.beta, tie_rtol=tie_rtol))
+                if not keep_path:
+                    path = path[-1:]
+            tokens = torch.stack(path)
+        z = tokens[-1]
         pooled = (weights.unsqueeze(-1) * z).sum(1) / weights.sum(1, keepdim=True)
         logits = self.decoder(pooled).squeeze(-1)
         return ModelTrace(ids=distinct_ids, weights=weights, index=dedup.index,
-                          tokens=torch.stack(path) if keep_path else z.unsqueeze(0),
+                          tokens=tokens,
                           pooled=pooled, logits=logits, A=A)
