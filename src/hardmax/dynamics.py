@@ -351,7 +351,7 @@ def attention_step(
     alpha: float | Tensor,
     A: Tensor | None = None,
     attention: Attention = "hardmax",
-    beta: float | Tensor | None = None,
+    beta: float | None = None,
     tie_rtol: float | None = None,
 ) -> Tensor:
     """One layer: z_i + γ (Σ_j P_ij z_j − z_i), γ = α/(1+α), for every present token.
@@ -361,8 +361,8 @@ def attention_step(
 
     Args:
         tokens: (batch, m, d). weights: (batch, m) multiplicities (0 = absent), None = all present.
-        alpha: scalar or 0-dim tensor > 0 (a tensor keeps autograd). Other arguments as in
-        `attention_weights`.
+        alpha: scalar or 0-dim tensor > 0 (a tensor keeps autograd). beta: a Python float (the fused
+        softmax kernel takes its scale as a number). Other arguments as in `attention_weights`.
     Returns:
         (batch, m, d), the tokens after the layer.
     """
