@@ -207,10 +207,9 @@ def attention_weights(
     """
     if weights is None:
         weights = torch.ones(tokens.shape[:-1], dtype=tokens.dtype, device=tokens.device)
-    present = (weights > 0).unsqueeze(-1)
+    real = weights > 0
     if attention == "hardmax":
         rtol = default_tie_rtol(tokens.dtype) if tie_rtol is None else tie_rtol
-        real = weights > 0
         queries = tokens if A is None else tokens @ A
         s = queries @ tokens.transpose(-1, -2) + torch.where(real, 0.0, -math.inf).unsqueeze(-2)
         tol = _tie_tolerance(queries, tokens, real, rtol)  # the step's own tolerance
@@ -223,7 +222,7 @@ def attention_weights(
         p = torch.softmax(logits, dim=-1)
     else:
         raise ValueError(f"attention must be one of {ATTENTIONS}, got {attention!r}")
-    return torch.where(present, p, torch.zeros((), dtype=p.dtype, device=p.device))
+    return torch.where(real.unsqueeze(-1), p, torch.zeros((), dtype=p.dtype, device=p.device))
 
 
 def _tie_tolerance(queries: Tensor, tokens: Tensor, present: Tensor, tie_rtol: float) -> Tensor:
