@@ -41,3 +41,13 @@ def rng() -> np.random.Generator:
 def generator() -> torch.Generator:
     """A fresh, seeded torch generator (CPU) per test."""
     return torch.Generator().manual_seed(SEED)
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """One intra-op torch thread for the test: the tensors are small, bitwise comparisons then use
+    the same reductions, and on a busy 2-core machine (pytest -n 2) OpenMP threads would spin."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

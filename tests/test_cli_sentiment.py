@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from PIL import Image
 
 from hardmax.cli import main
@@ -73,12 +72,7 @@ def _last_line(err: str) -> str:
     return err.strip().splitlines()[-1] if err.strip() else ""
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # see conftest.one_thread
 
 
 @pytest.fixture(scope="module")

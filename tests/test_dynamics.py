@@ -622,3 +622,22 @@ def test_followers_tied_with_leaders_fall_back_to_full_layers(seed):
     run = simulate(tokens, alpha=1.0, layers=12, tie_rtol=0.05)
     expected, _ = reference.simulate(tokens, alpha=1.0, layers=12, tie_rtol=0.05)
     np.testing.assert_allclose(run.tokens.numpy(), expected, rtol=0, atol=1e-12)
+
+
+def test_chunks_on_parallel_threads_give_the_same_result():
+    """With several torch threads, simulate runs chunks on a thread pool (one intra-op thread each);
+    the result must be bitwise the one-thread result, and the thread count must be restored."""
+    g = torch.Generator().manual_seed(3)
+    tokens = torch.randn(40, 12, 3, generator=g, dtype=torch.float64)
+    tokens[:, 6:] = tokens[:, :6]  # duplicates
+    mask = torch.rand(40, 12, generator=g) > 0.1
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        serial = simulate(tokens, alpha=0.8, layers=5, mask=mask, chunk_size=7)
+        torch.set_num_threads(2)
+        parallel = simulate(tokens, alpha=0.8, layers=5, mask=mask, chunk_size=7)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(parallel.tokens, serial.tokens)

@@ -14,7 +14,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import torch
 
 from hardmax.data import DataConfig
 from hardmax.reproduce import PAPER_ACCURACY, TARGET_ACCURACY, ReproduceConfig, quick, render_report, reproduce
@@ -141,19 +140,14 @@ def test_config_validation(changes, match):
 @pytest.mark.imdb
 @pytest.mark.slow
 @pytest.mark.skipif(REAL_ARCHIVE is None, reason="IMDb archive absent (set HARDMAX_IMDB)")
-def test_reproduce_on_a_slice_of_the_real_archive(tmp_path, monkeypatch):
+def test_reproduce_on_a_slice_of_the_real_archive(tmp_path, monkeypatch, one_thread):
     monkeypatch.setenv("HARDMAX_CACHE", str(tmp_path / "default-cache"))
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
     config = quick(data=DataConfig(path=str(REAL_ARCHIVE), limit=600, cache_dir=str(tmp_path / "cache"),
                                    download=False),
                    dims=(2,), train=TrainConfig(epochs=1), out_dir=str(tmp_path / "runs"),
                    report_dir=str(tmp_path / "report"), progress=False)
     start = time.perf_counter()
-    try:
-        results = reproduce(config)
-    finally:
-        torch.set_num_threads(threads)
+    results = reproduce(config)
     seconds = time.perf_counter() - start
     report = tmp_path / "report"
     payload = json.loads((report / "results.json").read_text())

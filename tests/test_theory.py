@@ -37,14 +37,7 @@ from hardmax.theory import (
 PROBLEMS = problems()
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """These tensors are small: one intra-op thread is as fast alone and many times faster on a busy
-    machine (pytest -n 2 on two cores), where OpenMP threads spin against each other."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # small tensors: see conftest.one_thread
 
 
 def run(problem: Problem, layers: int | None = None, **kwargs):

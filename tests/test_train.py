@@ -40,13 +40,7 @@ DATA_INFO = {"corpus": "tests/corpus.py", "seed": 0}
 TIMING = ("train_seconds", "train_reviews_per_second")  # the only fields allowed to differ between runs
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread: the machine is shared, and bitwise comparisons use the same reductions."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # bitwise comparisons: see conftest.one_thread
 
 
 @pytest.fixture(scope="module")
