@@ -501,6 +501,27 @@ def test_deduplicate_groups_equal_rows_exactly():
     assert dedup.weights[0, index].tolist() == [2, 2, 2, 2, 0, 1]
 
 
+def test_deduplicate_survives_hash_collisions(monkeypatch):
+    """Tokens are grouped by a hash; when different tokens collide, the grouping must still be exact.
+    A hash that sends everything to 0 (every pair collides, interleaved) forces the exact fallback."""
+    import hardmax.dynamics as dynamics
+
+    g = torch.Generator().manual_seed(5)
+    z = torch.randn(6, 20, 3, generator=g, dtype=torch.float64)
+    z[:, 10:] = z[:, torch.randperm(10, generator=g)]  # every token twice, in interleaved order
+    z[:, 3] = -z[:, 4]  # sign flips and swapped coordinates: structured near-collisions
+    z[:, 5] = z[:, 6].flip(-1)
+    mask = torch.rand(6, 20, generator=g) > 0.2
+    honest = deduplicate(z, mask)
+    monkeypatch.setattr(dynamics, "_hash_rows", lambda keys: torch.zeros(keys.shape[:2], dtype=torch.long))
+    collided = deduplicate(z, mask)
+    for dedup in (honest, collided):
+        assert torch.equal(dedup.expand(dedup.tokens), z)
+        same = (z.unsqueeze(2) == z.unsqueeze(1)).all(-1) & (mask.unsqueeze(2) == mask.unsqueeze(1))
+        assert torch.equal(dedup.index.unsqueeze(2) == dedup.index.unsqueeze(1), same)  # groups = equal rows
+    assert torch.equal(honest.weights.sum(1), collided.weights.sum(1))
+
+
 @pytest.mark.parametrize("shape", [(4, 2), (3, 4, 2)])
 def test_zero_layers_returns_the_initial_tokens(generator, shape):
     z = torch.randn(*shape, generator=generator, dtype=torch.float64)
@@ -622,6 +643,40 @@ def test_followers_tied_with_leaders_fall_back_to_full_layers(seed):
     run = simulate(tokens, alpha=1.0, layers=12, tie_rtol=0.05)
     expected, _ = reference.simulate(tokens, alpha=1.0, layers=12, tie_rtol=0.05)
     np.testing.assert_allclose(run.tokens.numpy(), expected, rtol=0, atol=1e-12)
+
+
+def test_leader_skipping_gives_way_to_full_layers_when_a_leader_could_move():
+    """The fast runner returns None (full layers follow) exactly when a follower reaches a leader's
+    tolerance; with a coarse tolerance that happens, with the default it does not."""
+    from hardmax.dynamics import _hardmax_run, hardmax_layers
+
+    rng = np.random.default_rng(1)
+    tokens = torch.from_numpy(rng.standard_normal((1, 12, 2)))
+    weights = torch.ones(1, 12, dtype=torch.float64)
+    alphas = torch.ones(12, dtype=torch.float64)
+    assert _hardmax_run(tokens, weights, alphas, None, 0.05) is None
+    assert _hardmax_run(tokens, weights, alphas, None, default_tie_rtol(torch.float64)) is not None
+    expected, _ = reference.simulate(tokens[0].numpy(), alpha=1.0, layers=12, tie_rtol=0.05)
+    got = hardmax_layers(tokens, weights, alphas, tie_rtol=0.05)[:, 0]
+    np.testing.assert_allclose(got.numpy(), expected, rtol=0, atol=1e-12)
+
+
+def test_hardmax_layers_keeps_autograd_working():
+    """With gradients on, the runner must not write into tensors autograd saved: same values as
+    without gradients, and a backward pass that reaches the tokens."""
+    from hardmax.dynamics import hardmax_layers
+
+    g = torch.Generator().manual_seed(2)
+    tokens = torch.randn(4, 15, 3, generator=g, dtype=torch.float64)
+    weights = (torch.rand(4, 15, generator=g) > 0.2).to(torch.float64)
+    alphas = torch.full((6,), 0.7, dtype=torch.float64)
+    with torch.no_grad():
+        expected = hardmax_layers(tokens, weights, alphas)
+    leaf = tokens.clone().requires_grad_()
+    path = hardmax_layers(leaf, weights, alphas)
+    torch.testing.assert_close(path.detach(), expected, rtol=0, atol=0)
+    path[-1].sum().backward()
+    assert leaf.grad is not None and torch.isfinite(leaf.grad).all() and leaf.grad.abs().sum() > 0
 
 
 def test_chunks_on_parallel_threads_give_the_same_result():

@@ -115,53 +115,90 @@ def deduplicate(tokens: Tensor, mask: Tensor | None = None, keys: Tensor | None 
         masked ones, then unused slots.
     """
     batch, n, d = tokens.shape
-    device = tokens.device
-    if keys is None:
+    own_keys = keys is None
+    if own_keys:
         # +0.0 turns -0.0 into 0.0 so that the two zeros (equal points) share a group.
         keys = tokens.detach() + 0.0
     elif keys.dim() == 2:
         keys = keys.unsqueeze(-1)
-    real = torch.ones(batch, n, dtype=torch.bool, device=device) if mask is None else mask
-    # One int64 sort key per token: the key itself when it is a single integer (word ids), else a
-    # hash of the key's bits. Equal tokens get equal keys; the rare hash collision between different
-    # tokens is caught below by comparing the tokens themselves, so grouping stays exact.
-    sort_key = keys[..., 0].long() if keys.shape[-1] == 1 and not keys.is_floating_point() else _hash_rows(keys)
-    order = torch.sort(sort_key, dim=1, stable=True).indices
+    real = torch.ones(batch, n, dtype=torch.bool, device=tokens.device) if mask is None else mask
+    if keys.shape[-1] == 1 and not keys.is_floating_point():
+        return _group(tokens, real, keys[..., 0].long(), keys, verify=False)  # word ids: exact keys
+    # Group by a hash of each key. Equal keys always share a hash; different keys that collide are
+    # caught by checking every token against its group, and then grouped exactly (lexicographically).
+    grouped = _group(tokens, real, _hash_rows(keys), keys, verify=True, keys_are_tokens=own_keys)
+    return grouped if grouped is not None else _group(tokens, real, None, keys, verify=False)
+
+
+def _group(tokens: Tensor, real: Tensor, sort_key: Tensor | None, keys: Tensor, verify: bool,
+           keys_are_tokens: bool = False) -> Deduplicated | None:
+    """Group tokens whose sort keys (batch, n) are equal, or whose keys are equal when sort_key is None.
+
+    With verify, return None unless every token's key equals its group's key (no hash collision).
+    """
+    batch, n, d = tokens.shape
+    device = tokens.device
+    if sort_key is None:  # exact: lexicographic order of the key rows (stable sorts, last column first)
+        order = torch.arange(n, device=device).expand(batch, n)
+        for column in reversed(range(keys.shape[-1])):
+            column_keys = torch.gather(keys[..., column], 1, order)
+            order = torch.gather(order, 1, torch.sort(column_keys, dim=1, stable=True).indices)
+    else:
+        order = torch.sort(sort_key, dim=1, stable=True).indices
+    # Real tokens first (stable), so a real token never shares a group with a masked one.
     order = torch.gather(order, 1, torch.sort((~real).gather(1, order).to(torch.uint8), dim=1,
                                               stable=True).indices)
-    sorted_keys = torch.gather(keys, 1, order.unsqueeze(-1).expand(-1, -1, keys.shape[-1]))
     sorted_real = torch.gather(real, 1, order)
     new_group = torch.ones(batch, n, dtype=torch.bool, device=device)
-    new_group[:, 1:] = (sorted_keys[:, 1:] != sorted_keys[:, :-1]).any(-1) | (
-        sorted_real[:, 1:] != sorted_real[:, :-1]
-    )
+    if sort_key is None:
+        sorted_keys = take_rows(keys, order)
+        new_group[:, 1:] = (sorted_keys[:, 1:] != sorted_keys[:, :-1]).any(-1)
+    else:
+        sorted_hash = torch.gather(sort_key, 1, order)
+        new_group[:, 1:] = sorted_hash[:, 1:] != sorted_hash[:, :-1]
+    new_group[:, 1:] |= sorted_real[:, 1:] != sorted_real[:, :-1]
     group_sorted = torch.cumsum(new_group, dim=1) - 1  # (batch, n) group id of each sorted position
     m = int(group_sorted[:, -1].max().item()) + 1 if n > 0 else 0
     index = torch.empty_like(group_sorted).scatter_(1, order, group_sorted)
     weights = torch.zeros(batch, m, dtype=tokens.dtype, device=device)
     weights.scatter_add_(1, index, real.to(tokens.dtype))
-    distinct = torch.zeros(batch, m, d, dtype=tokens.dtype, device=device)
     # Every member of a group is the same point, so scatter (any writer wins) is exact.
-    distinct = distinct.scatter(1, index.unsqueeze(-1).expand(-1, -1, d), tokens)
+    distinct = tokens.new_zeros(batch, m, d).scatter_(1, index.unsqueeze(-1).expand(-1, -1, d), tokens)
+    if verify:
+        # (== treats -0.0 and 0.0 as equal, so the tokens themselves can be compared with the keys.)
+        group_keys = distinct.detach() if keys_are_tokens else \
+            keys.new_zeros(batch, m, keys.shape[-1]).scatter_(1, index.unsqueeze(-1).expand_as(keys), keys)
+        if not torch.equal(take_rows(group_keys, index), keys):
+            return None
     return Deduplicated(tokens=distinct, weights=weights, index=index)
 
 
 def _mix(x: Tensor) -> Tensor:
-    """A splitmix64-style finaliser on int64 (wrap-around arithmetic): nonlinear, so that, unlike a
-    plain weighted sum of bits, flipping signs or swapping coordinates does not cancel out."""
+    """A splitmix64-style finaliser on int64 (wrap-around arithmetic)."""
     x = (x ^ (x >> 30)) * -4658895280553007687  # 0xbf58476d1ce4e5b9 as a signed int64
     x = (x ^ (x >> 27)) * -7723592293110705685  # 0x94d049bb133111eb
     return x ^ (x >> 31)
 
 
 def _hash_rows(keys: Tensor) -> Tensor:
-    """(batch, n) int64 hash of each row of keys (batch, n, k): each coordinate's bits are mixed with
-    its position, the results summed with int64 wrap-around, and mixed again."""
-    bits = keys
-    if keys.is_floating_point():
-        bits = keys.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[keys.element_size()])
-    position = torch.arange(1, keys.shape[-1] + 1, device=keys.device) * -7046029254386353131  # golden ratio
-    return _mix(_mix(bits.long() + position).sum(-1))
+    """(batch, n) int64 hash of each row of keys (batch, n, k): the keys' bits, read as 32-bit (or
+    16-bit) integers, dotted with fixed odd 64-bit multipliers (int64 wrap-around), then mixed.
+
+    Integer arithmetic, so equal rows get equal hashes whatever the order of the sum. Different rows
+    can collide (a linear hash has structured collisions); `deduplicate` detects that and regroups.
+    """
+    if keys.element_size() == 2:
+        bits = keys.view(torch.int16)
+    elif keys.element_size() in (4, 8):
+        bits = keys.view(torch.int32) if keys.is_floating_point() or keys.dtype == torch.int32 else keys
+    else:
+        bits = keys
+    bits = bits.long()
+    k = bits.shape[-1]
+    multipliers = _mix(torch.arange(1, k + 1, device=keys.device) * -7046029254386353131) | 1
+    if bits.device.type == "cpu":
+        return _mix(bits @ multipliers)  # int64 matrix-vector product: one pass over the keys
+    return _mix((bits * multipliers).sum(-1))
 
 
 # --------------------------------------------------------------------------------------------
@@ -235,43 +272,60 @@ def _tie_tolerance(queries: Tensor, tokens: Tensor, present: Tensor, tie_rtol: f
 
 
 class _Rows(NamedTuple):
-    target: Tensor  # (batch, r, d) Σ_j P_ij z_j for the computed rows
+    target: Tensor  # (batch, r, d) Σ_j P_ij z_j
     leader: Tensor  # (batch, r) bool: C_i = {i} (a single maximiser, itself)
-    column_max: Tensor | None  # (batch, m) max over the computed present rows of s_ij (if asked)
+    own: Tensor  # (batch, r) s_ii
+    other: Tensor  # (batch, r) max_{j ≠ i} s_ij (the best score of another token)
 
 
-def _hardmax_rows(tokens: Tensor, weights: Tensor, A: Tensor | None, tie_rtol: float, rows: int | None = None,
-                  column_max: bool = False, queries: Tensor | None = None, tol: Tensor | None = None) -> _Rows:
-    """Hardmax targets of the first `rows` tokens of each sequence (all when None), in three passes.
+def _score_bias(present: Tensor, dtype: torch.dtype) -> Tensor:
+    """(batch, 1, m) additive score bias: 0 for present keys, -inf for absent ones."""
+    return torch.where(present, 0.0, -math.inf).to(dtype).unsqueeze(-2)
 
-    The common case is a single maximiser, where the target is a gather. One pass finds the max and
-    its index, a second finds the runner-up; only rows whose runner-up is within the tie tolerance
-    (a genuine tie) are recomputed with the full tie rule. The result is the same as building P.
+
+def _select(s: Tensor, keys: Tensor, queries: Tensor, weights: Tensor, tol: Tensor, row_present: Tensor) -> _Rows:
+    """Hardmax targets of the first r tokens from their scores s (batch, r, m) against keys (batch, m, d).
+
+    Row i's own score is s[:, i, i] (rows are the first r keys). Only cheap passes over s: the best
+    score of another token (one max), then, in place, which scores reach the row's maximum minus the
+    tolerance; their count says whether C_i has one member, and a matrix-vector product with
+    0..m-1 says which. The few rows with several members (genuine ties) are recomputed with the full
+    rule, so the result is the same as building P. queries (batch, r, d) are the rows' A z_i; tol
+    (batch, r) their tie tolerances; row_present (batch, r). Overwrites s.
     """
-    batch, m, d = tokens.shape
-    r = m if rows is None else rows
-    if queries is None:
-        queries = tokens if A is None else tokens @ A
-    present = weights > 0
-    bias = torch.where(present, 0.0, -math.inf).to(tokens.dtype).unsqueeze(-2)
-    s = torch.baddbmm(bias, queries[:, :r], tokens.transpose(-1, -2))  # (batch, r, m)
-    if tol is None:
-        tol = _tie_tolerance(queries, tokens, present, tie_rtol)
-    col = s.masked_fill(~present[:, :r].unsqueeze(-1), -math.inf).amax(dim=1) if column_max else None
-    top, arg = s.max(dim=-1)
-    s.scatter_(-1, arg.unsqueeze(-1), -math.inf)
-    runner_up = s.amax(dim=-1)
-    tied = (runner_up >= top - tol[:, :r]) & present[:, :r]
-    target = take_rows(tokens, arg)
+    batch, r, m = s.shape
+    diagonal = s.diagonal(dim1=1, dim2=2)
+    own = diagonal.clone()
+    diagonal.fill_(-math.inf)
+    other = s.amax(dim=-1)
+    threshold = torch.maximum(own, other) - tol  # (batch, r): members reach it
+    own_member = own >= threshold
+    members = s.ge_(threshold.unsqueeze(-1))  # 1.0 where j ≠ i is in C_i
+    others = members.sum(-1)
+    single_other = row_present & (others == 1) & ~own_member
+    leader = row_present & (others == 0) & own_member
+    tied = row_present & (others + own_member.to(s.dtype) >= 2)
+    rows = torch.arange(r, device=s.device)
+    index = (members @ torch.arange(m, dtype=s.dtype, device=s.device)).long()
+    arg = torch.where(single_other, index, rows)  # a valid index everywhere; rows keep themselves otherwise
+    target = take_rows(keys, arg)
     if bool(tied.any()):
         b, i = tied.nonzero(as_tuple=True)
-        keys = tokens[b]  # (ties, m, d)
-        row = torch.baddbmm(bias[b], queries[b, i].unsqueeze(1), keys.transpose(-1, -2)).squeeze(1)
-        members = row >= row.amax(dim=-1, keepdim=True) - tol[b, i].unsqueeze(-1)
-        p = members * weights[b]
-        target[b, i] = (p.unsqueeze(1) @ keys).squeeze(1) / p.sum(-1, keepdim=True)
-    leader = ~tied & (arg == torch.arange(r, device=tokens.device)) & present[:, :r]
-    return _Rows(target, leader, col)
+        k = keys[b]  # (ties, m, d)
+        row = torch.baddbmm(_score_bias(weights[b] > 0, keys.dtype), queries[b, i].unsqueeze(1),
+                            k.transpose(-1, -2)).squeeze(1)
+        in_c = row >= row.amax(dim=-1, keepdim=True) - tol[b, i].unsqueeze(-1)
+        p = in_c * weights[b]
+        target[b, i] = (p.unsqueeze(1) @ k).squeeze(1) / p.sum(-1, keepdim=True)
+    return _Rows(target, leader, own, other)
+
+
+def _hardmax_rows(tokens: Tensor, weights: Tensor, A: Tensor | None, tie_rtol: float) -> _Rows:
+    """Hardmax targets of every token, which tokens are leaders, and each row's own and best other score."""
+    queries = tokens if A is None else tokens @ A
+    present = weights > 0
+    s = torch.baddbmm(_score_bias(present, tokens.dtype), queries, tokens.transpose(-1, -2))  # (batch, m, m)
+    return _select(s, tokens, queries, weights, _tie_tolerance(queries, tokens, present, tie_rtol), present)
 
 
 def _hardmax_targets(tokens: Tensor, weights: Tensor, A: Tensor | None, tie_rtol: float) -> Tensor:
@@ -283,64 +337,123 @@ def _move(tokens: Tensor, target: Tensor, gamma, present: Tensor) -> Tensor:
     return torch.where(present.unsqueeze(-1), tokens + gamma * (target - tokens), tokens)
 
 
+class _Run(NamedTuple):
+    """A hardmax trajectory in compact form: layer 1 in full, then only the rows that may still move.
+
+    Attributes:
+        first: (batch, m, d) tokens after layer 1.
+        order: (batch, m) a permutation of each sequence that puts its followers first.
+        followers: (batch,) number of followers (present tokens that are not leaders after layer 1).
+        later: (layers - 1, batch, f, d) tokens order[:, :f] at layers 2..K, f = followers.max();
+            every other token stays where it is after layer 1.
+    """
+
+    first: Tensor
+    order: Tensor
+    followers: Tensor
+    later: Tensor
+
+    def layer(self, k: int) -> Tensor:
+        """(batch, m, d) tokens after layer k ≥ 1."""
+        f = self.later.shape[2]
+        if k == 1 or f == 0:
+            return self.first
+        where = self.order[:, :f].unsqueeze(-1).expand(-1, -1, self.first.shape[-1])
+        return self.first.scatter(1, where, self.later[k - 2])
+
+
+def _hardmax_run(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | None, tie_rtol: float) -> _Run | None:
+    """len(alphas) ≥ 1 hardmax layers, computing only the followers' rows after layer 1.
+
+    Leaders never move (C_i = {i} makes the update zero), and stay leaders as long as no score in
+    their row comes within the tie tolerance of their own. Layer 1 is computed in full; each
+    sequence is then reordered followers first, and later layers compute the follower rows only
+    (against every token). Those scores also show whether a follower came within the tolerance of a
+    leader (s_fℓ = s_ℓf since A is symmetric); the leaders' scores of each other are fixed after
+    layer 1 and are rechecked against the tolerance, which follows the largest norm. Where any
+    leader could lose its place, this returns None and the caller computes every layer in full, so
+    the result is always that of `attention_step` applied layer by layer.
+    """
+    layers = alphas.shape[0]
+    batch, m, d = tokens.shape
+    present = weights > 0
+    first = _hardmax_rows(tokens, weights, A, tie_rtol)
+    z1 = _move(tokens, first.target, alphas[0] / (1 + alphas[0]), present)
+    follower = present & ~first.leader
+    counts = follower.sum(1)
+    f = int(counts.max()) if layers > 1 and batch > 0 else 0
+    if f == 0:
+        order = torch.arange(m, device=tokens.device).expand(batch, m)
+        return _Run(z1, order, counts, z1.new_empty(max(layers - 1, 0), batch, 0, d))
+    order = torch.argsort((~follower).to(torch.uint8), dim=1, stable=True)  # followers first
+    z = take_rows(z1, order)
+    w, p = weights.gather(1, order), present.gather(1, order)
+    bias = _score_bias(p, tokens.dtype)
+    row_present, lead_present = p[:, :f], p[:, f:]
+    fixed = z[:, f:]  # leaders (and absent tokens) from here on
+    # A leader's own score and norm, and its best score on another token at layer 1.
+    lead_own, lead_other = first.own.gather(1, order)[:, f:], first.other.gather(1, order)[:, f:]
+    lead_norm = torch.sqrt(torch.where(lead_present, lead_own, 0.0).clamp(min=0))
+    lead_norm_max = lead_norm.amax(1, keepdim=True) if m > f else z.new_zeros(batch, 1)
+    later = z.new_empty(layers - 1, batch, f, d)
+    in_place = not torch.is_grad_enabled()  # autograd needs z unchanged for the backward pass
+    for k in range(1, layers):
+        rows = z[:, :f]
+        # Absent rows get zero queries: their scores are then 0 (or -inf), harmless in the check below.
+        queries = torch.where(row_present.unsqueeze(-1), rows if A is None else rows @ A, 0.0)
+        s = torch.baddbmm(bias, queries, z.transpose(-1, -2))  # (batch, f, m)
+        norm = torch.sqrt((queries * rows).sum(-1).clamp(min=0))
+        norm_max = torch.maximum(lead_norm_max, norm.amax(1, keepdim=True))
+        if m > f:
+            # A leader stays a leader while every other score in its row stays below its own minus
+            # its tolerance: the followers' (read from their rows) and the other leaders' (fixed).
+            lead_threshold = lead_own - tie_rtol * lead_norm * norm_max
+            reach = torch.maximum(s[:, :, f:].amax(1), lead_other)
+            if bool((lead_present & (reach >= lead_threshold)).any()):
+                return None
+        target = _select(s, z, queries, w, tie_rtol * norm * norm_max, row_present).target
+        moved = _move(rows, target, alphas[k] / (1 + alphas[k]), row_present)
+        later[k - 1] = moved
+        if in_place:
+            z[:, :f] = moved
+        else:
+            z = torch.cat((moved, fixed), 1)
+    return _Run(z1, order, counts, later)
+
+
+def _full_layers(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | None, tie_rtol: float,
+                 keep_path: bool = True) -> Tensor:
+    """Every layer computed in full: (layers + 1, batch, m, d), or (1, batch, m, d) without keep_path."""
+    present = weights > 0
+    path = [tokens]
+    for alpha in alphas:
+        z = _move(path[-1], _hardmax_targets(path[-1], weights, A, tie_rtol), alpha / (1 + alpha), present)
+        path = [*path, z] if keep_path else [z]
+    return torch.stack(path)
+
+
 def hardmax_layers(tokens: Tensor, weights: Tensor, alphas: Tensor, *, A: Tensor | None = None,
                    tie_rtol: float | None = None, keep_path: bool = True) -> Tensor:
     """Run len(alphas) hardmax layers; the same result as calling `attention_step` layer by layer.
 
-    Leaders never move (C_i = {i} makes the update zero) and stay leaders, so after the first layer
-    only the other tokens' rows of the score matrix are needed. Each sequence is reordered once,
-    followers first; later layers compute scores for the follower rows only, and check from the same
-    scores that no follower came within the tie tolerance of a leader (s_fℓ = s_ℓf since A is
-    symmetric). If one did, that layer is recomputed in full, so the semantics are unchanged.
+    After the first layer only the followers' rows are computed (leaders never move); where a
+    leader could lose its place the layers are computed in full instead (see `_hardmax_run`).
 
     Args:
         tokens: (batch, m, d); weights: (batch, m) multiplicities (0 = absent); alphas: (layers,).
     Returns:
         (layers + 1, batch, m, d) every layer if keep_path, else (1, batch, m, d) the last one.
     """
-    path, order = _hardmax_path(tokens, weights, alphas, A, tie_rtol, keep_path)
-    return take_rows(path, torch.argsort(order, dim=1), lead=1)
-
-
-def _hardmax_path(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | None, tie_rtol: float | None,
-                  keep_path: bool) -> tuple[Tensor, Tensor]:
-    """`hardmax_layers` in the followers-first order: (path (layers + 1 or 1, batch, m, d), order (batch, m)),
-    where path[..., b, i, :] is token order[b, i] of sequence b."""
     rtol = default_tie_rtol(tokens.dtype) if tie_rtol is None else tie_rtol
     layers = alphas.shape[0]
-    present = weights > 0
     if layers == 0:
-        return tokens.unsqueeze(0), torch.arange(tokens.shape[1], device=tokens.device).expand(tokens.shape[:2])
-    first = _hardmax_rows(tokens, weights, A, rtol)
-    z = _move(tokens, first.target, alphas[0] / (1 + alphas[0]), present)
-    follower = present & ~first.leader
-    order = torch.argsort((~follower).to(torch.uint8), dim=1, stable=True)  # followers first
-    n_follow = int(follower.sum(1).max())
-    z, w = take_rows(z, order), torch.gather(weights, 1, order)
-    p_present = present.gather(1, order)
-    leader_cols = (~follower).gather(1, order) & p_present
-    path = [take_rows(tokens, order), z] if keep_path else []
-    for k in range(1, layers):
-        gamma = alphas[k] / (1 + alphas[k])
-        if 2 * n_follow > z.shape[1]:
-            # Mostly followers (low d): skipping the few leader rows saves less than the check costs.
-            z = _move(z, _hardmax_targets(z, w, A, rtol), gamma, p_present)
-        elif n_follow > 0:
-            queries = z if A is None else z @ A
-            tol = _tie_tolerance(queries, z, p_present, rtol)
-            part = _hardmax_rows(z, w, A, rtol, rows=n_follow, column_max=True, queries=queries, tol=tol)
-            sq = (queries * z).sum(-1)
-            # A leader stays a leader unless a follower's score on it reaches its own score.
-            broken = leader_cols & (part.column_max >= sq - tol)
-            broken[:, :n_follow] = False  # those rows were computed in full above
-            if bool(broken.any()):
-                z = _move(z, _hardmax_targets(z, w, A, rtol), gamma, p_present)
-            else:
-                z = z.clone()  # leaders keep their place; only the follower rows are written
-                z[:, :n_follow] = _move(z[:, :n_follow], part.target, gamma, p_present[:, :n_follow])
-        if keep_path:
-            path.append(z)
-    return (torch.stack(path) if keep_path else z.unsqueeze(0)), order
+        return tokens.unsqueeze(0)
+    run = _hardmax_run(tokens, weights, alphas, A, rtol)
+    if run is None:
+        return _full_layers(tokens, weights, alphas, A, rtol, keep_path)
+    if keep_path:
+        return torch.stack([tokens, *(run.layer(k) for k in range(1, layers + 1))])
+    return run.layer(layers).unsqueeze(0)
 
 
 def attention_step(
@@ -568,24 +681,39 @@ def simulate(
     A_used = None if torch.equal(A_t, torch.eye(d, dtype=z.dtype, device=z.device)) else A_t
 
     out = torch.empty(layers + 1, batch, n, d, dtype=z.dtype, device=z.device)
+    out[0] = batched
     out_w = torch.empty(layers, batch, n, n, dtype=z.dtype, device=z.device) if return_weights else None
     with torch.no_grad():
         dedup = deduplicate(batched, m_t)
         counts = dedup.index.amax(dim=1) + 1  # distinct tokens per sequence
+    # Hardmax fast path: chunks return layer 1 in full and later layers for the followers only
+    # (`_hardmax_run`); the full trajectory is then written once, with a few large copies.
+    compact = attention == "hardmax" and out_w is None and layers > 0
+    first = torch.empty_like(dedup.tokens) if compact else None  # (batch, m, d) layer 1, distinct tokens
+    moving: list[tuple[Tensor, Tensor]] = []  # (flat positions (P,), positions at layers 2..K (layers - 1, P, d))
+    in_full: list[tuple[Tensor, Tensor]] = []  # (rows, layers 1..K (layers, rows, n, d)) computed in full
 
     def run_chunk(rows: Tensor) -> None:
         with torch.no_grad():  # grad mode is thread-local
             width = int(counts[rows].max().item())
-            u, w = dedup.tokens[rows, :width], dedup.weights[rows, :width]
-            part = Deduplicated(u, w, dedup.index[rows])
-            if attention == "hardmax" and out_w is None:
-                path, order = _hardmax_path(u, w, alphas, A_used, tie_rtol, keep_path=True)
-                # original token -> distinct slot -> its place in the followers-first order
-                where = torch.gather(torch.argsort(order, dim=1), 1, part.index)
-                out.index_copy_(1, rows, take_rows(path, where, lead=1))
+            u, w, index = dedup.tokens[rows, :width], dedup.weights[rows, :width], dedup.index[rows]
+            if compact:
+                run = _hardmax_run(u, w, alphas, A_used, tie_rtol)
+                if run is None:
+                    path = _full_layers(u, w, alphas, A_used, tie_rtol)
+                    in_full.append((rows, take_rows(path[1:], index, lead=1)))
+                    return
+                first[:, :width].index_copy_(0, rows, run.first)
+                f = run.later.shape[2]
+                if f > 0:
+                    slot = torch.gather(torch.argsort(run.order, dim=1), 1, index)  # (chunk, n)
+                    b, t = (slot < run.followers.unsqueeze(1)).nonzero(as_tuple=True)
+                    values = run.later.reshape(layers - 1, -1, d).index_select(1, b * f + slot[b, t])
+                    moving.append((rows[b] * n + t, values))
                 return
             path = torch.empty(layers + 1, *u.shape, dtype=z.dtype, device=z.device)
             path[0] = u
+            part = Deduplicated(u, w, index)
             for k in range(layers):
                 if out_w is not None:
                     p = attention_weights(path[k], w, A=A_used, attention=attention, beta=beta,
@@ -593,10 +721,10 @@ def simulate(
                     # Spread each distinct token's weight equally over its copies.
                     p = p / w.clamp(min=1).unsqueeze(-2)
                     full = part.expand(p)  # (chunk, n, width): rows expanded
-                    out_w[k, rows] = torch.gather(full, 2, part.index.unsqueeze(1).expand(-1, n, -1))
+                    out_w[k, rows] = torch.gather(full, 2, index.unsqueeze(1).expand(-1, n, -1))
                 path[k + 1] = attention_step(path[k], w, alpha=alphas[k], A=A_used, attention=attention,
                                              beta=beta, tie_rtol=tie_rtol)
-            out.index_copy_(1, rows, part.expand(path, lead=1))
+            out[1:].index_copy_(1, rows, part.expand(path[1:], lead=1))
 
     chunks = _chunks_by_size(counts, chunk_size)
     threads = torch.get_num_threads()
@@ -613,6 +741,19 @@ def simulate(
     else:
         for rows in chunks:
             run_chunk(rows)
+    if compact:
+        # Layer 1 of every token from its distinct token; later layers are layer 1 again (leaders do
+        # not move) except where followers are, which are written last.
+        flat = dedup.index + torch.arange(batch, device=z.device).unsqueeze(1) * first.shape[1]
+        torch.index_select(first.reshape(-1, d), 0, flat.reshape(-1), out=out[1].view(-1, d))
+        if layers > 1:
+            out[2:] = out[1].expand(layers - 1, batch, n, d)
+            if moving:
+                positions = torch.cat([positions for positions, _ in moving])
+                values = torch.cat([values for _, values in moving], dim=1)
+                out[2:].view(layers - 1, batch * n, d).index_copy_(1, positions, values)
+        for rows, path in in_full:
+            out[1:].index_copy_(1, rows, path)
     if single:
         out = out[:, 0]
         out_w = out_w[:, 0] if out_w is not None else None
