@@ -63,10 +63,14 @@ def test_matches_reference(seed, batched, attention, beta):
                     mask=torch.from_numpy(mask if batched else mask[0]), return_weights=True)
     got_tokens = traj.tokens.numpy().reshape(layers + 1, batch, n, d)
     got_weights = traj.weights.numpy().reshape(layers, batch, n, n)
+    # Without weights, hardmax takes the compact path (follower rows only after layer 1).
+    plain = simulate(z if batched else z[0], alpha=alpha, layers=layers, A=A, attention=attention, beta=beta,
+                     mask=torch.from_numpy(mask if batched else mask[0])).tokens.numpy().reshape(got_tokens.shape)
     for b in range(batch):
         want_tokens, want_weights = reference.simulate(z[b], alpha=alpha, layers=layers, A=A,
                                                        attention=attention, beta=beta, mask=mask[b])
         np.testing.assert_allclose(got_tokens[:, b], want_tokens, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(plain[:, b], want_tokens, rtol=0, atol=1e-12)
         np.testing.assert_allclose(got_weights[:, b], want_weights, rtol=0, atol=1e-12)
 
 
@@ -78,6 +82,8 @@ def test_fully_masked_sequence_is_left_alone(rng):
                         return_weights=True)
         assert torch.equal(traj.tokens[:, 1], torch.from_numpy(z[1]).expand(4, 5, 3))
         assert not traj.weights[:, 1].any()
+        plain = simulate(z, alpha=1.0, layers=3, mask=torch.from_numpy(mask), attention=attention, beta=beta)
+        assert torch.equal(plain.tokens[:, 1], torch.from_numpy(z[1]).expand(4, 5, 3))
 
 
 # --------------------------------------------------------------------------------------------
@@ -406,6 +412,10 @@ def test_chunk_size_does_not_change_results(rng, attention, beta):
     runs = [simulate(z, alpha=0.6, layers=4, A=A, mask=mask, attention=attention, beta=beta,
                      return_weights=True, chunk_size=size)
             for size in (1, 3, 256, 1000)]
+    if attention == "hardmax":  # without weights, hardmax takes the compact (leader-skipping) path
+        for size in (1, 3, 256):
+            compact = simulate(z, alpha=0.6, layers=4, A=A, mask=mask, chunk_size=size)
+            torch.testing.assert_close(compact.tokens, runs[0].tokens, rtol=0, atol=1e-13)
     for run in runs[1:]:
         if attention == "hardmax":
             assert torch.equal(run.tokens, runs[0].tokens) and torch.equal(run.weights, runs[0].weights)

@@ -603,7 +603,7 @@ def simulate(
     mask=None,
     tie_rtol: float | None = None,
     return_weights: bool = False,
-    chunk_size: int = 256,
+    chunk_size: int = 512,
 ) -> Trajectory:
     """Run the pure-attention dynamics (1.1) for `layers` layers.
 
