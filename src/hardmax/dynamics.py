@@ -100,7 +100,8 @@ class Deduplicated:
         return take_rows(values, self.index, lead)
 
 
-def deduplicate(tokens: Tensor, mask: Tensor | None = None, keys: Tensor | None = None) -> Deduplicated:
+def deduplicate(tokens: Tensor, mask: Tensor | None = None, keys: Tensor | None = None, *,
+                block: int = 1024) -> Deduplicated:
     """Group identical rows of each sequence (exact equality, no tolerance).
 
     Args:
@@ -109,12 +110,26 @@ def deduplicate(tokens: Tensor, mask: Tensor | None = None, keys: Tensor | None 
             apart from real ones and get weight 0.
         keys: optional (batch, n) or (batch, n, k) tensor that identifies equal tokens more cheaply
             (e.g. word ids, when tokens are embeddings of them). Equal keys must mean equal tokens.
+        block: sequences grouped at a time; the hash and its checks make several temporaries the
+            size of `tokens`, and small ones are reused by the allocator instead of faulted in anew.
 
     Returns:
         `Deduplicated`, real distinct tokens first (in an arbitrary but deterministic order), then
         masked ones, then unused slots.
     """
     batch, n, d = tokens.shape
+    if batch > block:
+        distinct, weights = torch.empty_like(tokens), tokens.new_empty(batch, n)
+        index, m = torch.empty(batch, n, dtype=torch.long, device=tokens.device), 0
+        for start in range(0, batch, block):
+            rows = slice(start, start + block)
+            part = deduplicate(tokens[rows], None if mask is None else mask[rows],
+                               None if keys is None else keys[rows], block=block)
+            width = part.tokens.shape[1]
+            distinct[rows, :width], distinct[rows, width:] = part.tokens, 0.0
+            weights[rows, :width], weights[rows, width:] = part.weights, 0.0
+            index[rows], m = part.index, max(m, width)
+        return Deduplicated(distinct[:, :m], weights[:, :m], index)
     own_keys = keys is None
     if own_keys:
         # +0.0 turns -0.0 into 0.0 so that the two zeros (equal points) share a group.
@@ -643,7 +658,7 @@ def simulate(
         raise ValueError(f"tokens must have shape (n, d) or (batch, n, d), got {tuple(z.shape)}")
     if z.numel() == 0:
         raise ValueError(f"tokens must have at least one token of dimension ≥ 1, got {tuple(z.shape)}")
-    if not torch.isfinite(z.abs().amax()):  # one reduction: NaN and inf propagate through amax
+    if not (math.isfinite(z.amax()) and math.isfinite(z.amin())):  # NaN propagates; no temporary
         raise ValueError("tokens contain NaN or inf")
     if isinstance(layers, bool) or not isinstance(layers, int | np.integer) or layers < 0:
         raise ValueError(f"layers must be an integer ≥ 0, got {layers!r}")
@@ -689,7 +704,6 @@ def simulate(
     # Hardmax fast path: chunks return layer 1 in full and later layers for the followers only
     # (`_hardmax_run`); the full trajectory is then written once, with a few large copies.
     compact = attention == "hardmax" and out_w is None and layers > 0
-    first = torch.empty_like(dedup.tokens) if compact else None  # (batch, m, d) layer 1, distinct tokens
     moving: list[tuple[Tensor, Tensor]] = []  # (flat positions (P,), positions at layers 2..K (layers - 1, P, d))
     in_full: list[tuple[Tensor, Tensor]] = []  # (rows, layers 1..K (layers, rows, n, d)) computed in full
 
@@ -703,7 +717,7 @@ def simulate(
                     path = _full_layers(u, w, alphas, A_used, tie_rtol)
                     in_full.append((rows, take_rows(path[1:], index, lead=1)))
                     return
-                first[:, :width].index_copy_(0, rows, run.first)
+                out[1].index_copy_(0, rows, take_rows(run.first, index))
                 f = run.later.shape[2]
                 if f > 0:
                     slot = torch.gather(torch.argsort(run.order, dim=1), 1, index)  # (chunk, n)
@@ -742,10 +756,7 @@ def simulate(
         for rows in chunks:
             run_chunk(rows)
     if compact:
-        # Layer 1 of every token from its distinct token; later layers are layer 1 again (leaders do
-        # not move) except where followers are, which are written last.
-        flat = dedup.index + torch.arange(batch, device=z.device).unsqueeze(1) * first.shape[1]
-        torch.index_select(first.reshape(-1, d), 0, flat.reshape(-1), out=out[1].view(-1, d))
+        # Later layers are layer 1 again (leaders do not move) except where followers are.
         if layers > 1:
             out[2:] = out[1].expand(layers - 1, batch, n, d)
             if moving:
