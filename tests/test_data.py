@@ -410,11 +410,39 @@ def test_standard_split_with_stratified_validation(tmp_path: Path) -> None:
     assert counts == {"train": 30, "val": 10, "test": 40}
 
 
-def test_split_seeding(tmp_path: Path) -> None:
+def test_validation_holds_out_whole_movies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reviews of a movie have consecutive ids, so the default hold-out takes whole blocks of ids
+    (VAL_BLOCK, here 5): every validation block is complete. val_split='random' does not."""
+    monkeypatch.setattr(data, "VAL_BLOCK", 5)
+    path = write_tar(tmp_path / "a.tar.gz", corpus(20))  # train rows: neg ids 0-19, then pos ids 0-19
+
+    def blocks(split) -> dict[tuple[int, int], int]:
+        counts: dict[tuple[int, int], int] = {}
+        for row in split.index.tolist():
+            key = (row // 20, (row % 20) // 5)  # (label, block of ids)
+            counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    for seed in range(5):
+        movies = load_imdb(config(path, tmp_path, val_fraction=0.25, seed=seed), progress=False)
+        assert len(movies.val) == 10 and movies.val.labels.sum() == 5  # still stratified
+        held = blocks(movies.val)
+        assert sorted(held.values()) == [5, 5] and {label for label, _ in held} == {0, 1}
+        assert not set(held) & set(blocks(movies.train))  # no block on both sides
+    partial = [sorted(blocks(load_imdb(config(path, tmp_path, val_fraction=0.25, seed=seed, val_split="random"),
+                                       progress=False).val).values()) != [5, 5] for seed in range(5)]
+    assert any(partial)
+    with pytest.raises(ValueError, match="val_split"):
+        DataConfig(val_split="movie")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("val_split", ["movies", "random"])
+def test_split_seeding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, val_split: str) -> None:
+    monkeypatch.setattr(data, "VAL_BLOCK", 2)  # ten blocks per label to choose from
     path = write_tar(tmp_path / "a.tar.gz", corpus(20))
-    first = load_imdb(config(path, tmp_path, seed=1, use_cache=False), progress=False)
-    again = load_imdb(config(path, tmp_path, seed=1, use_cache=False), progress=False)
-    other = load_imdb(config(path, tmp_path, seed=2, use_cache=False), progress=False)
+    first = load_imdb(config(path, tmp_path, seed=1, use_cache=False, val_split=val_split), progress=False)
+    again = load_imdb(config(path, tmp_path, seed=1, use_cache=False, val_split=val_split), progress=False)
+    other = load_imdb(config(path, tmp_path, seed=2, use_cache=False, val_split=val_split), progress=False)
     torch.testing.assert_close(first.val.index, again.val.index)
     assert not torch.equal(first.val.index, other.val.index)
 
@@ -503,7 +531,7 @@ def test_cache_ignores_settings_that_do_not_change_tensors(tmp_path: Path, archi
 def test_cache_key_changes_with_data(tmp_path: Path) -> None:
     reviews = corpus()
     path = write_tar(tmp_path / "a.tar.gz", reviews)
-    cfg = config(path, tmp_path)
+    cfg = config(path, tmp_path, val_fraction=0.0)  # every training review builds the vocabulary
     first = load_imdb(cfg, progress=False)
     reviews["train", "pos"][0] = (0, 9, b"Marvellous marvellous film")
     write_tar(path, reviews)

@@ -287,6 +287,9 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--split", choices=("standard", "paper"), default="standard",
                    help="standard 25k/25k, or the paper's seeded 70/30 of all 50k (default: standard)")
     g.add_argument("--val-fraction", type=float, default=0.1, help="validation share of the training part")
+    g.add_argument("--val-split", choices=("movies", "random"), default="movies",
+                   help="hold out blocks of consecutive review ids, i.e. whole movies as the test set does, "
+                        "or random reviews (default: movies)")
     g.add_argument("--limit", type=int, help="use only the first N reviews of each split (quick runs)")
     g.add_argument("--min-count", type=int, default=5, help="minimum training count of a vocabulary word")
     g.add_argument("--truncation", choices=("head", "head_tail"), default="head",
@@ -300,7 +303,7 @@ def _data_config(args: argparse.Namespace):
 
     return DataConfig(path=args.data, split=args.split, val_fraction=args.val_fraction, limit=args.limit,
                       min_count=args.min_count, lowercase=not args.no_lowercase, cache_dir=args.cache_dir,
-                      truncation=args.truncation)
+                      truncation=args.truncation, val_split=args.val_split)
 
 
 def _add_train_options(p: argparse.ArgumentParser) -> None:

@@ -91,6 +91,11 @@ PAPER_TEST_FRACTION = 0.3  # the paper's protocol: 70 % train, 30 % test of all 
 STOP_WORDS: frozenset[str] = frozenset(ENGLISH_STOP_WORDS)
 
 SplitProtocol = Literal["standard", "paper"]
+ValSplit = Literal["movies", "random"]
+# Reviews of one movie have consecutive ids in the dataset (at most 30 per movie and label), so a
+# hold-out of whole blocks of consecutive ids shares at most the two boundary movies of each block
+# with the training part; the test set shares none, and a random hold-out shares most.
+VAL_BLOCK = 250
 SPLIT_NAMES: tuple[str, ...] = ("train", "val", "test")
 
 
@@ -108,6 +113,7 @@ class DataConfig:
     path: str | None = None  # directory, .tar.gz or Kaggle CSV; None: $HARDMAX_IMDB, the cache, download
     split: SplitProtocol = "standard"  # "standard": the dataset's 25k/25k; "paper": seeded 70/30 of 50k
     val_fraction: float = 0.1  # share of the training part held out (stratified) for model selection
+    val_split: ValSplit = "movies"  # "movies": blocks of consecutive review ids (≈ whole movies); "random"
     seed: int = 0  # seeds the paper's 70/30 split and the validation hold-out
     max_len: int = 128  # tokens kept per review after cleaning: longer ones truncated, shorter padded
     truncation: Truncation = "head"  # "head": first max_len tokens (paper); "head_tail": first and last halves
@@ -126,6 +132,8 @@ class DataConfig:
             raise ValueError(f"split must be 'standard' or 'paper', got {self.split!r}")
         if not 0.0 <= self.val_fraction < 1.0:
             raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
+        if self.val_split not in ("movies", "random"):
+            raise ValueError(f"val_split must be 'movies' or 'random', got {self.val_split!r}")
         if self.truncation not in ("head", "head_tail"):
             raise ValueError(f"truncation must be 'head' or 'head_tail', got {self.truncation!r}")
         if self.max_len < 1:
@@ -715,6 +723,22 @@ def _hold_out(rows: np.ndarray, labels: np.ndarray, fraction: float,
     return np.setdiff1d(rows, held_rows), held_rows
 
 
+def _hold_out_blocks(rows: np.ndarray, labels: np.ndarray, groups: np.ndarray, fraction: float,
+                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Like `_hold_out`, but whole groups at a time: per label, random groups are held out until
+    round(fraction * n_label) rows are reached (the last group is cut to size) -> (rest, held)."""
+    held = []
+    for value in (0, 1):
+        members = rows[labels[rows] == value]
+        want = round(fraction * len(members))
+        _, inverse = np.unique(groups[members], return_inverse=True)
+        rank = rng.permutation(inverse.max() + 1 if len(members) else 0)  # a random order of the groups
+        by_group = members[np.argsort(rank[inverse], kind="stable")]
+        held.append(by_group[:want])
+    held_rows = np.sort(np.concatenate(held)).astype(np.int64)
+    return np.setdiff1d(rows, held_rows), held_rows
+
+
 def _split_rows(reviews: Reviews, config: DataConfig) -> dict[str, np.ndarray]:
     """Review rows of train / val / test, before cleaning (so cleaning options never move a review
     to another split). Hold-outs are stratified by label: with balanced data this only removes a
@@ -734,7 +758,15 @@ def _split_rows(reviews: Reviews, config: DataConfig) -> dict[str, np.ndarray]:
         pool = np.sort(np.concatenate(sources))
         train, test = _hold_out(pool, labels, PAPER_TEST_FRACTION, np.random.default_rng([config.seed, 1]))
     # The vocabulary is built on `train` only, so validation, like the test set, has unseen words.
-    train, val = _hold_out(train, labels, config.val_fraction, np.random.default_rng([config.seed, 2]))
+    rng = np.random.default_rng([config.seed, 2])
+    if config.val_split == "movies" and reviews.review_ids is not None:
+        # Validation, like the test set, should hold movies the model was not trained on; otherwise it
+        # rewards memorising names and selects later, more overfitted epochs (see VAL_BLOCK).
+        split_code = (reviews.split == "test").astype(np.int64)
+        groups = (split_code * 2 + labels.astype(np.int64)) * 10**9 + reviews.review_ids // VAL_BLOCK
+        train, val = _hold_out_blocks(train, labels, groups, config.val_fraction, rng)
+    else:
+        train, val = _hold_out(train, labels, config.val_fraction, rng)
     return {"train": train, "val": val, "test": test}
 
 
