@@ -413,7 +413,7 @@ def test_standard_split_with_stratified_validation(tmp_path: Path) -> None:
 def test_validation_holds_out_whole_movies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Reviews of a movie have consecutive ids, so the default hold-out takes whole blocks of ids
     (VAL_BLOCK, here 5): every validation block is complete. val_split='random' does not."""
-    monkeypatch.setattr(data, "VAL_BLOCK", 5)
+    monkeypatch.setattr(data.splits, "VAL_BLOCK", 5)
     path = write_tar(tmp_path / "a.tar.gz", corpus(20))  # train rows: neg ids 0-19, then pos ids 0-19
 
     def blocks(split) -> dict[tuple[int, int], int]:
@@ -438,7 +438,7 @@ def test_validation_holds_out_whole_movies(tmp_path: Path, monkeypatch: pytest.M
 
 @pytest.mark.parametrize("val_split", ["movies", "random"])
 def test_split_seeding(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, val_split: str) -> None:
-    monkeypatch.setattr(data, "VAL_BLOCK", 2)  # ten blocks per label to choose from
+    monkeypatch.setattr(data.splits, "VAL_BLOCK", 2)  # ten blocks per label to choose from
     path = write_tar(tmp_path / "a.tar.gz", corpus(20))
     first = load_imdb(config(path, tmp_path, seed=1, use_cache=False, val_split=val_split), progress=False)
     again = load_imdb(config(path, tmp_path, seed=1, use_cache=False, val_split=val_split), progress=False)
@@ -594,7 +594,7 @@ def test_resolve_downloads_into_the_cache(tmp_path: Path, monkeypatch: pytest.Mo
         Path(directory).mkdir(parents=True, exist_ok=True)
         return write_tar(Path(directory) / data.IMDB_FILENAME)
 
-    monkeypatch.setattr(data, "download_imdb", fake_download)
+    monkeypatch.setattr(data.source, "download_imdb", fake_download)
     monkeypatch.setenv("HARDMAX_CACHE", str(tmp_path / "env-cache"))
     loaded = load_imdb(DataConfig(min_count=1), progress=False)
     assert calls == [tmp_path / "env-cache"] and len(loaded.test) == 20

@@ -514,7 +514,7 @@ def test_deduplicate_groups_equal_rows_exactly():
 def test_deduplicate_survives_hash_collisions(monkeypatch):
     """Tokens are grouped by a hash; when different tokens collide, the grouping must still be exact.
     A hash that sends everything to 0 (every pair collides, interleaved) forces the exact fallback."""
-    import hardmax.dynamics as dynamics
+    import hardmax.dynamics.dedup as dedup_module
 
     g = torch.Generator().manual_seed(5)
     z = torch.randn(6, 20, 3, generator=g, dtype=torch.float64)
@@ -523,7 +523,7 @@ def test_deduplicate_survives_hash_collisions(monkeypatch):
     z[:, 5] = z[:, 6].flip(-1)
     mask = torch.rand(6, 20, generator=g) > 0.2
     honest = deduplicate(z, mask)
-    monkeypatch.setattr(dynamics, "_hash_rows", lambda keys: torch.zeros(keys.shape[:2], dtype=torch.long))
+    monkeypatch.setattr(dedup_module, "_hash_rows", lambda keys: torch.zeros(keys.shape[:2], dtype=torch.long))
     collided = deduplicate(z, mask)
     for dedup in (honest, collided):
         assert torch.equal(dedup.expand(dedup.tokens), z)
@@ -658,7 +658,8 @@ def test_followers_tied_with_leaders_fall_back_to_full_layers(seed):
 def test_leader_skipping_gives_way_to_full_layers_when_a_leader_could_move():
     """The fast runner returns None (full layers follow) exactly when a follower reaches a leader's
     tolerance; with a coarse tolerance that happens, with the default it does not."""
-    from hardmax.dynamics import _hardmax_run, hardmax_layers
+    from hardmax.dynamics import hardmax_layers
+    from hardmax.dynamics.layers import _hardmax_run
 
     rng = np.random.default_rng(1)
     tokens = torch.from_numpy(rng.standard_normal((1, 12, 2)))

@@ -1,0 +1,90 @@
+"""Settings of the IMDb pipeline, its constants, and the error it raises."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+# The canonical archive. Checksum and size agree across several independent public records
+# (TensorFlow Datasets metadata, dataset loaders in Rust, Go, Julia and Python).
+IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
+IMDB_SHA256 = "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe"
+IMDB_BYTES = 84_125_825
+IMDB_FILENAME = "aclImdb_v1.tar.gz"
+
+PAD, UNK = 0, 1
+PAD_WORD, UNK_WORD = "<pad>", "<unk>"  # cannot collide with cleaned tokens, which are letters only
+
+# Bump when cleaning, splitting or tensorising changes what a given config produces: it is part of
+# the cache key, so stale caches are never read back.
+PIPELINE_VERSION = 2
+PAPER_TEST_FRACTION = 0.3  # the paper's protocol: 70 % train, 30 % test of all 50k reviews
+STOP_WORDS: frozenset[str] = frozenset(ENGLISH_STOP_WORDS)
+
+SplitProtocol = Literal["standard", "paper"]
+ValSplit = Literal["movies", "random"]
+# Reviews of one movie have consecutive ids in the dataset (at most 30 per movie and label), so a
+# hold-out of whole blocks of consecutive ids shares at most the two boundary movies of each block
+# with the training part; the test set shares none, and a random hold-out shares most.
+VAL_BLOCK = 250
+SPLIT_NAMES: tuple[str, ...] = ("train", "val", "test")
+
+
+Truncation = Literal["head", "head_tail"]
+
+
+class DataError(ValueError):
+    """The data cannot be used as given; the message names the file and the problem."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataConfig:
+    """Where the reviews come from and how they become tensors (paper §5 unless noted)."""
+
+    path: str | None = None  # directory, .tar.gz or Kaggle CSV; None: $HARDMAX_IMDB, the cache, download
+    split: SplitProtocol = "standard"  # "standard": the dataset's 25k/25k; "paper": seeded 70/30 of 50k
+    val_fraction: float = 0.1  # share of the training part held out (stratified) for model selection
+    val_split: ValSplit = "movies"  # "movies": blocks of consecutive review ids (≈ whole movies); "random"
+    seed: int = 0  # seeds the paper's 70/30 split and the validation hold-out
+    max_len: int = 128  # tokens kept per review after cleaning: longer ones truncated, shorter padded
+    truncation: Truncation = "head"  # "head": first max_len tokens (paper); "head_tail": first and last halves
+    min_count: int = 5  # training occurrences (within max_len) a word needs to get its own id
+    max_vocab: int | None = None  # cap on the vocabulary size, PAD and UNK included; None: no cap
+    lowercase: bool = True  # the paper's code does not lower-case: lowercase=False reproduces it
+    lemmatize: bool = True  # simplemma English lemmas ("movies" -> "movie", "was" -> "be")
+    remove_stopwords: bool = True  # scikit-learn's English list (the paper used NLTK's, a run-time download)
+    limit: int | None = None  # keep the first `limit` reviews of each source split, half per label
+    cache_dir: str | None = None  # None: $HARDMAX_CACHE or ~/.cache/hardmax
+    use_cache: bool = True  # read and write the preprocessed tensors under cache_dir/imdb
+    download: bool = True  # allow fetching the canonical archive when no local copy is found
+
+    def __post_init__(self) -> None:
+        if self.split not in ("standard", "paper"):
+            raise ValueError(f"split must be 'standard' or 'paper', got {self.split!r}")
+        if not 0.0 <= self.val_fraction < 1.0:
+            raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
+        if self.val_split not in ("movies", "random"):
+            raise ValueError(f"val_split must be 'movies' or 'random', got {self.val_split!r}")
+        if self.truncation not in ("head", "head_tail"):
+            raise ValueError(f"truncation must be 'head' or 'head_tail', got {self.truncation!r}")
+        if self.max_len < 1:
+            raise ValueError(f"max_len must be >= 1, got {self.max_len}")
+        if self.min_count < 1:
+            raise ValueError(f"min_count must be >= 1, got {self.min_count}")
+        if self.max_vocab is not None and self.max_vocab < 2:
+            raise ValueError(f"max_vocab counts PAD and UNK, so it must be >= 2, got {self.max_vocab}")
+        if self.limit is not None and self.limit < 2:
+            raise ValueError(f"limit must be >= 2 (one review per label) or None, got {self.limit}")
+
+    def clean_options(self) -> dict[str, bool]:
+        """Keyword arguments for `clean_text` / `encode_texts` that match this config."""
+        return {"lowercase": self.lowercase, "lemmatize": self.lemmatize,
+                "remove_stopwords": self.remove_stopwords}
+
+    def _key_settings(self) -> dict[str, object]:
+        # Everything that changes the tensors; path, cache_dir, use_cache and download do not.
+        skip = {"path", "cache_dir", "use_cache", "download"}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip}

@@ -1,0 +1,187 @@
+"""`load_imdb`: the whole chain, with an on-disk cache keyed by the settings and the data."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+import simplemma
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save as safetensors_save
+
+from hardmax.data.config import (
+    PAD,
+    PIPELINE_VERSION,
+    SPLIT_NAMES,
+    STOP_WORDS,
+    DataConfig,
+)
+from hardmax.data.source import (
+    _GROUPS,
+    _atomic_write,
+    default_cache_dir,
+    read_reviews,
+    resolve_imdb_path,
+)
+from hardmax.data.splits import (
+    DataStats,
+    ImdbData,
+    SplitStats,
+    _build,
+)
+from hardmax.data.text import (
+    Split,
+    Vocabulary,
+)
+
+logger = logging.getLogger(__name__)
+
+
+# --------------------------------------------------------------------------------------------
+# On-disk cache: <cache_dir>/imdb/<key>.safetensors (tensors) + <key>.json (vocabulary, stats).
+# --------------------------------------------------------------------------------------------
+
+_CACHE_FORMAT = "hardmax.imdb-cache/1"
+
+
+def _fingerprint(source: Path) -> dict[str, object]:
+    """What identifies the data: a file's SHA-256 (~0.1 s for the 84 MB archive; survives copies and
+    touches), or for a directory the names, sizes and mtimes of its review files (no re-reading)."""
+    if source.is_file():
+        digest = hashlib.sha256()
+        with source.open("rb") as handle:
+            while chunk := handle.read(1 << 22):
+                digest.update(chunk)
+        return {"kind": "file", "sha256": digest.hexdigest()}
+    root = source if (source / "train").is_dir() or (source / "test").is_dir() else source / "aclImdb"
+    digest = hashlib.sha256()
+    for split, label in _GROUPS:
+        folder = root / split / label
+        if not folder.is_dir():
+            continue  # read_reviews reports the layout error
+        with os.scandir(folder) as entries:
+            listing = sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in entries)
+        digest.update(json.dumps([split, label, listing]).encode())
+    return {"kind": "directory", "path": str(source.resolve()), "listing": digest.hexdigest()}
+
+
+def _cache_key(config: DataConfig, fingerprint: dict[str, object]) -> str:
+    payload = {
+        "pipeline": PIPELINE_VERSION,
+        "settings": config._key_settings(),
+        "data": fingerprint,
+        "simplemma": getattr(simplemma, "__version__", "?"),
+        "stop_words": hashlib.sha256(" ".join(sorted(STOP_WORDS)).encode()).hexdigest(),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def _save_cache(stem: Path, key: str, splits: dict[str, Split], vocab: Vocabulary,
+                stats: DataStats, config: DataConfig) -> None:
+    # int32 halves the file; ids < len(vocab) and review rows < 2^31. Masks and lengths are derived.
+    tensors = {}
+    for name, split in splits.items():
+        tensors[f"{name}.ids"] = split.ids.to(torch.int32).contiguous()
+        tensors[f"{name}.labels"] = split.labels.to(torch.int8).contiguous()
+        tensors[f"{name}.index"] = split.index.to(torch.int32).contiguous()
+    _atomic_write(stem.with_suffix(".safetensors"), safetensors_save(tensors, metadata={"key": key}))
+    meta = {
+        "format": _CACHE_FORMAT,
+        "key": key,
+        "config": dataclasses.asdict(config),
+        "words": list(vocab.words),
+        "stats": dataclasses.asdict(stats),
+    }
+    # The JSON is written last: its presence marks a complete entry.
+    _atomic_write(stem.with_suffix(".json"), json.dumps(meta, ensure_ascii=False).encode())
+
+
+def _load_cache(stem: Path, key: str) -> tuple[dict[str, Split], Vocabulary, int,
+                                               dict[str, SplitStats]] | None:
+    """The cached entry, or None if absent or unusable (then it is rebuilt and overwritten)."""
+    meta_file, tensor_file = stem.with_suffix(".json"), stem.with_suffix(".safetensors")
+    if not meta_file.is_file() or not tensor_file.is_file():
+        return None
+    try:
+        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+        if meta.get("format") != _CACHE_FORMAT or meta.get("key") != key:
+            raise ValueError("format or key mismatch")
+        with safe_open(str(tensor_file), framework="pt") as handle:
+            if (handle.metadata() or {}).get("key") != key:
+                raise ValueError("tensor file belongs to another entry")
+            splits = {}
+            for name in SPLIT_NAMES:
+                ids = handle.get_tensor(f"{name}.ids").to(torch.int64)
+                mask = ids != PAD
+                splits[name] = Split(ids=ids, mask=mask,
+                                     labels=handle.get_tensor(f"{name}.labels").to(torch.int64),
+                                     lengths=mask.sum(dim=1),
+                                     index=handle.get_tensor(f"{name}.index").to(torch.int64))
+        saved = meta["stats"]
+        split_stats = {name: SplitStats(**saved["splits"][name]) for name in SPLIT_NAMES}
+        return splits, Vocabulary(words=tuple(meta["words"])), int(saved["n_bad_bytes"]), split_stats
+    except (OSError, ValueError, KeyError, TypeError, SafetensorError) as exc:
+        logger.warning("ignoring unusable cache entry %s (%s); rebuilding", stem, exc)
+        return None
+
+
+# --------------------------------------------------------------------------------------------
+# The entry point.
+# --------------------------------------------------------------------------------------------
+
+
+def load_imdb(config: DataConfig | None = None, *, progress: bool = True) -> ImdbData:
+    """IMDb reviews as padded id tensors, ready for the sentiment model (paper §5).
+
+    Locates the data (`resolve_imdb_path`), reads it, splits it (`config.split`: the standard
+    25k/25k, or the paper's seeded 70/30 of all 50k; validation is a stratified `val_fraction` of the
+    training part), cleans every review (`clean_text`), builds the vocabulary from the training part
+    only, and encodes each review as its first `max_len` tokens, right-padded with PAD.
+
+    Reviews empty after cleaning are skipped and counted (`stats.splits[name].skipped_empty`).
+    With `use_cache`, the result is stored under `cache_dir/imdb/` keyed by a hash of the settings
+    and of the data, and later calls read it back. On 2 CPU cores the full 50k pipeline takes
+    ~14 s of CPU (read 2 s, clean 7 s, the rest imports and encoding), a cached load ~0.5 s.
+
+    Returns:
+        `ImdbData` with `train`, `val`, `test` (`Split`: ids (N, max_len) int64, mask (N, max_len)
+        bool, labels (N,) int64, lengths (N,), index (N,)), `vocab`, `stats` and `config`.
+    """
+    config = DataConfig() if config is None else config
+    start = time.perf_counter()
+    cache_root = default_cache_dir() if config.cache_dir is None else Path(config.cache_dir).expanduser()
+    source = resolve_imdb_path(config.path, download=config.download, cache_dir=cache_root,
+                               progress=progress)
+    stem = key = None
+    if config.use_cache:
+        key = _cache_key(config, _fingerprint(source))
+        stem = cache_root / "imdb" / key
+        cached = _load_cache(stem, key)
+        if cached is not None:
+            splits, vocab, n_bad_bytes, split_stats = cached
+            stats = DataStats(
+                source=str(source), n_bad_bytes=n_bad_bytes, vocab_size=len(vocab), splits=split_stats,
+                cache_hit=True, cache_file=str(stem.with_suffix(".safetensors")),
+                seconds=time.perf_counter() - start)
+            return ImdbData(**splits, vocab=vocab, stats=stats, config=config)
+    reviews = read_reviews(source, progress=progress)
+    if reviews.n_bad_bytes:
+        logger.warning("%s: %d byte sequence(s) were not UTF-8 and were replaced by U+FFFD",
+                       source, reviews.n_bad_bytes)
+    splits, vocab, split_stats = _build(reviews, config, progress)
+    stats = DataStats(
+        source=str(source), n_bad_bytes=reviews.n_bad_bytes, vocab_size=len(vocab), splits=split_stats,
+        cache_hit=False, cache_file=None if stem is None else str(stem.with_suffix(".safetensors")),
+        seconds=time.perf_counter() - start)
+    if stem is not None and key is not None:
+        try:
+            _save_cache(stem, key, splits, vocab, stats, config)
+        except OSError as exc:  # a read-only or full cache directory must not lose the result
+            logger.warning("could not write the IMDb cache %s: %s", stem, exc)
+    return ImdbData(**splits, vocab=vocab, stats=stats, config=config)

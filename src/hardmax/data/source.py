@@ -1,0 +1,324 @@
+"""Locating, downloading and reading the reviews: an aclImdb directory, its .tar.gz, or a Kaggle CSV."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import http.client
+import io
+import itertools
+import logging
+import os
+import re
+import tarfile
+import tempfile
+import urllib.error
+import urllib.parse
+import urllib.request
+import zlib
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from hardmax.data.config import (
+    IMDB_FILENAME,
+    IMDB_SHA256,
+    IMDB_URL,
+    DataError,
+)
+
+logger = logging.getLogger(__name__)
+
+
+# --------------------------------------------------------------------------------------------
+# Locating and downloading the archive.
+# --------------------------------------------------------------------------------------------
+
+
+def default_cache_dir() -> Path:
+    """$HARDMAX_CACHE if set, else ~/.cache/hardmax (read at call time, not import time)."""
+    return Path(os.environ.get("HARDMAX_CACHE") or "~/.cache/hardmax").expanduser()
+
+
+def _unlink_quietly(path: str | Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so that readers see the old file or the whole new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    finally:
+        _unlink_quietly(tmp)  # a no-op after a successful replace
+
+
+def download_imdb(
+    directory: str | Path | None = None,
+    *,
+    url: str = IMDB_URL,
+    sha256: str | None = IMDB_SHA256,
+    progress: bool = True,
+    timeout: float = 60.0,
+) -> Path:
+    """Download `url` into `directory` (default `default_cache_dir()`), verify it, move it in place.
+
+    The bytes go to a temporary file in the same directory while their SHA-256 is computed; only a
+    file with the expected checksum is renamed (atomically) to its final name, so an interrupted or
+    corrupted download never leaves a file that looks complete. Any `urllib` URL works (file:// in
+    tests). Returns the path of the verified file; raises `DataError` on network or checksum failure.
+    """
+    directory = default_cache_dir() if directory is None else Path(directory).expanduser()
+    directory.mkdir(parents=True, exist_ok=True)
+    name = Path(urllib.parse.urlparse(url).path).name or IMDB_FILENAME
+    target = directory / name
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".part")
+    digest = hashlib.sha256()
+    try:
+        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as response:
+            length = response.headers.get("Content-Length")
+            total = int(length) if length and length.isdigit() else None
+            with tqdm(total=total, unit="B", unit_scale=True, desc=f"download {name}",
+                      disable=not progress) as bar:
+                while chunk := response.read(1 << 20):
+                    out.write(chunk)
+                    digest.update(chunk)
+                    bar.update(len(chunk))
+            out.flush()
+            os.fsync(out.fileno())
+        actual = digest.hexdigest()
+        if sha256 is not None and actual != sha256.lower():
+            raise DataError(f"{url}: SHA-256 is {actual}, expected {sha256.lower()}; download discarded")
+        os.replace(tmp, target)
+    except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+        # HTTPError's str has the status code; URLError's reason is the useful part.
+        reason = exc if isinstance(exc, urllib.error.HTTPError) else getattr(exc, "reason", exc)
+        raise DataError(f"could not download {url}: {reason}") from exc
+    finally:
+        _unlink_quietly(tmp)
+    logger.info("downloaded %s to %s", url, target)
+    return target
+
+
+def resolve_imdb_path(
+    path: str | Path | None = None,
+    *,
+    download: bool = True,
+    cache_dir: str | Path | None = None,
+    progress: bool = True,
+) -> Path:
+    """Where to read IMDb from: `path` > $HARDMAX_IMDB > cached canonical archive > download.
+
+    Any local directory, archive or CSV with the right layout is accepted as it is; only a
+    downloaded file is checked against `IMDB_SHA256`. Raises `DataError` when the given path does
+    not exist, or when nothing is found and `download` is False.
+    """
+    origin = "argument"
+    if path is None or str(path) == "":
+        path, origin = os.environ.get("HARDMAX_IMDB") or None, "$HARDMAX_IMDB"
+    if path is not None:
+        resolved = Path(path).expanduser()
+        if not resolved.exists():
+            raise DataError(f"{resolved}: no such file or directory (IMDb path from {origin})")
+        return resolved
+    cache = default_cache_dir() if cache_dir is None else Path(cache_dir).expanduser()
+    cached = cache / IMDB_FILENAME
+    if cached.is_file():
+        return cached
+    if not download:
+        raise DataError(
+            f"no IMDb data: pass a path, set HARDMAX_IMDB, put {IMDB_FILENAME} in {cache}, "
+            "or allow the download"
+        )
+    return download_imdb(cache, progress=progress)
+
+
+# --------------------------------------------------------------------------------------------
+# Reading reviews: aclImdb directory, its .tar.gz, or a Kaggle-style CSV.
+# --------------------------------------------------------------------------------------------
+
+# ".../train/pos/123_9.txt": split, label, review id, rating (1-10). "unsup" and "._" files never match.
+_MEMBER = re.compile(r"(?:^|/)(train|test)/(pos|neg)/(\d+)_(\d+)\.txt$")
+_FILE = re.compile(r"(\d+)_(\d+)\.txt$")
+_GROUPS = (("train", "neg"), ("train", "pos"), ("test", "neg"), ("test", "pos"))
+_LAYOUT = "aclImdb/{train,test}/{pos,neg}/ID_RATING.txt"
+_CSV_LABELS = {"positive": 1, "negative": 0, "pos": 1, "neg": 0}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Reviews:
+    """Raw reviews in a fixed order: train/neg, train/pos, test/neg, test/pos by review id (archives),
+    or file order (CSV), so a directory and its .tar.gz give identical `Reviews`.
+
+    Attributes:
+        texts: n raw review strings.
+        labels: (n,) int8, 1 = positive.
+        split: (n,) str array of "train"/"test", or None for a CSV (which has no standard split).
+        review_ids: (n,) int64 IDs from the file names, or None for a CSV.
+        ratings: (n,) int8 star ratings 1-10 from the file names, or None for a CSV.
+        source: the path read.
+        n_bad_bytes: byte sequences that were not valid UTF-8 and were read as U+FFFD.
+    """
+
+    texts: list[str]
+    labels: np.ndarray
+    split: np.ndarray | None
+    review_ids: np.ndarray | None
+    ratings: np.ndarray | None
+    source: str
+    n_bad_bytes: int = 0
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+def _decode(raw: bytes) -> tuple[str, int]:
+    """UTF-8 text and the number of undecodable byte sequences (replaced, never fatal)."""
+    try:
+        return raw.decode("utf-8"), 0
+    except UnicodeDecodeError:
+        text = raw.decode("utf-8", errors="replace")
+        # U+FFFD already present in the file is not a bad byte.
+        return text, text.count("\ufffd") - raw.count("\ufffd".encode())
+
+
+def read_reviews(path: str | Path, *, progress: bool = False) -> Reviews:
+    """Read all labelled reviews from an aclImdb directory, its .tar.gz, or a Kaggle-style CSV.
+
+    Archives and directories follow aclImdb/{train,test}/{pos,neg}/ID_RATING.txt (the directory may
+    be `aclImdb` itself or its parent; the unlabelled `unsup` reviews are ignored). A ".csv" file
+    needs columns `review` and `sentiment` (positive/negative). The tar is streamed once, never
+    extracted. Raises `DataError` on a missing file, a corrupt or truncated archive, a wrong layout,
+    an unknown label or missing columns.
+    """
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise DataError(f"{path}: no such file or directory")
+    if path.is_dir():
+        return _read_directory(path, progress)
+    if path.name.lower().endswith(".csv"):
+        return _read_csv(path)
+    return _read_tar(path, progress)
+
+
+def _read_tar(path: Path, progress: bool) -> Reviews:
+    records: list[tuple[str, str, int, int, str]] = []
+    n_bad = 0
+    try:
+        # Stream mode ("r|*"): one sequential pass over the compressed bytes, any compression.
+        with tarfile.open(path, mode="r|*") as archive:
+            for member in tqdm(archive, desc=f"read {path.name}", unit=" files", disable=not progress):
+                match = _MEMBER.search(member.name)
+                if match is None or not member.isfile():
+                    continue
+                handle = archive.extractfile(member)
+                text, bad = _decode(handle.read() if handle is not None else b"")
+                n_bad += bad
+                split, label, review_id, rating = match.groups()
+                records.append((split, label, int(review_id), int(rating), text))
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+        raise DataError(
+            f"{path}: unreadable archive, corrupt or truncated ({type(exc).__name__}: {exc})"
+        ) from exc
+    return _assemble(records, path, n_bad)
+
+
+def _read_directory(path: Path, progress: bool) -> Reviews:
+    root = path if (path / "train").is_dir() or (path / "test").is_dir() else path / "aclImdb"
+    files: list[tuple[str, str, int, int, str]] = []
+    for split, label in _GROUPS:
+        folder = root / split / label
+        if not folder.is_dir():
+            raise DataError(f"{path}: wrong layout, no folder {folder} (expected {_LAYOUT})")
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                match = _FILE.fullmatch(entry.name)
+                if match is not None and entry.is_file():
+                    files.append((split, label, int(match[1]), int(match[2]), entry.path))
+    records = []
+    n_bad = 0
+    for split, label, review_id, rating, file in tqdm(files, desc=f"read {path.name}", unit=" files",
+                                                      disable=not progress):
+        try:
+            text, bad = _decode(Path(file).read_bytes())
+        except OSError as exc:
+            raise DataError(f"{file}: cannot read ({exc})") from exc
+        n_bad += bad
+        records.append((split, label, review_id, rating, text))
+    return _assemble(records, path, n_bad)
+
+
+def _assemble(records: list[tuple[str, str, int, int, str]], source: Path, n_bad: int) -> Reviews:
+    """Check the layout (four non-empty groups, no duplicates) and fix the order."""
+    present = Counter((split, label) for split, label, *_ in records)
+    if not records:
+        raise DataError(f"{source}: no reviews found (expected {_LAYOUT})")
+    for group in _GROUPS:
+        if present[group] == 0:
+            raise DataError(f"{source}: wrong layout, no reviews under {'/'.join(group)} "
+                            f"(expected {_LAYOUT})")
+    order = {group: rank for rank, group in enumerate(_GROUPS)}
+    records.sort(key=lambda r: (order[(r[0], r[1])], r[2]))
+    for previous, current in itertools.pairwise(records):
+        if previous[:3] == current[:3]:
+            raise DataError(f"{source}: review {current[0]}/{current[1]}/{current[2]}_*.txt appears twice")
+    return Reviews(
+        texts=[r[4] for r in records],
+        labels=np.array([r[1] == "pos" for r in records], dtype=np.int8),
+        split=np.array([r[0] for r in records]),
+        review_ids=np.array([r[2] for r in records], dtype=np.int64),
+        ratings=np.array([r[3] for r in records], dtype=np.int8),
+        source=str(source),
+        n_bad_bytes=n_bad,
+    )
+
+
+def _read_csv(path: Path) -> Reviews:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc})") from exc
+    text, n_bad = _decode(raw)
+    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff"), newline=""))
+    try:
+        header = [name.strip().lower() for name in next(reader)]
+    except StopIteration:
+        raise DataError(f"{path}: empty CSV file (expected columns review,sentiment)") from None
+    except csv.Error as exc:
+        raise DataError(f"{path}: malformed CSV header ({exc})") from exc
+    missing = [name for name in ("review", "sentiment") if name not in header]
+    if missing:
+        raise DataError(f"{path}: missing column(s) {', '.join(missing)}; found {header} "
+                        "(expected a Kaggle-style CSV with columns review,sentiment)")
+    review_col, label_col = header.index("review"), header.index("sentiment")
+    texts, labels = [], []
+    try:
+        for row_number, row in enumerate(reader, start=1):
+            if not row:
+                continue  # a blank line
+            if len(row) <= max(review_col, label_col):
+                raise DataError(f"{path}, line {reader.line_num} (row {row_number}): "
+                                f"{len(row)} field(s), expected {len(header)}")
+            label = _CSV_LABELS.get(row[label_col].strip().lower())
+            if label is None:
+                raise DataError(f"{path}, line {reader.line_num} (row {row_number}): unknown sentiment "
+                                f"label {row[label_col]!r} (expected 'positive' or 'negative')")
+            texts.append(row[review_col])
+            labels.append(label)
+    except csv.Error as exc:
+        raise DataError(f"{path}, line {reader.line_num}: malformed CSV ({exc})") from exc
+    if not texts:
+        raise DataError(f"{path}: no reviews, only a header")
+    return Reviews(texts=texts, labels=np.array(labels, dtype=np.int8), split=None, review_ids=None,
+                   ratings=None, source=str(path), n_bad_bytes=n_bad)

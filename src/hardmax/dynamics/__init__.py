@@ -1,0 +1,55 @@
+"""Pure-attention dynamics: the attention step and `simulate` over layers.
+
+This package is the single implementation of the attention layer. The particle simulator
+(`simulate`) and the sentiment classifier (`hardmax.models`) both run its step, so what is trained
+is exactly what is analysed. Files, in order of dependence:
+
+- `dedup`: identical tokens merged into one token with a multiplicity (exact grouping).
+- `step`: scores, the attention matrix P, the hardmax/softmax targets and one layer (`attention_step`).
+- `layers`: several hardmax layers with the leaders' rows skipped after layer 1 (`hardmax_layers`).
+- `simulate`: input validation, chunking on a thread pool, and the full `Trajectory`.
+
+The dynamics (Alcalde, Fantuzzi, Zuazua 2024, eq. 1.1) for tokens z_1..z_n in R^d:
+
+    z_i^{k+1} = z_i^k + γ_k (Σ_j P_ij z_j^k − z_i^k),        γ_k = α_k / (1 + α_k)
+
+    hardmax:  P_ij = w_j 1[j ∈ C_i] / Σ_{l ∈ C_i} w_l,   C_i = argmax_j ⟨A z_i^k, z_j^k⟩  (all ties kept)
+    softmax:  P_ij = w_j exp(β⟨A z_i, z_j⟩) / Σ_l w_l exp(β⟨A z_i, z_l⟩)
+
+Identical tokens (repeated words, padding) are merged once, before the first layer, into one
+token with multiplicity w_j: they have the same attention set and the same update at every layer,
+so they stay identical forever, and merging makes their ties exact whatever the floating-point
+reduction order. It is also what makes the engine fast (IMDb reviews have many repeats).
+Geometry and theorem checks live in `hardmax.theory`; pictures in `hardmax.plots`.
+"""
+
+from __future__ import annotations
+
+from hardmax.dynamics.dedup import Deduplicated, deduplicate, take_rows
+from hardmax.dynamics.layers import hardmax_layers
+from hardmax.dynamics.simulate import Trajectory, simulate, validate_A, validate_alpha
+from hardmax.dynamics.step import (
+    ATTENTIONS,
+    Attention,
+    attention_step,
+    attention_weights,
+    default_tie_rtol,
+    scores,
+)
+
+__all__ = [
+    "ATTENTIONS",
+    "Attention",
+    "Deduplicated",
+    "Trajectory",
+    "attention_step",
+    "attention_weights",
+    "deduplicate",
+    "default_tie_rtol",
+    "hardmax_layers",
+    "scores",
+    "simulate",
+    "take_rows",
+    "validate_A",
+    "validate_alpha",
+]

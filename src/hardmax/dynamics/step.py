@@ -1,0 +1,204 @@
+"""The attention step: scores, the attention matrix, and one layer of (1.1) for a batch.
+
+This is the single implementation of the attention layer: `simulate` and the sentiment classifier
+(`hardmax.models`) both run it, so what is trained is exactly what is analysed.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from hardmax.dynamics.dedup import take_rows
+
+Attention = Literal["hardmax", "softmax"]
+ATTENTIONS: tuple[str, ...] = ("hardmax", "softmax")
+
+
+def default_tie_rtol(dtype: torch.dtype) -> float:
+    """Relative tolerance for ties between distinct tokens: 64 machine epsilons.
+
+    Two scores s_ij, s_il count as tied when they differ by at most
+    ``tie_rtol * ||z_i||_A * max_j ||z_j||_A`` (the Cauchy-Schwarz bound on |s_ij|), which is the
+    scale of the rounding error of a d-term dot product. float32: 7.6e-6, float64: 1.4e-14.
+    """
+    return 64.0 * torch.finfo(dtype).eps
+
+
+def scores(tokens: Tensor, A: Tensor | None = None) -> Tensor:
+    """Attention scores s_ij = ⟨A z_i, z_j⟩.
+
+    Args:
+        tokens: (batch, n, d). A: (d, d) symmetric positive definite, None for the identity.
+    Returns:
+        (batch, n, n).
+    """
+    queries = tokens if A is None else tokens @ A
+    return queries @ tokens.transpose(-1, -2)
+
+
+def _key_bias(weights: Tensor) -> Tensor:
+    """(batch, 1, m) additive bias: log-multiplicity, -inf for absent tokens (weight 0)."""
+    return torch.log(weights).unsqueeze(-2)
+
+
+def attention_weights(
+    tokens: Tensor,
+    weights: Tensor | None = None,
+    *,
+    A: Tensor | None = None,
+    attention: Attention = "hardmax",
+    beta: float | Tensor | None = None,
+    tie_rtol: float | None = None,
+) -> Tensor:
+    """The attention matrix P of one layer (see the module docstring).
+
+    Args:
+        tokens: (batch, m, d). weights: (batch, m) multiplicities, 0 = absent (padding); None = all 1.
+        A: (d, d) SPD or None (identity). attention: "hardmax" or "softmax". beta: inverse temperature
+        (softmax only). tie_rtol: tie tolerance (hardmax only), default `default_tie_rtol`.
+    Returns:
+        (batch, m, m), rows of present tokens sum to 1 and put the weight w_j on token j; rows of
+        absent tokens are 0.
+    """
+    if weights is None:
+        weights = torch.ones(tokens.shape[:-1], dtype=tokens.dtype, device=tokens.device)
+    real = weights > 0
+    if attention == "hardmax":
+        rtol = default_tie_rtol(tokens.dtype) if tie_rtol is None else tie_rtol
+        queries = tokens if A is None else tokens @ A
+        s = queries @ tokens.transpose(-1, -2) + torch.where(real, 0.0, -math.inf).unsqueeze(-2)
+        tol = _tie_tolerance(queries, tokens, real, rtol)  # the step's own tolerance
+        p = (s >= s.amax(dim=-1, keepdim=True) - tol.unsqueeze(-1)) * weights.unsqueeze(-2)
+        p = p / p.sum(-1, keepdim=True).clamp(min=torch.finfo(tokens.dtype).tiny)
+    elif attention == "softmax":
+        if beta is None:
+            raise ValueError("softmax attention needs an inverse temperature beta > 0")
+        logits = beta * scores(tokens, A) + _key_bias(weights)
+        p = torch.softmax(logits, dim=-1)
+    else:
+        raise ValueError(f"attention must be one of {ATTENTIONS}, got {attention!r}")
+    return torch.where(real.unsqueeze(-1), p, torch.zeros((), dtype=p.dtype, device=p.device))
+
+
+def _tie_tolerance(queries: Tensor, tokens: Tensor, present: Tensor, tie_rtol: float) -> Tensor:
+    """(batch, m) tie_rtol · ||z_i||_A · max_j ||z_j||_A over present tokens (0 for absent ones).
+
+    sqrt(a)·sqrt(b) rather than sqrt(a·b): the product overflows float32 for norms above ~4e9.
+    """
+    norms = torch.sqrt(torch.where(present, (queries * tokens).sum(-1), 0.0).clamp(min=0))
+    return tie_rtol * norms * norms.amax(dim=-1, keepdim=True)
+
+
+class _Rows(NamedTuple):
+    target: Tensor  # (batch, r, d) Σ_j P_ij z_j
+    leader: Tensor  # (batch, r) bool: C_i = {i} (a single maximiser, itself)
+    own: Tensor  # (batch, r) s_ii
+    other: Tensor  # (batch, r) max_{j ≠ i} s_ij (the best score of another token)
+
+
+def _score_bias(present: Tensor, dtype: torch.dtype) -> Tensor:
+    """(batch, 1, m) additive score bias: 0 for present keys, -inf for absent ones."""
+    return torch.where(present, 0.0, -math.inf).to(dtype).unsqueeze(-2)
+
+
+def _select(s: Tensor, keys: Tensor, queries: Tensor, weights: Tensor, tol: Tensor, row_present: Tensor) -> _Rows:
+    """Hardmax targets of the first r tokens from their scores s (batch, r, m) against keys (batch, m, d).
+
+    Row i's own score is s[:, i, i] (rows are the first r keys). Only cheap passes over s: the best
+    score of another token (one max), then, in place, which scores reach the row's maximum minus the
+    tolerance; their count says whether C_i has one member, and a matrix-vector product with
+    0..m-1 says which. The few rows with several members (genuine ties) are recomputed with the full
+    rule, so the result is the same as building P. queries (batch, r, d) are the rows' A z_i; tol
+    (batch, r) their tie tolerances; row_present (batch, r). Overwrites s.
+    """
+    batch, r, m = s.shape
+    diagonal = s.diagonal(dim1=1, dim2=2)
+    own = diagonal.clone()
+    diagonal.fill_(-math.inf)
+    other = s.amax(dim=-1)
+    threshold = torch.maximum(own, other) - tol  # (batch, r): members reach it
+    own_member = own >= threshold
+    members = s.ge_(threshold.unsqueeze(-1))  # 1.0 where j ≠ i is in C_i
+    others = members.sum(-1)
+    single_other = row_present & (others == 1) & ~own_member
+    leader = row_present & (others == 0) & own_member
+    tied = row_present & (others + own_member.to(s.dtype) >= 2)
+    rows = torch.arange(r, device=s.device)
+    index = (members @ torch.arange(m, dtype=s.dtype, device=s.device)).long()
+    arg = torch.where(single_other, index, rows)  # a valid index everywhere; rows keep themselves otherwise
+    target = take_rows(keys, arg)
+    if bool(tied.any()):
+        b, i = tied.nonzero(as_tuple=True)
+        k = keys[b]  # (ties, m, d)
+        row = torch.baddbmm(_score_bias(weights[b] > 0, keys.dtype), queries[b, i].unsqueeze(1),
+                            k.transpose(-1, -2)).squeeze(1)
+        in_c = row >= row.amax(dim=-1, keepdim=True) - tol[b, i].unsqueeze(-1)
+        p = in_c * weights[b]
+        target[b, i] = (p.unsqueeze(1) @ k).squeeze(1) / p.sum(-1, keepdim=True)
+    return _Rows(target, leader, own, other)
+
+
+def _hardmax_rows(tokens: Tensor, weights: Tensor, A: Tensor | None, tie_rtol: float) -> _Rows:
+    """Hardmax targets of every token, which tokens are leaders, and each row's own and best other score."""
+    queries = tokens if A is None else tokens @ A
+    present = weights > 0
+    s = torch.baddbmm(_score_bias(present, tokens.dtype), queries, tokens.transpose(-1, -2))  # (batch, m, m)
+    return _select(s, tokens, queries, weights, _tie_tolerance(queries, tokens, present, tie_rtol), present)
+
+
+def _hardmax_targets(tokens: Tensor, weights: Tensor, A: Tensor | None, tie_rtol: float) -> Tensor:
+    """(batch, m, d) hardmax targets Σ_j P_ij z_j of every token."""
+    return _hardmax_rows(tokens, weights, A, tie_rtol).target
+
+
+def _move(tokens: Tensor, target: Tensor, gamma, present: Tensor) -> Tensor:
+    return torch.where(present.unsqueeze(-1), tokens + gamma * (target - tokens), tokens)
+
+
+def attention_step(
+    tokens: Tensor,
+    weights: Tensor | None = None,
+    *,
+    alpha: float | Tensor,
+    A: Tensor | None = None,
+    attention: Attention = "hardmax",
+    beta: float | None = None,
+    tie_rtol: float | None = None,
+) -> Tensor:
+    """One layer: z_i + γ (Σ_j P_ij z_j − z_i), γ = α/(1+α), for every present token.
+
+    This is the hot path shared by `simulate` and the classifier. Arguments are not validated here
+    (`simulate` and the models validate once). Absent tokens (weight 0) do not move.
+
+    Args:
+        tokens: (batch, m, d). weights: (batch, m) multiplicities (0 = absent), None = all present.
+        alpha: scalar or 0-dim tensor > 0 (a tensor keeps autograd). beta: a Python float (the fused
+        softmax kernel takes its scale as a number). Other arguments as in `attention_weights`.
+    Returns:
+        (batch, m, d), the tokens after the layer.
+    """
+    gamma = alpha / (1 + alpha)
+    if weights is None:
+        weights = torch.ones(tokens.shape[:-1], dtype=tokens.dtype, device=tokens.device)
+    if attention == "hardmax":
+        target = _hardmax_targets(tokens, weights, A, default_tie_rtol(tokens.dtype) if tie_rtol is None else tie_rtol)
+    elif attention == "softmax":
+        if beta is None:
+            raise ValueError("softmax attention needs an inverse temperature beta > 0")
+        queries = tokens if A is None else tokens @ A
+        # log w_j turns a merged token back into its w_j copies; log 0 = -inf removes absent keys.
+        # PyTorch's fused attention computes softmax(β q kᵀ + bias) v without materialising it twice,
+        # forward and backward (several times faster than the three-op version on CPU).
+        target = F.scaled_dot_product_attention(
+            queries.unsqueeze(1), tokens.unsqueeze(1), tokens.unsqueeze(1),
+            attn_mask=_key_bias(weights).unsqueeze(1), scale=float(beta),
+        ).squeeze(1)
+    else:
+        raise ValueError(f"attention must be one of {ATTENTIONS}, got {attention!r}")
+    moved = tokens + gamma * (target - tokens)
+    return torch.where((weights > 0).unsqueeze(-1), moved, tokens)
