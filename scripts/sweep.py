@@ -35,6 +35,8 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
     "min-count2": ({"min_count": 2}, {}),
     "lr3e-3": ({}, {"lr": 3e-3}),
     "lr1e-3": ({}, {"lr": 1e-3}),
+    "lr1e-3-long": ({}, {"lr": 1e-3, "epochs": 30}),
+    "lr3e-3-long": ({}, {"lr": 3e-3, "epochs": 30}),
     "wd1e-4": ({}, {"weight_decay": 1e-4}),
     "dropout0.1": ({}, {"word_dropout": 0.1}),
     "min-count20": ({"min_count": 20}, {}),
