@@ -310,7 +310,7 @@ def _add_train_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("training")
     g.add_argument("--epochs", type=int, default=12)
     g.add_argument("--batch-size", type=int, default=64)
-    g.add_argument("--lr", type=float, default=3e-3)
+    g.add_argument("--lr", type=float, default=1e-2)
     g.add_argument("--weight-decay", type=float, default=0.0, help="Adam L2 weight decay")
     g.add_argument("--word-dropout", type=float, default=0.3, help="share of tokens hidden per training batch")
     g.add_argument("--patience", type=int, default=3, help="early-stopping patience (epochs)")

@@ -57,8 +57,7 @@ def quick(**overrides) -> ReproduceConfig:
     base = ReproduceConfig(
         out_dir="runs/quick", report_dir="runs/quick", label="quick",
         data=DataConfig(limit=5000, min_count=2),
-        # A higher learning rate than the full run's: 4 short epochs must get somewhere.
-        train=TrainConfig(epochs=4, lr=1e-2, checkpoint_every=1000),
+        train=TrainConfig(epochs=4, checkpoint_every=1000),
     )
     return dataclasses.replace(base, **overrides)
 
