@@ -71,6 +71,9 @@ def test_render_report_header(payload):
     assert lines[2].startswith("Produced by `hardmax reproduce` in 1.5 min on x86_64 (2 threads, torch 2.0).")
     assert lines[4].startswith("Data: 22500 train / 2500 validation / 25000 test reviews (split `standard`), "
                                "vocabulary 20000 words (min count 5), 128 tokens per review.")
+    assert "validation: random training reviews" in lines[4]  # payloads from before val_split say nothing
+    movies = render_report({**payload, "data": {**payload["data"], "val_split": "movies"}}).splitlines()
+    assert "validation: whole movies held out of the training split" in movies[4]
 
 
 def test_render_report_accuracy_table(payload):
@@ -81,10 +84,10 @@ def test_render_report_accuracy_table(payload):
     rows = lines[start + 4: start + 7]
     # Rows in the payload's order; ✓ / ✗ against TARGET_ACCURACY; dimensions without a target get none.
     assert rows[0] == (f"| 2 | 0.8123 ✓ | 0.8073 | 98.00 % | {PAPER_ACCURACY[2]:.3f} | ≥ {TARGET_ACCURACY[2]:.2f} "
-                       "| 3 / 5 | – |")
+                       "| 0.8123 | 3 / 5 | – |")
     assert rows[1] == (f"| 16 | 0.8512 ✗ | 0.8462 | 98.00 % | {PAPER_ACCURACY[16]:.3f} | "
-                       f"≥ {TARGET_ACCURACY[16]:.2f} | 3 / 5 | – |")
-    assert rows[2].startswith("| 3 | 0.7000 | 0.6950 | 98.00 % |") and rows[2].endswith("|  | 3 / 5 | – |")
+                       f"≥ {TARGET_ACCURACY[16]:.2f} | 0.8512 | 3 / 5 | – |")
+    assert rows[2].startswith("| 3 | 0.7000 | 0.6950 | 98.00 % |") and rows[2].endswith("|  | 0.7000 | 3 / 5 | – |")
 
 
 def test_render_report_leaders_words_speed_and_figures(payload):
