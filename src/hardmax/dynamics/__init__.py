@@ -7,7 +7,7 @@ is exactly what is analysed. Files, in order of dependence:
 - `dedup`: identical tokens merged into one token with a multiplicity (exact grouping).
 - `step`: scores, the attention matrix P, the hardmax/softmax targets and one layer (`attention_step`).
 - `layers`: several hardmax layers with the leaders' rows skipped after layer 1 (`hardmax_layers`).
-- `simulate`: input validation, chunking on a thread pool, and the full `Trajectory`.
+- `simulator`: `simulate` (input validation, chunking on a thread pool) and the full `Trajectory`.
 
 The dynamics (Alcalde, Fantuzzi, Zuazua 2024, eq. 1.1) for tokens z_1..z_n in R^d:
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from hardmax.dynamics.dedup import Deduplicated, deduplicate, take_rows
 from hardmax.dynamics.layers import hardmax_layers
-from hardmax.dynamics.simulate import Trajectory, simulate, validate_A, validate_alpha
+from hardmax.dynamics.simulator import Trajectory, simulate, validate_A, validate_alpha
 from hardmax.dynamics.step import (
     ATTENTIONS,
     Attention,
