@@ -100,9 +100,13 @@ def run_exact(tokens, *, alpha, layers, A=None, mask=None):
     """Simulate in float64 and check against the exact oracle; return (trajectory, exact path)."""
     exact = reference.simulate_exact(tokens, alpha=alpha, layers=layers, A=A, mask=mask)
     alphas = [float(F(a)) for a in alpha] if isinstance(alpha, list) else float(F(alpha))
-    traj = simulate(as_floats(tokens), alpha=alphas, layers=layers, A=None if A is None else as_floats(A),
-                    mask=None if mask is None else torch.tensor(mask), return_weights=True)
+    kwargs = dict(alpha=alphas, layers=layers, A=None if A is None else as_floats(A),
+                  mask=None if mask is None else torch.tensor(mask))
+    traj = simulate(as_floats(tokens), return_weights=True, **kwargs)
     np.testing.assert_allclose(traj.tokens.numpy(), reference.as_float(exact), rtol=0, atol=1e-12)
+    # Without weights, hardmax takes the compact path (leaders' rows skipped after layer 1).
+    compact = simulate(as_floats(tokens), **kwargs)
+    np.testing.assert_allclose(compact.tokens.numpy(), reference.as_float(exact), rtol=0, atol=1e-12)
     return traj, exact
 
 
