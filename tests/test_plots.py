@@ -15,8 +15,6 @@ from PIL import Image
 from hardmax.dynamics import simulate
 from hardmax.plots import (
     FIGURE2_LAYERS,
-    _frame_layers,
-    _scene,
     animate,
     figure2,
     plot_layers,
@@ -24,6 +22,8 @@ from hardmax.plots import (
     plot_trajectory,
     save_figure,
 )
+from hardmax.plots.figures import _frame_layers
+from hardmax.plots.scene import _scene
 
 # A square K with four tokens inside and two that converge to the midpoints of its vertical sides
 # (projections of the origin onto faces): every element of the picture shows up.

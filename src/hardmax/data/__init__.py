@@ -34,28 +34,10 @@ from hardmax.data.config import (
     Truncation,
     ValSplit,
 )
-from hardmax.data.load import (
-    load_imdb,
-)
-from hardmax.data.source import (
-    Reviews,
-    default_cache_dir,
-    download_imdb,
-    read_reviews,
-    resolve_imdb_path,
-)
-from hardmax.data.splits import (
-    DataStats,
-    ImdbData,
-    SplitStats,
-)
-from hardmax.data.text import (
-    EncodedTexts,
-    Split,
-    Vocabulary,
-    clean_text,
-    encode_texts,
-)
+from hardmax.data.load import load_imdb
+from hardmax.data.source import Reviews, default_cache_dir, download_imdb, read_reviews, resolve_imdb_path
+from hardmax.data.splits import DataStats, ImdbData, SplitStats
+from hardmax.data.text import EncodedTexts, Split, Vocabulary, clean_text, encode_texts
 
 __all__ = [
     "DataConfig",

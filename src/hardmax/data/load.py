@@ -15,30 +15,10 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save as safetensors_save
 
-from hardmax.data.config import (
-    PAD,
-    PIPELINE_VERSION,
-    SPLIT_NAMES,
-    STOP_WORDS,
-    DataConfig,
-)
-from hardmax.data.source import (
-    _GROUPS,
-    _atomic_write,
-    default_cache_dir,
-    read_reviews,
-    resolve_imdb_path,
-)
-from hardmax.data.splits import (
-    DataStats,
-    ImdbData,
-    SplitStats,
-    _build,
-)
-from hardmax.data.text import (
-    Split,
-    Vocabulary,
-)
+from hardmax.data.config import PAD, PIPELINE_VERSION, SPLIT_NAMES, STOP_WORDS, DataConfig
+from hardmax.data.source import _GROUPS, _atomic_write, default_cache_dir, read_reviews, resolve_imdb_path
+from hardmax.data.splits import DataStats, ImdbData, SplitStats, _build
+from hardmax.data.text import Split, Vocabulary
 
 logger = logging.getLogger(__name__)
 

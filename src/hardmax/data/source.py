@@ -23,12 +23,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from hardmax.data.config import (
-    IMDB_FILENAME,
-    IMDB_SHA256,
-    IMDB_URL,
-    DataError,
-)
+from hardmax.data.config import IMDB_FILENAME, IMDB_SHA256, IMDB_URL, DataError
 
 logger = logging.getLogger(__name__)
 

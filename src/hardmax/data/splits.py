@@ -8,25 +8,9 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from hardmax.data.config import (
-    PAD,
-    PAPER_TEST_FRACTION,
-    SPLIT_NAMES,
-    UNK,
-    VAL_BLOCK,
-    DataConfig,
-    DataError,
-)
-from hardmax.data.source import (
-    Reviews,
-)
-from hardmax.data.text import (
-    Split,
-    Vocabulary,
-    _clean_truncated,
-    _tensorise,
-    _word_cache,
-)
+from hardmax.data.config import PAD, PAPER_TEST_FRACTION, SPLIT_NAMES, UNK, VAL_BLOCK, DataConfig, DataError
+from hardmax.data.source import Reviews
+from hardmax.data.text import Split, Vocabulary, _clean_truncated, _tensorise, _word_cache
 
 # --------------------------------------------------------------------------------------------
 # Splits and statistics.

@@ -16,15 +16,7 @@ import simplemma
 import torch
 from torch import Tensor
 
-from hardmax.data.config import (
-    PAD,
-    PAD_WORD,
-    STOP_WORDS,
-    UNK,
-    UNK_WORD,
-    DataError,
-    Truncation,
-)
+from hardmax.data.config import PAD, PAD_WORD, STOP_WORDS, UNK, UNK_WORD, DataError, Truncation
 
 # --------------------------------------------------------------------------------------------
 # Text pipeline.

@@ -28,14 +28,7 @@ from __future__ import annotations
 from hardmax.dynamics.dedup import Deduplicated, deduplicate, take_rows
 from hardmax.dynamics.layers import hardmax_layers
 from hardmax.dynamics.simulator import Trajectory, simulate, validate_A, validate_alpha
-from hardmax.dynamics.step import (
-    ATTENTIONS,
-    Attention,
-    attention_step,
-    attention_weights,
-    default_tie_rtol,
-    scores,
-)
+from hardmax.dynamics.step import ATTENTIONS, Attention, attention_step, attention_weights, default_tie_rtol, scores
 
 __all__ = [
     "ATTENTIONS",

@@ -1,0 +1,76 @@
+"""The `hardmax` parser, its commands, and `main` (bad input -> one line on stderr, exit code 2)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from importlib import metadata
+
+from hardmax.cli.sentiment import (
+    _add_evaluate,
+    _add_explain,
+    _add_reproduce,
+    _add_train,
+    _run_evaluate,
+    _run_explain,
+    _run_reproduce,
+    _run_train,
+)
+from hardmax.cli.simulate import _add_simulate, _run_simulate
+
+# --------------------------------------------------------------------------------------------
+# main
+# --------------------------------------------------------------------------------------------
+
+Command = tuple[str, Callable[[argparse._SubParsersAction], None], Callable[[argparse.Namespace], int]]
+COMMANDS: list[Command] = [
+    ("simulate", _add_simulate, _run_simulate),
+    ("train", _add_train, _run_train),
+    ("evaluate", _add_evaluate, _run_evaluate),
+    ("explain", _add_explain, _run_explain),
+    ("reproduce", _add_reproduce, _run_reproduce),
+]
+
+
+class _UsageError(Exception):
+    """A command line argparse rejects; `main` prints it and returns 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    # argparse's default exits the interpreter; raising lets `main(argv)` return a code instead.
+    def error(self, message: str):
+        raise _UsageError(f"{self.prog}: error: {message} (see {self.prog} --help)")
+
+
+def _parser() -> _Parser:
+    try:
+        version = metadata.version("hardmax")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    parser = _Parser(prog="hardmax", description="Pure-attention hardmax transformers "
+                     "(Alcalde, Fantuzzi, Zuazua 2024, arXiv 2407.01602).")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, add, run in COMMANDS:
+        add(subparsers)
+        subparsers.choices[name].set_defaults(_handler=run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``hardmax`` with `argv` (default: the process's arguments); return the exit code."""
+    parser = _parser()
+    args = None
+    try:
+        args = parser.parse_args(argv)
+        return int(args._handler(args))
+    except _UsageError as e:
+        print(e, file=sys.stderr)
+        return 2
+    except (ValueError, OSError) as e:
+        command = "hardmax" if args is None else f"hardmax {args.command}"
+        print(f"{command}: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
+    except SystemExit as e:  # --help and --version
+        return e.code if isinstance(e.code, int) else 0

@@ -1,0 +1,224 @@
+"""Multi-panel figures, the paper's Figure 2, and GIF animations of a trajectory."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+from matplotlib.animation import PillowWriter
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from hardmax.dynamics import Trajectory, simulate
+from hardmax.plots.panels import _add_legend, _draw_panel, _draw_panel_3d
+from hardmax.plots.save import _atomic_path
+from hardmax.plots.scene import FIGURE2_LAYERS, _check_layers, _scene, _single
+from hardmax.theory import FIGURE2_ALPHA, figure2_configurations
+
+# --------------------------------------------------------------------------------------------
+# Public figures.
+# --------------------------------------------------------------------------------------------
+
+
+def plot_layers(
+    trajectory: Trajectory,
+    layers: Sequence[int] | None = None,
+    *,
+    ax_row: Sequence[Axes] | None = None,
+    title: str | None = None,
+) -> Figure:
+    """Panels of one run at the given layers, in the plane.
+
+    Leaders are stars, the other tokens dots coloured by their limit cluster (`theory.find_clusters`),
+    with trails of their past positions; K (hull of the final leaders) is shaded and the points of S
+    off the vertices of K are hollow diamonds. Tokens of dimension d > 2 are projected onto their two
+    principal components (said in the title; only the points of S that tokens reach are marked);
+    d = 1 is drawn on the horizontal axis.
+
+    Args:
+        trajectory: a single-sequence `Trajectory` (tokens (layers + 1, n, d)).
+        layers: layers to show; default (0, 1, 2, 5, 30) cut to the run and ending at its last layer.
+        ax_row: axes to draw into, one per layer (e.g. a row of a larger figure); None makes a figure.
+        title: the figure's title, or, when drawing into `ax_row`, the row's label (left y-label).
+
+    Returns:
+        The figure drawn into.
+    """
+    _single(trajectory)
+    chosen = _check_layers(layers, trajectory.layers)
+    scene = _scene(trajectory, 2)
+    if ax_row is None:
+        fig = Figure(figsize=(2.3 * len(chosen) + 0.3, 3.4), layout="constrained")
+        axes = list(np.atleast_1d(fig.subplots(1, len(chosen))))
+        heading = "\n".join(s for s in (title, scene.note) if s)
+        if heading:
+            fig.suptitle(heading, fontsize=11)
+        _add_legend(fig, scene.limit_label if len(scene.limit) else None)
+    else:
+        axes = list(ax_row)
+        if len(axes) != len(chosen):
+            raise ValueError(f"ax_row has {len(axes)} axes for {len(chosen)} layers")
+        fig = axes[0].figure
+        if title or scene.note:
+            axes[0].set_ylabel("\n".join(s for s in (title, scene.note) if s), fontsize=10)
+    box = scene.box()
+    for i, (ax, layer) in enumerate(zip(axes, chosen, strict=True)):
+        _draw_panel(ax, scene, layer, box)
+        if i > 0:  # the panels share their limits: one column of y labels is enough
+            ax.tick_params(labelleft=False)
+    return fig
+
+
+def plot_layers_3d(trajectory: Trajectory, layers: Sequence[int] | None = None, *,
+                   title: str | None = None) -> Figure:
+    """Like `plot_layers`, for a run in R^3: one 3-D panel per layer (K drawn as a translucent solid).
+
+    Args:
+        trajectory: a single-sequence `Trajectory` with d = 3. layers, title: as in `plot_layers`.
+    """
+    _single(trajectory)
+    if trajectory.tokens.shape[-1] != 3:
+        raise ValueError(f"plot_layers_3d needs tokens in R^3, got d = {trajectory.tokens.shape[-1]}")
+    chosen = _check_layers(layers, trajectory.layers)
+    scene = _scene(trajectory, 3)
+    # 3-D axes keep a lot of empty space around their box, which constrained layout cannot
+    # trim: place them by hand, edge to edge.
+    fig = Figure(figsize=(2.8 * len(chosen) + 0.2, 3.5))
+    fig.subplots_adjust(left=0.0, right=0.97, bottom=0.1, top=0.86 if title else 0.95, wspace=0.05)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    box = scene.box()
+    for i, layer in enumerate(chosen):
+        _draw_panel_3d(fig.add_subplot(1, len(chosen), i + 1, projection="3d"), scene, layer, box)
+    _add_legend(fig, scene.limit_label if len(scene.limit) else None)
+    return fig
+
+
+def plot_trajectory(trajectory: Trajectory, layers: Sequence[int] | None = None, *,
+                    title: str | None = None) -> Figure:
+    """The natural picture of a run: 3-D panels for d = 3, else `plot_layers` (projected when d > 2)."""
+    _single(trajectory)
+    if trajectory.tokens.shape[-1] == 3:
+        return plot_layers_3d(trajectory, layers, title=title)
+    return plot_layers(trajectory, layers, title=title)
+
+
+def figure2(
+    trajectories: Mapping[str, Trajectory] | None = None,
+    *,
+    layers: Sequence[int] | None = None,
+) -> Figure:
+    """The paper's Figure 2: four configurations in the plane, each shown at layers 0, 1, 2, 5, 30.
+
+    Rows: a triangle K with interior tokens; an emerging leader; a square K; clusters that are not
+    at leaders (square plus (±0.5, 0)), all with α = 0.5 and A = I (`theory.figure2_configurations`).
+
+    Args:
+        trajectories: name -> single-sequence 2-D `Trajectory`, one row each; None runs the paper's
+            configurations with α = `FIGURE2_ALPHA`, A = I for max(layers) layers.
+        layers: the layers shown in each row; default (0, 1, 2, 5, 30), cut to the shortest run and
+            ending at its last layer.
+
+    Returns:
+        The figure (rows × len(layers) panels).
+    """
+    if trajectories is None:
+        trajectories = {
+            name: simulate(tokens, alpha=FIGURE2_ALPHA, layers=max(layers or FIGURE2_LAYERS))
+            for name, tokens in figure2_configurations().items()
+        }
+    if not trajectories:
+        raise ValueError("figure2 needs at least one trajectory")
+    layers = _check_layers(layers, min(t.layers for t in trajectories.values()))
+    rows, cols = len(trajectories), len(layers)
+    fig = Figure(figsize=(2.1 * cols + 0.5, 2.15 * rows + 0.6), layout="constrained")
+    axes = np.asarray(fig.subplots(rows, cols, squeeze=False))
+    for r, (name, trajectory) in enumerate(trajectories.items()):
+        plot_layers(trajectory, layers, ax_row=axes[r], title=name.replace("_", " "))
+        if r > 0:
+            for ax in axes[r]:
+                ax.set_title("")
+    fig.suptitle(f"Hardmax dynamics, {_describe(next(iter(trajectories.values())))} "
+                 "(Alcalde, Fantuzzi, Zuazua 2024, Figure 2)", fontsize=11)
+    _add_legend(fig, "S: projection of 0 on a face of K")
+    # Lay out once and freeze: saving to several formats would otherwise redo it for each.
+    fig.draw_without_rendering()
+    fig.set_layout_engine("none")
+    return fig
+
+
+def _describe(trajectory: Trajectory) -> str:
+    """The parameters of a run as text, e.g. "α = 0.5, A = I"."""
+    alphas = trajectory.alpha.detach().cpu().double().unique()
+    if len(alphas) == 1:
+        alpha = f"α = {float(alphas[0]):g}"
+    else:
+        alpha = "α varying by layer" if len(alphas) else "no layers"
+    eye = np.eye(trajectory.A.shape[-1])
+    A = "A = I" if np.array_equal(trajectory.A.detach().cpu().double().numpy(), eye) else "A ≠ I"
+    return f"{alpha}, {A}"
+
+
+def animate(
+    trajectory: Trajectory,
+    path: str | os.PathLike,
+    *,
+    fps: int = 8,
+    max_frames: int = 40,
+    dpi: int = 90,
+    title: str | None = None,
+) -> Path:
+    """Write a GIF of a run, one frame per shown layer (the last frame held for half a second).
+
+    d = 2 is drawn as is, d = 3 as a slowly turning 3-D scatter, d > 3 projected onto the top two
+    principal components (said in the title). Written atomically (temporary file, then rename).
+
+    Args:
+        trajectory: a single-sequence `Trajectory`.
+        path: the .gif file to write (parent folders are created).
+        fps: frames per second. max_frames: at most this many layers are shown, denser early on
+            (where the dynamics move most). dpi: resolution (the frame is 4.8 × 5 inches).
+        title: shown above the layer number.
+
+    Returns:
+        The path written.
+    """
+    _single(trajectory)
+    if fps < 1 or max_frames < 1:
+        raise ValueError(f"fps and max_frames must be ≥ 1, got {fps} and {max_frames}")
+    p = 3 if trajectory.tokens.shape[-1] == 3 else 2
+    scene = _scene(trajectory, p)
+    total = trajectory.layers
+    frames = _frame_layers(total, max_frames)
+    held = frames + [frames[-1]] * (fps // 2)  # hold the end for half a second
+    fig = Figure(figsize=(4.8, 5.0))
+    heading = "\n".join(s for s in (title, scene.note) if s)
+    # A fixed layout (no layout engine): every frame must have the same size and placement.
+    fig.subplots_adjust(left=0.1, right=0.95, bottom=0.06, top=0.91 - 0.035 * (heading.count("\n") + 1))
+    if heading:
+        fig.suptitle(heading, fontsize=9 if scene.note else 11)
+    ax = fig.add_subplot(projection="3d" if p == 3 else None)
+    box = scene.box()
+    show = None if p == 3 else _draw_panel(ax, scene, 0, box)
+    target = Path(path)
+    writer = PillowWriter(fps=fps)
+    with _atomic_path(target) as tmp:
+        with writer.saving(fig, str(tmp), dpi):
+            for i, layer in enumerate(held):
+                if show is None:  # 3-D: redraw everything, turning the view a little each frame
+                    ax.clear()
+                    _draw_panel_3d(ax, scene, layer, box, azim=-60.0 + 40.0 * i / max(len(held) - 1, 1))
+                else:
+                    show(layer)
+                ax.set_title(f"layer {layer} of {total}", fontsize=10)
+                writer.grab_frame()
+    return target
+
+
+def _frame_layers(total: int, max_frames: int) -> list[int]:
+    """Layers to show: all of them if they fit, else up to `max_frames` spaced quadratically."""
+    if total + 1 <= max_frames:
+        return list(range(total + 1))
+    return sorted({int(round(k)) for k in np.linspace(0, np.sqrt(total), max_frames) ** 2} | {total})

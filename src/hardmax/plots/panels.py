@@ -1,0 +1,128 @@
+"""Drawing one layer of a scene on a 2-D or 3-D axis, and the shared legend."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.collections import LineCollection
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+from mpl_toolkits.mplot3d.art3d import Line3DCollection, Poly3DCollection
+from scipy.spatial import ConvexHull, QhullError
+
+from hardmax.plots.scene import _K_EDGE, _K_FACE, _PALETTE, _Scene
+
+# --------------------------------------------------------------------------------------------
+# Drawing one panel.
+# --------------------------------------------------------------------------------------------
+
+
+def _draw_panel(ax: Axes, scene: _Scene, layer: int, box: tuple[np.ndarray, np.ndarray]
+                ) -> Callable[[int], None]:
+    """Draw `scene` at `layer` into a 2-D axes; return a function that moves the tokens to another
+    layer (animations redraw only the tokens: K, S, limits and ticks stay)."""
+    colours = scene.colours
+    v = scene.vertices
+    light = scene.projected  # the inner edges of K show: draw them lighter
+    if len(v) >= 3:
+        with contextlib.suppress(QhullError):  # collinear vertices: K is a segment, drawn below
+            ax.fill(*v[ConvexHull(v).vertices].T, facecolor=_K_FACE, edgecolor="none", zorder=0)
+    if len(scene.edges):
+        ax.add_collection(LineCollection(v[scene.edges], colors=_K_EDGE, linewidths=0.5 if light else 1.0,
+                                         alpha=0.6 if light else 1.0, zorder=1))
+    if len(scene.limit):
+        ax.scatter(*scene.limit.T, marker="D", s=46, facecolors="none", edgecolors="black", linewidths=0.9,
+                   zorder=3)
+    trails = LineCollection([], colors=colours, linewidths=0.8, alpha=0.55, zorder=2)
+    ax.add_collection(trails)
+    dots = ax.scatter(np.empty(0), np.empty(0), s=22, edgecolors="white", linewidths=0.4, zorder=4)
+    stars = ax.scatter(np.empty(0), np.empty(0), marker="*", s=190, edgecolors="black", linewidths=0.6,
+                       zorder=5)
+    ax.set_xlim(box[0][0], box[1][0])
+    ax.set_ylim(box[0][1], box[1][1])
+    ax.set_aspect("equal")
+    ax.tick_params(labelsize=7, length=2)
+    ax.locator_params(nbins=4)
+
+    def show(k: int) -> None:
+        trails.set_segments(list(np.swapaxes(scene.path[: k + 1], 0, 1)))  # n trails of k + 1 points
+        position, lead = scene.path[k], scene.leaders_at(k)
+        dots.set_offsets(position[~lead])
+        dots.set_facecolor(colours[~lead])
+        stars.set_offsets(position[lead])
+        stars.set_facecolor(colours[lead])
+        ax.set_title(f"layer {k}", fontsize=10)
+
+    show(layer)
+    return show
+
+
+def _ordered_polygon(points: np.ndarray) -> np.ndarray:
+    """Order coplanar points (m, 3) by angle around their centroid, within their plane."""
+    centred = points - points.mean(0)
+    _, _, vt = np.linalg.svd(centred, full_matrices=False)
+    uv = centred @ vt[:2].T
+    return points[np.argsort(np.arctan2(uv[:, 1], uv[:, 0]))]
+
+
+def _draw_panel_3d(ax, scene: _Scene, layer: int, box: tuple[np.ndarray, np.ndarray], azim: float = -60.0):
+    """Draw `scene` (3 plot coordinates) at `layer` into a 3-D axes."""
+    colours = scene.colours
+    v = scene.vertices
+    faces: list[np.ndarray] = []
+    if scene.k_dim == 3 and len(v) >= 4:
+        with contextlib.suppress(QhullError):
+            faces = list(v[ConvexHull(v).simplices])
+    elif scene.k_dim == 2 and len(v) >= 3:
+        faces = [_ordered_polygon(v)]
+    if faces:
+        ax.add_collection3d(Poly3DCollection(faces, facecolors=_K_FACE, edgecolors="none", alpha=0.45))
+    if len(scene.edges):
+        ax.add_collection3d(Line3DCollection(v[scene.edges], colors=_K_EDGE, linewidths=1.0))
+    if layer > 0:
+        trails = np.swapaxes(scene.path[: layer + 1], 0, 1)
+        ax.add_collection3d(Line3DCollection(trails, colors=colours, linewidths=0.7, alpha=0.5))
+    if len(scene.limit):
+        ax.scatter(*scene.limit.T, marker="D", s=40, facecolors="none", edgecolors="black",
+                   linewidths=0.9, depthshade=False)
+    position, lead = scene.path[layer], scene.leaders_at(layer)
+    if (~lead).any():
+        ax.scatter(*position[~lead].T, s=18, c=colours[~lead], edgecolors="white", linewidths=0.3,
+                   depthshade=False)
+    if lead.any():
+        ax.scatter(*position[lead].T, marker="*", s=160, c=colours[lead], edgecolors="black",
+                   linewidths=0.6, depthshade=False)
+    ax.set_xlim(box[0][0], box[1][0])
+    ax.set_ylim(box[0][1], box[1][1])
+    ax.set_zlim(box[0][2], box[1][2])
+    ax.set_box_aspect((1, 1, 1), zoom=0.95)
+    ax.view_init(elev=22, azim=azim)
+    ax.set_title(f"layer {layer}", fontsize=10)
+    ax.tick_params(labelsize=6, pad=0)
+    ax.locator_params(nbins=4)
+
+
+def _legend_handles(limit_label: str | None) -> list:
+    handles = [
+        Line2D([], [], marker="*", linestyle="none", markersize=12, markerfacecolor="0.75",
+               markeredgecolor="black", label="leader"),
+        Line2D([], [], marker="o", linestyle="none", markersize=5, markerfacecolor=_PALETTE[0],
+               markeredgecolor="white", label="token (colour: its limit)"),
+        Line2D([], [], color=_PALETTE[0], linewidth=0.8, alpha=0.6, label="trail"),
+        Patch(facecolor=_K_FACE, edgecolor=_K_EDGE, label="K: hull of the leaders"),
+    ]
+    if limit_label:
+        handles.append(Line2D([], [], marker="D", linestyle="none", markersize=6, markerfacecolor="none",
+                              markeredgecolor="black", label=limit_label))
+    return handles
+
+
+def _add_legend(fig: Figure, limit_label: str | None) -> None:
+    # "outside" places the legend in a margin reserved by the constrained layout engine.
+    loc = "outside lower center" if fig.get_layout_engine() is not None else "lower center"
+    fig.legend(handles=_legend_handles(limit_label), loc=loc, ncol=5, frameon=False, fontsize=8,
+               handletextpad=0.4, columnspacing=1.2)

@@ -1,0 +1,152 @@
+"""What a picture of a trajectory shows: leaders, clusters, trails, K and S, in data or projected coordinates."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from matplotlib import colormaps
+
+from hardmax.dynamics import Trajectory
+from hardmax.theory import find_clusters, leader_layers, limit_set, polytope
+
+FIGURE2_LAYERS = (0, 1, 2, 5, 30)  # the layers shown in the paper's Figure 2
+
+# Tableau colours without grey (grey is K's colour); cycled when there are more clusters.
+_PALETTE = np.array([colormaps["tab10"](i) for i in (0, 1, 2, 3, 4, 5, 6, 8, 9)])
+_K_FACE = "#e4e6ee"
+_K_EDGE = "#8c90a4"
+
+
+# --------------------------------------------------------------------------------------------
+# What is drawn: one sequence, in plot coordinates.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Scene:
+    """Everything drawn for one sequence, mapped to p = 2 or 3 plot coordinates."""
+
+    path: np.ndarray  # (layers + 1, n, p) positions of the real (unmasked) tokens
+    labels: np.ndarray  # (n,) index of the cluster each token converges to
+    leader_since: np.ndarray  # (n,) first layer from which the token stays a leader, -1 if never
+    vertices: np.ndarray  # (v, p) vertices of K
+    edges: np.ndarray  # (e, 2) pairs of vertex indices: the edges of K
+    k_dim: int  # dimension of K
+    limit: np.ndarray  # (s, p) points of S that are not vertices of K (only limits of tokens if d > 2)
+    projected: bool  # d > p: the tokens were projected onto principal components
+    note: str  # how the tokens were mapped to the plot, and what was left out ("" if nothing)
+
+    @property
+    def limit_label(self) -> str:
+        """Legend entry of the diamonds (in d > 2 the unreached points of S would bury the picture)."""
+        what = "projection of 0 on a face of K"
+        return f"limit in S: {what}" if self.reached_only else f"S: {what}"
+
+    @property
+    def reached_only(self) -> bool:
+        return self.path.shape[-1] == 3 or self.projected
+
+    @property
+    def colours(self) -> np.ndarray:
+        """(n, 4) RGBA colour of each token: its limit cluster's."""
+        return _PALETTE[self.labels % len(_PALETTE)]
+
+    def leaders_at(self, layer: int) -> np.ndarray:
+        """(n,) bool: the tokens that are leaders from `layer` on."""
+        return (self.leader_since >= 0) & (self.leader_since <= layer)
+
+    def box(self) -> tuple[np.ndarray, np.ndarray]:
+        """Lower and upper corners of a cube holding everything drawn, with a margin."""
+        points = np.concatenate([self.path.reshape(-1, self.path.shape[-1]), self.vertices, self.limit])
+        lo, hi = points.min(0), points.max(0)
+        half = 0.6 * max(float((hi - lo).max()), 1e-9)
+        centre = (lo + hi) / 2
+        return centre - half, centre + half
+
+
+def _single(trajectory: Trajectory) -> None:
+    if trajectory.tokens.dim() != 3:
+        raise ValueError(
+            "plots show one sequence: trajectory.tokens must have shape (layers + 1, n, d), got "
+            f"{tuple(trajectory.tokens.shape)}; simulate the sequence on its own to plot it"
+        )
+
+
+def _projection(points: np.ndarray, p: int) -> tuple[Callable[[np.ndarray], np.ndarray], str]:
+    """Map R^d to R^p: identity, zero padding (d < p), or the top-p principal components (d > p).
+
+    `points` (m, d) fixes the principal axes; signs are chosen so the projection is deterministic.
+    """
+    d = points.shape[-1]
+    if d == p:
+        return (lambda x: np.asarray(x, dtype=np.float64).reshape(-1, d)), ""
+    if d < p:
+        return (lambda x: np.pad(np.asarray(x, dtype=np.float64).reshape(-1, d), ((0, 0), (0, p - d)))), ""
+    centre = points.mean(0)
+    _, sv, vt = np.linalg.svd(points - centre, full_matrices=False)
+    basis = vt[:p] * np.sign(vt[:p, [0]] + (vt[:p, [0]] == 0))  # (p, d)
+    share = float((sv[:p] ** 2).sum() / max((sv**2).sum(), 1e-300))
+    note = f"projection of d = {d} onto principal components 1–{p} ({share:.0%} of the variance)"
+    return (lambda x: (np.asarray(x, dtype=np.float64).reshape(-1, d) - centre) @ basis.T), note
+
+
+def _scene(trajectory: Trajectory, p: int) -> _Scene:
+    """Gather leaders, clusters, K and S of a single-sequence trajectory (see `hardmax.theory`)."""
+    _single(trajectory)
+    real = trajectory.mask.detach().cpu().numpy().astype(bool)
+    path = trajectory.tokens.detach().cpu().double().numpy()[:, real]
+    labels = find_clusters(trajectory).labels.detach().cpu().numpy()[real]
+    since = leader_layers(trajectory).detach().cpu().numpy()[real]
+    d = path.shape[-1]
+    leaders = path[-1, since >= 0]
+    vertices, k_dim, edges, S = np.empty((0, d)), -1, np.empty((0, 2), np.int64), np.empty((0, d))
+    notes = []
+    if len(leaders):  # always true for hardmax (the token of largest A-norm leads); keeps plots total
+        try:
+            K = polytope(leaders)
+            vertices, k_dim = np.asarray(K.vertices, dtype=np.float64).reshape(-1, d), K.dim
+            edges = np.array([face for face in K.faces if len(face) == 2], dtype=np.int64).reshape(-1, 2)
+            S = np.asarray(limit_set(K, trajectory.A.detach().cpu().double().numpy()), dtype=np.float64)
+        except ValueError:  # too many faces to enumerate (high dimension): draw the hull of the leaders only
+            vertices = np.unique(leaders, axis=0)
+            k_dim = int(np.linalg.matrix_rank(vertices - vertices.mean(0))) if len(vertices) > 1 else 0
+            notes.append("faces of K and S not drawn (too many faces)")
+        # Vertices of K are already marked by the leaders' stars; keep the other points of S. Above
+        # the plane, S has a point on most faces of K: keep those some token converges to.
+        S = S.reshape(-1, d)
+        scale = max(float(np.abs(path).max()), 1.0)
+        gap = np.linalg.norm(S[:, None] - vertices[None], axis=-1).min(1, initial=np.inf)
+        S = S[gap > 1e-6 * scale]
+        if d > 2:
+            reach = np.linalg.norm(S[:, None] - path[-1][None], axis=-1).min(1, initial=np.inf)
+            S = S[reach <= 1e-3 * scale]
+    project, note = _projection(path.reshape(-1, d), p)
+    note = "; ".join([note, *notes] if note else notes)
+    return _Scene(
+        path=project(path).reshape(path.shape[0], path.shape[1], p),
+        labels=labels,
+        leader_since=since,
+        vertices=project(vertices),
+        edges=edges,
+        k_dim=int(k_dim),
+        limit=project(S),
+        projected=d > p,
+        note=note,
+    )
+
+
+def _default_layers(total: int) -> tuple[int, ...]:
+    """Figure 2's layers (0, 1, 2, 5, 30) cut to a run of `total` layers, ending at its last layer."""
+    return tuple(k for k in FIGURE2_LAYERS if k < total) + (total,)
+
+
+def _check_layers(layers: Sequence[int] | None, total: int) -> tuple[int, ...]:
+    chosen = _default_layers(total) if layers is None else tuple(int(k) for k in layers)
+    if not chosen:
+        raise ValueError("layers must name at least one layer to show")
+    bad = [k for k in chosen if not 0 <= k <= total]
+    if bad:
+        raise ValueError(f"layers {bad} are outside the trajectory's layers 0..{total}")
+    return chosen
