@@ -46,7 +46,8 @@ def _hardmax_run(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | No
     leader (s_fℓ = s_ℓf since A is symmetric); the leaders' scores of each other are fixed after
     layer 1 and are rechecked against the tolerance, which follows the largest norm. Where any
     leader could lose its place, this returns None and the caller computes every layer in full, so
-    the result is always that of `attention_step` applied layer by layer.
+    the result is always that of `attention_step` applied layer by layer (the follower rows' scores
+    come from a smaller matrix product, so they may round differently in the last bit).
     """
     layers = alphas.shape[0]
     batch, m, d = tokens.shape
