@@ -47,8 +47,10 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
 
 def run_variant(name: str, d: int, args: argparse.Namespace) -> dict:
     data_over, train_over = VARIANTS[name]
-    data = load_imdb(DataConfig(path=args.data, **data_over), progress=False)
+    data = load_imdb(DataConfig(path=args.data, **{"limit": args.limit, **data_over}), progress=False)
     train_config = dataclasses.replace(TrainConfig(), **train_over)
+    if args.epochs is not None:  # smoke runs
+        train_config = dataclasses.replace(train_config, epochs=args.epochs)
     config = ReproduceConfig(dims=(d,), out_dir=str(Path(args.out) / name), train=train_config,
                              progress=not args.quiet)
     t0 = time.perf_counter()
@@ -79,6 +81,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--variants", nargs="+", default=["baseline"], choices=sorted(VARIANTS))
     parser.add_argument("--out", default="runs/sweep", help="directory for the runs and the table")
     parser.add_argument("--threads", type=int, help="torch CPU threads")
+    parser.add_argument("--limit", type=int, help="use only the first N reviews of each split (smoke runs)")
+    parser.add_argument("--epochs", type=int, help="override every variant's maximum number of epochs")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     args = parser.parse_args(argv)
     if args.threads:

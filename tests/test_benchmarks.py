@@ -1,4 +1,5 @@
-"""Smoke test of benchmarks/bench_dynamics.py, so the benchmark script does not rot."""
+"""Smoke tests of the benchmark and experiment scripts (benchmarks/bench_dynamics.py, scripts/sweep.py),
+so that they do not rot."""
 
 import importlib.util
 import json
@@ -8,8 +9,8 @@ from pathlib import Path
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_dynamics.py"
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("bench_dynamics", SCRIPT)
+def load_script(path: Path = SCRIPT):
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the script is executed
     spec.loader.exec_module(module)
@@ -42,3 +43,22 @@ def test_synthetic_reviews_look_like_imdb():
     assert 79 < stats["mean_real_tokens"] < 86
     assert 63 < stats["mean_distinct_tokens"] < 71
     assert 0.2 < stats["share_at_cap"] < 0.3
+
+
+def test_sweep_tabulates_validation_and_test_accuracy(tmp_path, monkeypatch, capsys):
+    """Two variants on a generated archive: one row each, selected on validation, reused when rerun."""
+    from test_cli_sentiment import write_archive
+
+    monkeypatch.setenv("HARDMAX_CACHE", str(tmp_path / "cache"))
+    sweep = load_script(SCRIPT.parents[1] / "scripts" / "sweep.py")
+    archive = write_archive(tmp_path / "imdb.tar.gz")
+    argv = ["--data", str(archive), "--d", "2", "--variants", "baseline", "random-val", "--epochs", "1",
+            "--out", str(tmp_path / "sweep"), "--quiet"]
+    rows = sweep.main(argv)
+    assert [(r["variant"], r["d"], r["best_epoch"]) for r in rows] == [("baseline", 2, 1), ("random-val", 2, 1)]
+    assert all(0 <= r["test_hardmax"] <= 1 and 0 <= r["val_hardmax"] <= 1 and r["alpha"] > 0 for r in rows)
+    table = (tmp_path / "sweep" / "sweep.md").read_text()
+    assert table.startswith("| variant | d |") and "| baseline | 2 | 1 (1) |" in table
+    assert json.loads((tmp_path / "sweep" / "sweep.json").read_text()) == rows
+    again = sweep.main(argv)  # finished runs are reused: same numbers
+    assert [r["test_hardmax"] for r in again] == [r["test_hardmax"] for r in rows]
