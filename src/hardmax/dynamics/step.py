@@ -111,10 +111,10 @@ def _select(s: Tensor, keys: Tensor, queries: Tensor, weights: Tensor, tol: Tens
 
     Row i's own score is s[:, i, i] (rows are the first r keys). Only cheap passes over s: the best
     score of another token (one max), then, in place, which scores reach the row's maximum minus the
-    tolerance; their count says whether C_i has one member, and a matrix-vector product with
-    0..m-1 says which. The few rows with several members (genuine ties) are recomputed with the full
-    rule, so the result is the same as building P. queries (batch, r, d) are the rows' A z_i; tol
-    (batch, r) their tie tolerances; row_present (batch, r). Overwrites s.
+    tolerance; one matrix product with the columns [1, j] counts them and, when there is one, says
+    which. The few rows with several members (genuine ties) are recomputed with the full rule, so
+    the result is the same as building P. queries (batch, r, d) are the rows' A z_i; tol (batch, r)
+    their tie tolerances; row_present (batch, r). Overwrites s.
     """
     batch, r, m = s.shape
     diagonal = s.diagonal(dim1=1, dim2=2)
@@ -124,13 +124,16 @@ def _select(s: Tensor, keys: Tensor, queries: Tensor, weights: Tensor, tol: Tens
     threshold = torch.maximum(own, other) - tol  # (batch, r): members reach it
     own_member = own >= threshold
     members = s.ge_(threshold.unsqueeze(-1))  # 1.0 where j ≠ i is in C_i
-    others = members.sum(-1)
+    # One product gives both the number of members and the sum of their indices (the index itself
+    # when there is one); small integers, so exact in any floating dtype.
+    count_and_index = torch.stack([torch.ones(m, dtype=s.dtype, device=s.device),
+                                   torch.arange(m, dtype=s.dtype, device=s.device)], dim=1)  # (m, 2)
+    others, index = (members @ count_and_index).unbind(-1)
     single_other = row_present & (others == 1) & ~own_member
     leader = row_present & (others == 0) & own_member
     tied = row_present & (others + own_member.to(s.dtype) >= 2)
     rows = torch.arange(r, device=s.device)
-    index = (members @ torch.arange(m, dtype=s.dtype, device=s.device)).long()
-    arg = torch.where(single_other, index, rows)  # a valid index everywhere; rows keep themselves otherwise
+    arg = torch.where(single_other, index.long(), rows)  # a valid index everywhere; others keep their own
     target = take_rows(keys, arg)
     if bool(tied.any()):
         b, i = tied.nonzero(as_tuple=True)
