@@ -21,7 +21,7 @@ import torch
 
 from hardmax.checkpoint import write_json
 from hardmax.data import DataConfig, load_imdb
-from hardmax.reproduce import ReproduceConfig, _train_or_load
+from hardmax.reproduce import ReproduceConfig, train_or_load
 from hardmax.train import TrainConfig, evaluate
 
 # name -> ({DataConfig overrides}, {TrainConfig overrides})
@@ -54,7 +54,7 @@ def run_variant(name: str, d: int, args: argparse.Namespace) -> dict:
     config = ReproduceConfig(dims=(d,), out_dir=str(Path(args.out) / name), train=train_config,
                              progress=not args.quiet)
     t0 = time.perf_counter()
-    model, history, best_epoch, _ = _train_or_load(d, data, config)
+    model, history, best_epoch, _ = train_or_load(d, data, config)
     seconds = time.perf_counter() - t0
     test = evaluate(model, data.test)
     best = history[best_epoch - 1]

@@ -515,6 +515,19 @@ def test_deduplicate_groups_equal_rows_exactly():
     assert dedup.weights[0, index].tolist() == [2, 2, 2, 2, 0, 1]
 
 
+def test_deduplicate_in_blocks_matches_one_pass():
+    """Large batches are grouped `block` sequences at a time and reassembled: the same groups, the
+    same distinct tokens (zero-padded to the widest block) and weights as one pass."""
+    g = torch.Generator().manual_seed(7)
+    z = torch.randn(10, 12, 3, generator=g)
+    z[:, 6:] = z[:, :6]  # duplicates
+    z[:4, 1:] = z[:4, :1]  # four sequences with few distinct tokens: blocks of different widths
+    mask = torch.rand(10, 12, generator=g) > 0.2
+    whole, blocks = deduplicate(z, mask), deduplicate(z, mask, block=3)
+    assert torch.equal(blocks.index, whole.index)
+    assert torch.equal(blocks.tokens, whole.tokens) and torch.equal(blocks.weights, whole.weights)
+
+
 def test_deduplicate_survives_hash_collisions(monkeypatch):
     """Tokens are grouped by a hash; when different tokens collide, the grouping must still be exact.
     A hash that sends everything to 0 (every pair collides, interleaved) forces the exact fallback."""

@@ -328,21 +328,16 @@ def test_corrupt_config_is_refused(trained, tmp_path):
         load_run(run_dir)
 
 
-def test_weights_that_do_not_match_the_config_are_refused(trained, tmp_path):
+@pytest.mark.parametrize("field, value, message", [
+    ("d", 6, "does not match its config"),  # weights that do not match the config
+    ("heads", 4, "incompatible model config"),  # the config of an unknown model
+])
+def test_edited_model_config_is_refused(trained, tmp_path, field, value, message):
     run_dir = copy_run(trained, tmp_path)
     record = json.loads((run_dir / "config.json").read_text())
-    record["model"]["d"] = 6
+    record["model"][field] = value
     (run_dir / "config.json").write_text(json.dumps(record))
-    with pytest.raises(CheckpointError, match="does not match its config"):
-        load_run(run_dir)
-
-
-def test_config_of_an_unknown_model_is_refused(trained, tmp_path):
-    run_dir = copy_run(trained, tmp_path)
-    record = json.loads((run_dir / "config.json").read_text())
-    record["model"]["heads"] = 4
-    (run_dir / "config.json").write_text(json.dumps(record))
-    with pytest.raises(CheckpointError, match="incompatible model config"):
+    with pytest.raises(CheckpointError, match=message):
         load_run(run_dir)
 
 

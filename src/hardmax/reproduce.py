@@ -23,7 +23,8 @@ from hardmax.measures import explain_ids, leader_statistics, leader_word_counts
 from hardmax.models import ModelConfig
 from hardmax.train import Evaluation, TrainConfig, evaluate, load_run, train
 
-__all__ = ["PAPER_ACCURACY", "TARGET_ACCURACY", "ReproduceConfig", "DimensionResult", "quick", "reproduce"]
+__all__ = ["PAPER_ACCURACY", "TARGET_ACCURACY", "ReproduceConfig", "DimensionResult", "quick", "reproduce",
+           "train_or_load"]
 
 PAPER_ACCURACY = {2: 0.791, 4: 0.823, 8: 0.850, 16: 0.882}  # 70/30 split, best epoch picked on test
 TARGET_ACCURACY = {2: 0.80, 4: 0.84, 8: 0.87, 16: 0.89}  # standard split, selected on validation
@@ -33,7 +34,7 @@ _VALIDATION = {"movies": "validation: whole movies held out of the training spli
 
 @dataclass(frozen=True, kw_only=True)
 class ReproduceConfig:
-    """Settings of `reproduce` (defaults: the full grid, ~? min on 2 CPU cores; see docs/results.md)."""
+    """Settings of `reproduce` (defaults: the full grid, ~8 min on 2 CPU cores; see docs/results.md)."""
 
     dims: tuple[int, ...] = (2, 4, 8, 16)  # embedding dimensions to train
     out_dir: str = "runs/reproduce"  # one run directory per d inside
@@ -93,7 +94,7 @@ def data_info(data: ImdbData) -> dict:
             "test": len(data.test)}
 
 
-def _train_or_load(d: int, data: ImdbData, config: ReproduceConfig) -> tuple:
+def train_or_load(d: int, data: ImdbData, config: ReproduceConfig) -> tuple:
     """Reuse a finished run with exactly these settings and data, resume a compatible interrupted one,
     or train from scratch (a run from other settings or data in the directory is replaced)."""
     from hardmax.train import _compatible, _config_record
@@ -149,7 +150,7 @@ def _pick_example(model, data: ImdbData, max_words: int = 40) -> int:
 def _run_dimension(d: int, data: ImdbData, config: ReproduceConfig, report_dir: Path) -> DimensionResult:
     from hardmax import sentiment_plots as plots
 
-    model, history, best_epoch, run_dir = _train_or_load(d, data, config)
+    model, history, best_epoch, run_dir = train_or_load(d, data, config)
     test: Evaluation = evaluate(model, data.test, batch_size=config.train.eval_batch_size)
     stats = leader_statistics(model, data.test.ids, data.test.mask)
     words = leader_word_counts(model, data.test.ids, data.test.mask, data.test.labels,

@@ -2,7 +2,7 @@
 
 The paper's sentiment model (Alcalde, Fantuzzi, Zuazua 2024, §5: word embedding -> pure-attention
 layers -> mean -> linear decoder) is trained on the Large Movie Review Dataset v1.0 (Maas et al.,
-ACL 2011). This module turns the raw reviews into padded id tensors:
+ACL 2011). This package turns the raw reviews into padded id tensors:
 
     resolve_imdb_path -> read_reviews -> clean_text (each review) -> Vocabulary (training part only)
         -> Split(ids (N, max_len) int64, mask (N, max_len) bool, labels (N,) int64, ...) -> ImdbData

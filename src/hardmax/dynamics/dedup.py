@@ -146,19 +146,17 @@ def _mix(x: Tensor) -> Tensor:
 
 
 def _hash_rows(keys: Tensor) -> Tensor:
-    """(batch, n) int64 hash of each row of keys (batch, n, k): the keys' bits, read as 32-bit (or
-    16-bit) integers, dotted with fixed odd 64-bit multipliers (int64 wrap-around), then mixed.
+    """(batch, n) int64 hash of each row of keys (batch, n, k): the keys as integers (a float's bits,
+    read as 32-bit or 16-bit integers), dotted with fixed odd 64-bit multipliers (int64 wrap-around),
+    then mixed.
 
     Integer arithmetic, so equal rows get equal hashes whatever the order of the sum. Different rows
     can collide (a linear hash has structured collisions); `deduplicate` detects that and regroups.
     """
-    if keys.element_size() == 2:
-        bits = keys.view(torch.int16)
-    elif keys.element_size() in (4, 8):
-        bits = keys.view(torch.int32) if keys.is_floating_point() or keys.dtype == torch.int32 else keys
-    else:
-        bits = keys
-    bits = bits.long()
+    # Floats are read as their bits (float64 as two 32-bit halves); integers are used as they are.
+    if keys.is_floating_point():
+        keys = keys.view(torch.int16 if keys.element_size() == 2 else torch.int32)
+    bits = keys.long()
     k = bits.shape[-1]
     multipliers = _mix(torch.arange(1, k + 1, device=keys.device) * -7046029254386353131) | 1
     if bits.device.type == "cpu":

@@ -116,7 +116,7 @@ def _select(s: Tensor, keys: Tensor, queries: Tensor, weights: Tensor, tol: Tens
     the result is the same as building P. queries (batch, r, d) are the rows' A z_i; tol (batch, r)
     their tie tolerances; row_present (batch, r). Overwrites s.
     """
-    batch, r, m = s.shape
+    r, m = s.shape[1:]
     diagonal = s.diagonal(dim1=1, dim2=2)
     own = diagonal.clone()
     diagonal.fill_(-math.inf)
