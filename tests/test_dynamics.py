@@ -23,6 +23,9 @@ from scipy.optimize import linprog
 
 from hardmax.dynamics import deduplicate, default_tie_rtol, simulate
 
+# The two hardmax engines behind `simulate`: batched torch ops, and the compiled per-review kernel.
+HARDMAX_BACKENDS = ("torch", "numba")
+
 
 def random_spd(rng: np.random.Generator, d: int) -> np.ndarray:
     """A random (d, d) SPD matrix with eigenvalues ≥ 0.5, exactly symmetric."""
@@ -63,14 +66,18 @@ def test_matches_reference(seed, batched, attention, beta):
                     mask=torch.from_numpy(mask if batched else mask[0]), return_weights=True)
     got_tokens = traj.tokens.numpy().reshape(layers + 1, batch, n, d)
     got_weights = traj.weights.numpy().reshape(layers, batch, n, n)
-    # Without weights, hardmax takes the compact path (follower rows only after layer 1).
-    plain = simulate(z if batched else z[0], alpha=alpha, layers=layers, A=A, attention=attention, beta=beta,
-                     mask=torch.from_numpy(mask if batched else mask[0])).tokens.numpy().reshape(got_tokens.shape)
+    # Without weights, hardmax takes the compact torch path (follower rows only after layer 1) or the
+    # compiled kernel.
+    plain = [simulate(z if batched else z[0], alpha=alpha, layers=layers, A=A, attention=attention, beta=beta,
+                      mask=torch.from_numpy(mask if batched else mask[0]), backend=backend)
+             .tokens.numpy().reshape(got_tokens.shape)
+             for backend in (HARDMAX_BACKENDS if attention == "hardmax" else ("torch",))]
     for b in range(batch):
         want_tokens, want_weights = reference.simulate(z[b], alpha=alpha, layers=layers, A=A,
                                                        attention=attention, beta=beta, mask=mask[b])
         np.testing.assert_allclose(got_tokens[:, b], want_tokens, rtol=0, atol=1e-12)
-        np.testing.assert_allclose(plain[:, b], want_tokens, rtol=0, atol=1e-12)
+        for path in plain:
+            np.testing.assert_allclose(path[:, b], want_tokens, rtol=0, atol=1e-12)
         np.testing.assert_allclose(got_weights[:, b], want_weights, rtol=0, atol=1e-12)
 
 
@@ -104,9 +111,11 @@ def run_exact(tokens, *, alpha, layers, A=None, mask=None):
                   mask=None if mask is None else torch.tensor(mask))
     traj = simulate(as_floats(tokens), return_weights=True, **kwargs)
     np.testing.assert_allclose(traj.tokens.numpy(), reference.as_float(exact), rtol=0, atol=1e-12)
-    # Without weights, hardmax takes the compact path (leaders' rows skipped after layer 1).
-    compact = simulate(as_floats(tokens), **kwargs)
-    np.testing.assert_allclose(compact.tokens.numpy(), reference.as_float(exact), rtol=0, atol=1e-12)
+    # Without weights, hardmax takes the compact torch path (leaders' rows skipped after layer 1) or
+    # the compiled kernel.
+    for backend in HARDMAX_BACKENDS:
+        compact = simulate(as_floats(tokens), backend=backend, **kwargs)
+        np.testing.assert_allclose(compact.tokens.numpy(), reference.as_float(exact), rtol=0, atol=1e-12)
     return traj, exact
 
 
@@ -418,7 +427,7 @@ def test_chunk_size_does_not_change_results(rng, attention, beta):
             for size in (1, 3, 256, 1000)]
     if attention == "hardmax":  # without weights, hardmax takes the compact (leader-skipping) path
         for size in (1, 3, 256):
-            compact = simulate(z, alpha=0.6, layers=4, A=A, mask=mask, chunk_size=size)
+            compact = simulate(z, alpha=0.6, layers=4, A=A, mask=mask, chunk_size=size, backend="torch")
             torch.testing.assert_close(compact.tokens, runs[0].tokens, rtol=0, atol=1e-13)
     for run in runs[1:]:
         if attention == "hardmax":
@@ -661,13 +670,14 @@ def test_hardmax_layers_equals_layer_by_layer_steps(seed):
     assert torch.equal(last[0], fast[-1])
 
 
+@pytest.mark.parametrize("backend", HARDMAX_BACKENDS)
 @pytest.mark.parametrize("seed", range(4))
-def test_followers_tied_with_leaders_fall_back_to_full_layers(seed):
+def test_followers_tied_with_leaders_fall_back_to_full_layers(seed, backend):
     """A coarse tie tolerance makes followers tie with leaders (a leader then moves): the runner must
     notice from the follower rows and recompute the layer in full, matching the per-token oracle."""
     rng = np.random.default_rng(seed)
     tokens = rng.standard_normal((12, 2))
-    run = simulate(tokens, alpha=1.0, layers=12, tie_rtol=0.05)
+    run = simulate(tokens, alpha=1.0, layers=12, tie_rtol=0.05, backend=backend)
     expected, _ = reference.simulate(tokens, alpha=1.0, layers=12, tie_rtol=0.05)
     np.testing.assert_allclose(run.tokens.numpy(), expected, rtol=0, atol=1e-12)
 
@@ -717,9 +727,9 @@ def test_chunks_on_parallel_threads_give_the_same_result():
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        serial = simulate(tokens, alpha=0.8, layers=5, mask=mask, chunk_size=7)
+        serial = simulate(tokens, alpha=0.8, layers=5, mask=mask, chunk_size=7, backend="torch")
         torch.set_num_threads(2)
-        parallel = simulate(tokens, alpha=0.8, layers=5, mask=mask, chunk_size=7)
+        parallel = simulate(tokens, alpha=0.8, layers=5, mask=mask, chunk_size=7, backend="torch")
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)

@@ -1,0 +1,316 @@
+"""A compiled CPU kernel for hardmax trajectories: one review at a time, every layer, no temporaries.
+
+The torch engine (`step`, `layers`) runs each layer as a dozen batched tensor ops over the whole
+(batch, m, m) score tensor; on a CPU most of its time goes to those memory passes and to per-op
+dispatch, not to arithmetic. This kernel does the same computation review by review, compiled with
+numba: it merges identical tokens, computes each score once and keeps only the row's running
+maximum, skips the leaders' rows after layer 1, and writes the full trajectory directly. It is
+used by `simulate` for hardmax on the CPU when no gradient and no attention matrices are needed;
+the torch step stays the reference (autograd, CUDA, softmax, the classifier) and the tests check
+that the two agree.
+
+The rule is the torch step's, to the letter (see `step._select`):
+
+    s_ij = ⟨A z_i, z_j⟩ over present j (weight w_j > 0),  own_i = s_ii,  other_i = max_{j ≠ i} s_ij,
+    tol_i = tie_rtol · ||z_i||_A · max_j ||z_j||_A,       C_i = {j : s_ij ≥ max(own_i, other_i) − tol_i},
+    target_i = z_j if C_i = {j}, else Σ_{j ∈ C_i} w_j z_j / Σ_{j ∈ C_i} w_j,
+    z_i ← z_i + γ_k (target_i − z_i)  for present i (absent tokens do not move).
+
+After layer 1 only followers (present tokens with C_i ≠ {i}) are recomputed; a leader keeps its place
+while no score in its row reaches its own minus its tolerance (the scores against followers are
+read from the followers' rows, s_fℓ = s_ℓf since A is symmetric; those against other leaders are
+fixed). Where a leader could lose its place, the review continues with every row computed.
+
+Dot products are summed in index order, so a score may differ from torch's blocked matrix product in
+the last bit; identical tokens are merged before the first layer, so their ties are exact anyway.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import prange
+
+
+@numba.njit(cache=True)
+def _deduplicate(z, bits, mask, multipliers, slot, distinct, weights):
+    """Merge identical real rows of one review (value equality: -0.0 == 0.0).
+
+    z: (n, d) tokens; bits: (n, d) the same memory as unsigned integers; mask: (n,) bool, True for real
+    tokens; multipliers: (d,) odd uint64 constants of the hash. Writes slot (n,) the distinct-token
+    index of each real token (-1 for masked ones, which neither attend nor are attended to), distinct
+    (≥ m, d) the distinct tokens in order of first appearance and weights (≥ m,) their
+    multiplicities. Returns m, the number of distinct real tokens.
+
+    An open-addressing hash table of the rows: a linear hash of their bits (independent products,
+    so it vectorises), then a splitmix64 finaliser; every hit is confirmed by comparing the values,
+    so a collision costs a probe, never a wrong merge.
+    """
+    n, d = z.shape
+    size = 16
+    while size < 2 * n:
+        size *= 2
+    table = np.full(size, -1, np.int64)  # distinct-token index stored in each bucket, -1 = empty
+    hashes = np.empty(size, np.uint64)
+    m = 0
+    for t in range(n):
+        slot[t] = -1
+        if not mask[t]:
+            continue
+        h = np.uint64(0)
+        for k in range(d):
+            b = np.uint64(bits[t, k]) if z[t, k] != 0 else np.uint64(0)  # -0.0 and 0.0: the same point
+            h += b * multipliers[k]
+        h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        h ^= h >> np.uint64(31)
+        bucket = np.int64(h & np.uint64(size - 1))
+        while True:
+            g = table[bucket]
+            if g < 0:  # a new distinct token
+                table[bucket] = m
+                hashes[bucket] = h
+                for k in range(d):
+                    distinct[m, k] = z[t, k]
+                weights[m] = 1
+                slot[t] = m
+                m += 1
+                break
+            if hashes[bucket] == h:
+                same = True
+                for k in range(d):
+                    if distinct[g, k] != z[t, k]:
+                        same = False
+                        break
+                if same:
+                    weights[g] += 1
+                    slot[t] = g
+                    break
+            bucket = (bucket + 1) & (size - 1)
+    return m
+
+
+@numba.njit(cache=True)
+def _scores(rows, count, q, zT, m, S):
+    """S[p, j] = ⟨q_i, z_j⟩ for the first `count` rows i = rows[p] and every j < m.
+
+    Summed over k in order; zT (d, m) holds the tokens transposed so that the innermost loop, over j,
+    is contiguous and vectorises.
+    """
+    d = q.shape[1]
+    for p in range(count):
+        i = rows[p]
+        qi = q[i, 0]
+        for j in range(m):
+            S[p, j] = qi * zT[0, j]
+        for k in range(1, d):
+            qi = q[i, k]
+            for j in range(m):
+                S[p, j] += qi * zT[k, j]
+
+
+@numba.njit(cache=True)
+def _select(i, srow, z, w, m, tol, target, lowest):
+    """Hardmax target of token i from its scores srow (m,) into target (d,); returns (own, other, leader).
+
+    z (m, d) the distinct tokens, w (m,) their multiplicities, tol the row's tie tolerance, lowest
+    -inf in the tokens' dtype.
+    """
+    own = srow[i]
+    srow[i] = lowest
+    # The best score of another token. Four running maxima, not one: a single one is a chain of
+    # dependent compares (latency-bound); the maximum does not depend on the order.
+    o0 = o1 = o2 = o3 = lowest
+    top = m - m % 4
+    for j in range(0, top, 4):
+        o0 = max(o0, srow[j])
+        o1 = max(o1, srow[j + 1])
+        o2 = max(o2, srow[j + 2])
+        o3 = max(o3, srow[j + 3])
+    for j in range(top, m):
+        o0 = max(o0, srow[j])
+    other = max(max(o0, o1), max(o2, o3))
+    srow[i] = own
+    threshold = (own if own > other else other) - tol
+    members = 0
+    for j in range(m):
+        members += srow[j] >= threshold
+    d = z.shape[1]
+    if members == 1:
+        single = 0
+        while srow[single] < threshold:
+            single += 1
+        for k in range(d):
+            target[k] = z[single, k]
+        return own, other, single == i
+    total = w[0] * 0
+    for k in range(d):
+        target[k] = 0
+    for j in range(m):
+        if srow[j] >= threshold:
+            total += w[j]
+            for k in range(d):
+                target[k] += w[j] * z[j, k]
+    for k in range(d):
+        target[k] = target[k] / total
+    return own, other, False
+
+
+@numba.njit(cache=True)
+def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, out):
+    """Every layer of one review: z (n, d), mask (n,), out (layers + 1, n, d). Returns 1 if a leader
+    lost its place (the review then finished with every row computed), else 0."""
+    n, d = z.shape
+    layers = gammas.shape[0]
+    for t in range(n):
+        for k in range(d):
+            out[0, t, k] = z[t, k]
+    slot = np.empty(n, np.int64)
+    u = np.empty((n, d), z.dtype)
+    w = np.empty(n, z.dtype)
+    m = _deduplicate(z, bits, mask, multipliers, slot, u, w)
+    if layers == 0 or m == 0:
+        for layer in range(layers):
+            for t in range(n):
+                for k in range(d):
+                    out[layer + 1, t, k] = z[t, k]
+        return 0
+    uT = np.empty((d, m), z.dtype)
+    q = u if identity else np.empty((m, d), z.dtype)
+    new = np.empty((m, d), z.dtype)
+    norm = np.empty(m, z.dtype)
+    S = np.empty((m, m), z.dtype)
+    target = np.empty(d, z.dtype)
+    own = np.empty(m, z.dtype)
+    other = np.empty(m, z.dtype)
+    leader = np.zeros(m, np.bool_)
+    reach = np.empty(m, z.dtype)
+    everyone = np.arange(m)
+    followers = np.empty(m, np.int64)
+    moving = np.empty(n, np.int64)  # tokens (positions in the review) of the followers
+    lowest = np.full(1, -np.inf, z.dtype)[0]
+    f = 0
+    moves = 0
+    full = True  # layer 1 computes every row
+    broke = 0
+    for layer in range(layers):
+        g = gammas[layer]
+        rows = everyone if full else followers
+        count = m if full else f
+        # Rows that may have moved since the last layer: all of them at first, then the followers.
+        for p in range(count):
+            i = rows[p]
+            for k in range(d):
+                uT[k, i] = u[i, k]
+            if not identity:  # q_i = A z_i (A symmetric), summed over c in order
+                for k in range(d):
+                    q[i, k] = u[i, 0] * A[0, k]
+                for c in range(1, d):
+                    ui = u[i, c]
+                    for k in range(d):
+                        q[i, k] += ui * A[c, k]
+            # ||z_i||_A for the tolerance
+            v = q[i, 0] * u[i, 0]
+            for k in range(1, d):
+                v += q[i, k] * u[i, k]
+            norm[i] = np.sqrt(v) if v > 0 else v * 0
+        largest = norm[0]
+        for i in range(1, m):
+            if norm[i] > largest:
+                largest = norm[i]
+        _scores(rows, count, q, uT, m, S)
+        if not full:
+            # A leader stays one while no score in its row reaches its own minus its tolerance: its
+            # best score on another token at layer 1, or on a follower now (s_fl = s_lf).
+            for j in range(m):
+                reach[j] = other[j]
+            for p in range(f):
+                for j in range(m):
+                    if S[p, j] > reach[j]:
+                        reach[j] = S[p, j]
+            for j in range(m):
+                if leader[j] and reach[j] >= own[j] - rtol * norm[j] * largest:
+                    broke = 1
+            if broke and f < m:  # from here on, every row at every layer
+                full = True
+                rows, count = everyone, m
+                _scores(rows, count, q, uT, m, S)
+        for p in range(count):
+            i = rows[p]
+            own_i, other_i, leader_i = _select(i, S[p], u, w, m, rtol * norm[i] * largest, target, lowest)
+            if layer == 0:
+                own[i] = own_i
+                other[i] = other_i
+                leader[i] = leader_i
+            for k in range(d):
+                new[i, k] = u[i, k] + g * (target[k] - u[i, k])
+        for p in range(count):
+            i = rows[p]
+            for k in range(d):
+                u[i, k] = new[i, k]
+        if full:
+            for t in range(n):
+                s = slot[t]
+                if s >= 0:
+                    for k in range(d):
+                        out[layer + 1, t, k] = u[s, k]
+                else:
+                    for k in range(d):
+                        out[layer + 1, t, k] = z[t, k]
+        else:  # leaders and padding stay where they were
+            for t in range(n):
+                for k in range(d):
+                    out[layer + 1, t, k] = out[layer, t, k]
+            for p in range(moves):
+                t = moving[p]
+                s = slot[t]
+                for k in range(d):
+                    out[layer + 1, t, k] = u[s, k]
+        if layer == 0 and layers > 1 and not broke:
+            for i in range(m):
+                if not leader[i]:
+                    followers[f] = i
+                    f += 1
+            for t in range(n):
+                if slot[t] >= 0 and not leader[slot[t]]:
+                    moving[moves] = t
+                    moves += 1
+            full = False
+    return broke
+
+
+@numba.njit(cache=True, parallel=True)
+def _reviews(z, bits, mask, multipliers, A, identity, gammas, rtol, out, broke):
+    for b in prange(z.shape[0]):
+        broke[b] = _review(z[b], bits[b], mask[b], multipliers, A, identity, gammas, rtol, out[:, b])
+
+
+def _multipliers(d: int) -> np.ndarray:
+    """(d,) fixed odd 64-bit multipliers of the row hash (a Weyl sequence)."""
+    k = np.arange(1, d + 1, dtype=np.uint64)
+    return (k * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)
+
+
+def hardmax_trajectory(z: np.ndarray, mask: np.ndarray, A: np.ndarray | None, gammas: np.ndarray,
+                       tie_rtol: float, out: np.ndarray, threads: int) -> np.ndarray:
+    """Fill out (layers + 1, batch, n, d) with the hardmax trajectory of z (batch, n, d).
+
+    Args:
+        z: C-contiguous float32 or float64 tokens. mask: (batch, n) bool, True for real tokens.
+        A: (d, d) SPD in z's dtype, or None for the identity. gammas: (layers,) γ_k = α_k/(1+α_k) in
+        z's dtype. tie_rtol: relative tie tolerance. out: preallocated, C-contiguous. threads: workers.
+    Returns:
+        (batch,) int8, 1 where a leader lost its place within the tie tolerance.
+    """
+    bits = z.view(np.uint32 if z.dtype == np.float32 else np.uint64)
+    identity = A is None
+    A_arr = np.eye(z.shape[-1], dtype=z.dtype) if A is None else np.ascontiguousarray(A, dtype=z.dtype)
+    broke = np.zeros(z.shape[0], np.int8)
+    previous = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    try:
+        _reviews(z, bits, np.ascontiguousarray(mask), _multipliers(z.shape[-1]), A_arr, identity,
+                 gammas.astype(z.dtype), z.dtype.type(tie_rtol), out, broke)
+    finally:
+        numba.set_num_threads(previous)
+    return broke
