@@ -6,10 +6,11 @@ repeated words or padding, d = 16, 8 layers), in float32 and float64:
 - reviews/s of a per-token NumPy loop written from eq. (1.1), the way the paper's published code works
   (for each review, each layer, each token: scores to all tokens, argmax set, mean);
 - reviews/s of a naive vectorised torch version (dense scores, tie mask, matmul; no deduplication);
-- reviews/s of `hardmax.dynamics.simulate` (full trajectory returned);
+- reviews/s of `hardmax.dynamics.simulate` (full trajectory returned), with its default engine (the
+  compiled kernel, `hardmax.dynamics.kernel`) and with `backend="torch"` (the batched torch engine);
 - the library's achieved GFLOP/s and its fraction of this machine's measured matmul rate.
 
-Before timing, the library and the naive baseline are checked against the per-token loop in float64
+Before timing, both library engines and the naive baseline are checked against the per-token loop in float64
 (max abs error ≤ 1e-10), so a fast but wrong engine cannot be reported.
 
     .venv/bin/python benchmarks/bench_dynamics.py                 # full run, ~1.5 min on 2 cores
@@ -231,9 +232,12 @@ def naive_torch(tokens: torch.Tensor, mask: torch.Tensor, A: torch.Tensor, *, al
 
 
 def library(tokens: torch.Tensor, mask: torch.Tensor, A: torch.Tensor, *, alpha: float,
-            layers: int) -> torch.Tensor:
-    """`hardmax.dynamics.simulate`, full trajectory (layers + 1, reviews, n, d)."""
-    return simulate(tokens, alpha=alpha, layers=layers, A=A, mask=mask).tokens
+            layers: int, backend: str = "auto") -> torch.Tensor:
+    """`hardmax.dynamics.simulate`, full trajectory (layers + 1, reviews, n, d).
+
+    backend "auto" is the default (the compiled kernel on a CPU); "torch" the batched torch engine.
+    """
+    return simulate(tokens, alpha=alpha, layers=layers, A=A, mask=mask, backend=backend).tokens
 
 
 # --------------------------------------------------------------------------------------------
@@ -275,6 +279,7 @@ def check_engines(config: BenchConfig) -> dict[str, float]:
     tokens, mask, A = torch.from_numpy(batch.tokens), torch.from_numpy(batch.mask), torch.from_numpy(batch.A)
     errors = {
         "library": library(tokens, mask, A, **kwargs),
+        "torch_engine": library(tokens, mask, A, backend="torch", **kwargs),
         "naive_torch": naive_torch(tokens, mask, A, tie_rtol=rtol, **kwargs),
     }
     errors = {name: float(np.abs(path.numpy() - reference).max()) for name, path in errors.items()}
@@ -302,11 +307,14 @@ def time_dtype(config: BenchConfig, batch: Batch, name: str, matmul: float) -> d
     naive_s = statistics.median(wall_times(naive, max(1, config.repeats // 2)))
     library_times = wall_times(partial(library, tokens, mask, A, **kwargs), config.repeats)
     library_s = statistics.median(library_times)
+    engine = partial(library, tokens, mask, A, backend="torch", **kwargs)
+    engine_s = statistics.median(wall_times(engine, max(1, config.repeats // 2)))
 
     rates = {
         "loop_reviews_per_s": config.loop_reviews / loop_s,
         "naive_reviews_per_s": config.naive_reviews / naive_s,
         "library_reviews_per_s": config.reviews / library_s,
+        "torch_engine_reviews_per_s": config.reviews / engine_s,
     }
     gflops = rates["library_reviews_per_s"] * flops_per_review(config) / 1e9
     return {
@@ -387,17 +395,19 @@ def format_table(results: dict) -> str:
         f"{c['layers']} layers, alpha = {c['alpha']}",
         f"      mean real tokens {data['mean_real_tokens']:.1f}, mean distinct real tokens "
         f"{data['mean_distinct_tokens']:.1f}, {100 * data['share_at_cap']:.0f}% of reviews at the cap",
-        "check: max |library - loop| = {library:.1e}, max |naive - loop| = {naive_torch:.1e} "
+        "check: max |library - loop| = {library:.1e}, max |torch engine - loop| = {torch_engine:.1e}, "
+        "max |naive - loop| = {naive_torch:.1e} "
         "(float64, {n} reviews)".format(n=results["check"]["reviews"], **results["check"]["max_abs_error"]),
         "",
-        f"{'dtype':<8}{'loop':>10}{'naive':>10}{'library':>10}{'x loop':>9}{'x naive':>9}"
+        f"{'dtype':<8}{'loop':>10}{'naive':>10}{'torch':>10}{'library':>10}{'x loop':>9}{'x naive':>9}"
         f"{'GFLOP/s':>9}{'matmul':>9}{'of mm':>7}",
-        f"{'':<8}{'rev/s':>10}{'rev/s':>10}{'rev/s':>10}{'':>9}{'':>9}{'':>9}{'GFLOP/s':>9}{'':>7}",
+        f"{'':<8}{'rev/s':>10}{'rev/s':>10}{'engine':>10}{'rev/s':>10}{'':>9}{'':>9}{'':>9}{'GFLOP/s':>9}"
+        f"{'':>7}",
     ]
     for name, r in results["dtypes"].items():
         lines.append(
             f"{name:<8}{r['loop_reviews_per_s']:>10,.0f}{r['naive_reviews_per_s']:>10,.0f}"
-            f"{r['library_reviews_per_s']:>10,.0f}{r['speedup_vs_loop']:>9,.0f}{r['speedup_vs_naive']:>9,.1f}"
+            f"{r['torch_engine_reviews_per_s']:>10,.0f}{r['library_reviews_per_s']:>10,.0f}{r['speedup_vs_loop']:>9,.0f}{r['speedup_vs_naive']:>9,.1f}"
             f"{r['library_gflops']:>9.1f}{r['matmul_gflops']:>9.1f}{100 * r['fraction_of_matmul']:>6.0f}%"
         )
     if mach["load_average_1min"] > 0.5:
@@ -413,14 +423,17 @@ def format_table(results: dict) -> str:
 
 
 def profile(config: BenchConfig, rows: int = 15) -> str:
-    """torch.profiler table of one float32 `simulate` call on `config.reviews` reviews."""
+    """torch.profiler table of one float32 `simulate(backend="torch")` call on `config.reviews` reviews.
+
+    The torch engine only: the default compiled kernel is one opaque call the profiler cannot split.
+    """
     batch = make_batch(config, config.reviews)
     tokens, mask = torch.from_numpy(batch.tokens).float(), torch.from_numpy(batch.mask)
     A = torch.from_numpy(batch.A).float()
     with torch_threads(config.threads):
-        library(tokens, mask, A, alpha=config.alpha, layers=config.layers)  # warm-up
+        library(tokens, mask, A, alpha=config.alpha, layers=config.layers, backend="torch")  # warm-up
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-            library(tokens, mask, A, alpha=config.alpha, layers=config.layers)
+            library(tokens, mask, A, alpha=config.alpha, layers=config.layers, backend="torch")
     return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
 
 
@@ -433,7 +446,8 @@ def parse_args(argv: Sequence[str] | None) -> tuple[BenchConfig, argparse.Namesp
     parser.add_argument("--quick", action="store_true", help="small sizes, for smoke testing")
     parser.add_argument("--imdb", metavar="PATH", help="IMDb archive: real word ids via hardmax.data")
     parser.add_argument("--json", metavar="PATH", type=Path, help="also write the results as JSON")
-    parser.add_argument("--profile", action="store_true", help="print a torch.profiler table of simulate")
+    parser.add_argument("--profile", action="store_true",
+                        help="print a torch.profiler table of simulate(backend='torch')")
     args = parser.parse_args(argv)
     config = quick() if args.quick else BenchConfig()
     changes = {"reviews": args.reviews, "repeats": args.repeats, "threads": args.threads, "imdb": args.imdb}

@@ -1,13 +1,18 @@
 """Pure-attention dynamics: the attention step and `simulate` over layers.
 
-This package is the single implementation of the attention layer. The particle simulator
-(`simulate`) and the sentiment classifier (`hardmax.models`) both run its step, so what is trained
-is exactly what is analysed. Files, in order of dependence:
+The attention layer has one definition, `step`. The particle simulator (`simulate`) and the
+sentiment classifier (`hardmax.models`) both run it, so what is trained is exactly what is analysed;
+`kernel` is a compiled CPU copy of its hardmax rule, for speed, that the tests hold to it. Files, in
+order of dependence:
 
 - `dedup`: identical tokens merged into one token with a multiplicity (exact grouping).
 - `step`: scores, the attention matrix P, the hardmax/softmax targets and one layer (`attention_step`).
 - `layers`: several hardmax layers with the leaders' rows skipped after layer 1 (`hardmax_layers`).
-- `simulator`: `simulate` (input validation, chunking on a thread pool) and the full `Trajectory`.
+- `kernel`: the same hardmax rule compiled with numba, one review per core at a time: `simulate`'s
+  default on a CPU when no gradient or attention matrix is needed (3× the torch engine); the torch
+  step stays the reference, and the tests hold the two to each other.
+- `simulator`: `simulate` (input validation, the choice of engine, chunking on a thread pool) and
+  the full `Trajectory`.
 
 The dynamics (Alcalde, Fantuzzi, Zuazua 2024, eq. 1.1) for tokens z_1..z_n in R^d:
 

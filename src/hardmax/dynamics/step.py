@@ -1,7 +1,8 @@
 """The attention step: scores, the attention matrix, and one layer of (1.1) for a batch.
 
-This is the single implementation of the attention layer: `simulate` and the sentiment classifier
-(`hardmax.models`) both run it, so what is trained is exactly what is analysed.
+This is the definition of the attention layer: `simulate` and the sentiment classifier
+(`hardmax.models`) both run it, so what is trained is exactly what is analysed. (`simulate`'s
+default CPU engine for hardmax, `kernel`, is a compiled copy of `_select`'s rule, tested against it.)
 """
 
 from __future__ import annotations
