@@ -1,10 +1,12 @@
-"""Smoke tests of the benchmark and experiment scripts (benchmarks/bench_dynamics.py, scripts/sweep.py),
-so that they do not rot."""
+"""Smoke tests of the benchmark and experiment scripts (benchmarks/bench_dynamics.py, scripts/sweep.py,
+scripts/ceiling.py), so that they do not rot."""
 
 import importlib.util
 import json
 import sys
 from pathlib import Path
+
+import numpy as np
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_dynamics.py"
 
@@ -62,3 +64,28 @@ def test_sweep_tabulates_validation_and_test_accuracy(tmp_path, monkeypatch, cap
     assert json.loads((tmp_path / "sweep" / "sweep.json").read_text()) == rows
     again = sweep.main(argv)  # finished runs are reused: same numbers
     assert [r["test_hardmax"] for r in again] == [r["test_hardmax"] for r in rows]
+
+
+def test_ceiling_fits_the_linear_model_on_the_classifiers_inputs(tmp_path, monkeypatch, capsys):
+    """scripts/ceiling.py on a generated archive: C chosen on validation, one row per variant."""
+    from test_cli_sentiment import write_archive
+
+    monkeypatch.setenv("HARDMAX_CACHE", str(tmp_path / "cache"))
+    ceiling = load_script(SCRIPT.parents[1] / "scripts" / "ceiling.py")
+    archive = write_archive(tmp_path / "imdb.tar.gz")
+    rows = ceiling.main(["--data", str(archive), "--variants", "head", "whole", "--C", "0.1", "10",
+                         "--out", str(tmp_path / "ceiling")])
+    assert [r["variant"] for r in rows] == ["head", "whole"]
+    for r in rows:
+        assert r["val"] == max(r["val_by_C"].values()) and r["C"] in (0.1, 10)
+        assert 0 <= r["test"] <= 1
+    assert rows[1]["max_len"] == 1000
+    assert (tmp_path / "ceiling" / "ceiling.md").read_text().startswith("| tokens |")
+
+
+def test_normalised_counts_are_word_shares():
+    ceiling = load_script(SCRIPT.parents[1] / "scripts" / "ceiling.py")
+    ids = np.array([[2, 3, 2, 0], [4, 0, 0, 0]])
+    mask = ids != 0
+    X = ceiling.normalised_counts(ids, mask, vocab_size=5).toarray()
+    np.testing.assert_allclose(X, [[0, 0, 2 / 3, 1 / 3, 0], [0, 0, 0, 0, 1]])
