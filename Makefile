@@ -20,8 +20,8 @@ quickstart: setup
 	$(BIN)/hardmax reproduce --quick
 
 lint: setup
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks scripts
 
 test: setup
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks scripts
 	OMP_NUM_THREADS=1 $(BIN)/pytest -n 2 -q

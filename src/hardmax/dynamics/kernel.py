@@ -3,11 +3,11 @@
 The torch engine (`step`, `layers`) runs each layer as a dozen batched tensor ops over the whole
 (batch, m, m) score tensor; on a CPU most of its time goes to those memory passes and to per-op
 dispatch, not to arithmetic. This kernel does the same computation review by review, compiled with
-numba: it merges identical tokens, computes each score once and keeps only the row's running
-maximum, skips the leaders' rows after layer 1, and writes the full trajectory directly. It is
-used by `simulate` for hardmax on the CPU when no gradient and no attention matrices are needed;
-the torch step stays the reference (autograd, CUDA, softmax, the classifier) and the tests check
-that the two agree.
+numba, so that everything of one review stays in cache: it merges identical tokens (padding
+dropped), computes layer 1 in full, then only the followers' rows, and writes the full trajectory
+directly. Reviews run in parallel (`prange`). `simulate` uses it for hardmax on the CPU when no
+attention matrices are requested (backend "auto" or "numba"); the torch step stays the reference
+(autograd, CUDA, softmax, the classifier) and the tests hold the two to each other.
 
 The rule is the torch step's, to the letter (see `step._select`):
 
@@ -21,8 +21,9 @@ while no score in its row reaches its own minus its tolerance (the scores agains
 read from the followers' rows, s_fℓ = s_ℓf since A is symmetric; those against other leaders are
 fixed). Where a leader could lose its place, the review continues with every row computed.
 
-Dot products are summed in index order, so a score may differ from torch's blocked matrix product in
-the last bit; identical tokens are merged before the first layer, so their ties are exact anyway.
+Dot products are summed over the d coordinates in order. On the test batches that reproduces the
+torch engine bit for bit, but a BLAS may sum differently, so a score can differ from torch's in the
+last bit; identical tokens are merged before the first layer, so their ties are exact anyway.
 """
 
 from __future__ import annotations
