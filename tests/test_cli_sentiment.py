@@ -123,7 +123,7 @@ def test_train_writes_a_run_directory(trained):
     assert f"best epoch {best['epoch']}: validation accuracy (hardmax) {best['val_accuracy_hardmax']:.4f}" in out
     record = json.loads((run / "config.json").read_text())
     assert record["model"]["d"] == 2 and record["model"]["layers"] == LAYERS
-    assert record["data"]["truncation"] == "head" and record["data"]["train"] == 108
+    assert record["data"]["truncation"] == "head_tail" and record["data"]["train"] == 108
     assert record["train"]["word_dropout"] == 0.3 and record["train"]["epochs"] == 2
     vocab = json.loads((run / "vocab.json").read_text())
     assert len(vocab["words"]) == record["model"]["vocab_size"] and {"great", "awful"} <= set(vocab["words"])

@@ -351,7 +351,7 @@ def test_padding_truncation_and_mask(tmp_path: Path) -> None:
     long_text = " ".join(f"{w}" for w in POSITIVE * 4)  # 20 tokens
     reviews["train", "pos"][0] = (0, 10, long_text.encode())
     loaded = load_imdb(config(write_tar(tmp_path / "a.tar.gz", reviews), tmp_path, max_len=6,
-                              val_fraction=0.0), progress=False)
+                              val_fraction=0.0, truncation="head"), progress=False)
     train = loaded.train
     assert train.ids.shape == (20, 6) and train.ids.dtype == torch.int64
     assert train.mask.dtype == torch.bool and train.labels.dtype == torch.int64
@@ -749,7 +749,7 @@ def test_load_imdb_with_head_tail_truncation(tmp_path: Path) -> None:
     reviews["train", "pos"][0] = (0, 9, LONG_REVIEW.encode())
     reviews["test", "neg"][0] = (0, 1, ("Awful! " + LONG_REVIEW + " Dreadful.").encode())
     path = write_tar(tmp_path / "a.tar.gz", reviews)
-    cfg = config(path, tmp_path, max_len=6, val_fraction=0.0)
+    cfg = config(path, tmp_path, max_len=6, val_fraction=0.0, truncation="head")
     head = load_imdb(cfg, progress=False)
     head_tail = load_imdb(dataclasses.replace(cfg, truncation="head_tail"), progress=False)
     # The cache key holds the truncation: the second load is built, not read back.

@@ -28,8 +28,8 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
                         "or random reviews (default: movies)")
     g.add_argument("--limit", type=int, help="use only the first N reviews of each split (quick runs)")
     g.add_argument("--min-count", type=int, default=5, help="minimum training count of a vocabulary word")
-    g.add_argument("--truncation", choices=("head", "head_tail"), default="head",
-                   help="keep the first 128 tokens (paper), or the first and last 64 (default: head)")
+    g.add_argument("--truncation", choices=("head", "head_tail"), default="head_tail",
+                   help="keep the first and last 64 tokens, or the first 128 as the paper (default: head_tail)")
     g.add_argument("--no-lowercase", action="store_true", help="keep case (as the paper's code does)")
     g.add_argument("--cache-dir", help="preprocessed-tensor cache (default: $HARDMAX_CACHE or ~/.cache/hardmax)")
 

@@ -50,7 +50,9 @@ class DataConfig:
     val_split: ValSplit = "movies"  # "movies": blocks of consecutive review ids (≈ whole movies); "random"
     seed: int = 0  # seeds the paper's 70/30 split and the validation hold-out
     max_len: int = 128  # tokens kept per review after cleaning: longer ones truncated, shorter padded
-    truncation: Truncation = "head"  # "head": first max_len tokens (paper); "head_tail": first and last halves
+    # "head_tail": the first and last max_len/2 tokens (chosen on validation, docs/experiments.md);
+    # "head": the first max_len (the paper's)
+    truncation: Truncation = "head_tail"
     min_count: int = 5  # training occurrences (within max_len) a word needs to get its own id
     max_vocab: int | None = None  # cap on the vocabulary size, PAD and UNK included; None: no cap
     lowercase: bool = True  # the paper's code does not lower-case: lowercase=False reproduces it
