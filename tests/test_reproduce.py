@@ -70,7 +70,7 @@ def test_render_report_header(payload):
     assert lines[0] == "# Sentiment analysis on IMDb: reproduced results (full run)"
     assert lines[2].startswith("Produced by `hardmax reproduce` in 1.5 min on x86_64 (2 threads, torch 2.0).")
     assert lines[4].startswith("Data: 22500 train / 2500 validation / 25000 test reviews (split `standard`), "
-                               "vocabulary 20000 words (min count 5), 128 tokens per review.")
+                               "vocabulary 20000 words (min count 5), 128 tokens per review")
     assert "validation: random training reviews" in lines[4]  # payloads from before val_split say nothing
     movies = render_report({**payload, "data": {**payload["data"], "val_split": "movies"}}).splitlines()
     assert "validation: whole movies held out of the training split" in movies[4]

@@ -28,6 +28,8 @@ __all__ = ["PAPER_ACCURACY", "TARGET_ACCURACY", "ReproduceConfig", "DimensionRes
 
 PAPER_ACCURACY = {2: 0.791, 4: 0.823, 8: 0.850, 16: 0.882}  # 70/30 split, best epoch picked on test
 TARGET_ACCURACY = {2: 0.80, 4: 0.84, 8: 0.87, 16: 0.89}  # standard split, selected on validation
+_TRUNCATION = {"head": "longer reviews cut to their first tokens, as in the paper",
+               "head_tail": "longer reviews keep their first and last halves"}
 _VALIDATION = {"movies": "validation: whole movies held out of the training split",
                "random": "validation: random training reviews, which share movies with training"}
 
@@ -232,7 +234,8 @@ def render_report(payload: dict) -> str:
              f"Data: {payload['data']['train']} train / {payload['data']['val']} validation / "
              f"{payload['data']['test']} test reviews (split `{payload['data']['split']}`), vocabulary "
              f"{payload['data']['vocab_size']} words (min count {payload['data']['min_count']}), "
-             f"{payload['data']['max_len']} tokens per review. The model is selected on validation accuracy "
+             f"{payload['data']['max_len']} tokens per review ({_TRUNCATION.get(payload['data'].get('truncation'), '')}"
+             "). The model is selected on validation accuracy "
              f"under exact hardmax ({_VALIDATION.get(payload['data'].get('val_split', 'random'), '')}); the test set "
              "is touched once, at the end.", "",
              "## Test accuracy", "",
