@@ -226,6 +226,8 @@ def _write_report(results: list[DimensionResult], data: ImdbData, config: Reprod
 
 def render_report(payload: dict) -> str:
     """results.md from the results.json payload (tables, figures, the commands behind them)."""
+    # Results written before the option existed used the paper's cut.
+    truncation = _TRUNCATION[payload["data"].get("truncation", "head")]
     res = payload["results"]
     lines = [f"# Sentiment analysis on IMDb: reproduced results ({payload['label']} run)", "",
              f"Produced by `{payload['command']}` in {payload['seconds_total'] / 60:.1f} min on "
@@ -234,8 +236,8 @@ def render_report(payload: dict) -> str:
              f"Data: {payload['data']['train']} train / {payload['data']['val']} validation / "
              f"{payload['data']['test']} test reviews (split `{payload['data']['split']}`), vocabulary "
              f"{payload['data']['vocab_size']} words (min count {payload['data']['min_count']}), "
-             f"{payload['data']['max_len']} tokens per review ({_TRUNCATION.get(payload['data'].get('truncation'), '')}"
-             "). The model is selected on validation accuracy "
+             f"{payload['data']['max_len']} tokens per review ({truncation}). The model is selected on "
+             "validation accuracy "
              f"under exact hardmax ({_VALIDATION.get(payload['data'].get('val_split', 'random'), '')}); the test set "
              "is touched once, at the end.", "",
              "## Test accuracy", "",

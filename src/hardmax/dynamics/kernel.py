@@ -232,7 +232,7 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, out):
             for j in range(m):
                 if leader[j] and reach[j] >= own[j] - rtol * norm[j] * largest:
                     broke = 1
-            if broke and f < m:  # from here on, every row at every layer
+            if broke:  # from here on, every row at every layer
                 full = True
                 rows, count = everyone, m
                 _scores(rows, count, q, uT, m, S)
@@ -267,7 +267,7 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, out):
                 s = slot[t]
                 for k in range(d):
                     out[layer + 1, t, k] = u[s, k]
-        if layer == 0 and layers > 1 and not broke:
+        if layer == 0 and layers > 1:
             for i in range(m):
                 if not leader[i]:
                     followers[f] = i

@@ -218,12 +218,17 @@ def simulate(
     A_used = None if torch.equal(A_t, torch.eye(d, dtype=z.dtype, device=z.device)) else A_t
 
     if use_kernel:
-        out = _empty_with_huge_pages((layers + 1, batch, n, d), z.dtype)
+        tokens_np = batched.detach().contiguous().numpy()
+        # The trajectory in NumPy's memory: NumPy asks Linux for transparent huge pages for large
+        # arrays (madvise), so writing a fresh one (600 MB for 8,192 IMDb reviews) takes ~1,000 page
+        # faults instead of ~150,000, which with torch's allocator cost as much as the arithmetic.
+        out_np = np.empty((layers + 1, *tokens_np.shape), dtype=tokens_np.dtype)
         with _KERNEL_LOCK:
-            _kernel.hardmax_trajectory(batched.detach().contiguous().numpy(), m_t.contiguous().numpy(),
+            _kernel.hardmax_trajectory(tokens_np, m_t.contiguous().numpy(),
                                        None if A_used is None else A_used.detach().numpy(),
-                                       (alphas / (1 + alphas)).numpy(), tie_rtol, out.numpy(),
+                                       (alphas / (1 + alphas)).numpy(), tie_rtol, out_np,
                                        torch.get_num_threads())
+        out = torch.from_numpy(out_np)
         if single:
             out, m_t = out[:, 0], m_t[0]
         return Trajectory(tokens=out, alpha=alphas, A=A_t, attention=attention, beta=beta, mask=m_t,
@@ -304,16 +309,6 @@ def simulate(
         m_t = m_t[0]
     return Trajectory(tokens=out, alpha=alphas, A=A_t, attention=attention, beta=beta, mask=m_t,
                       tie_rtol=float(tie_rtol), weights=out_w)
-
-
-def _empty_with_huge_pages(shape: tuple[int, ...], dtype: torch.dtype) -> Tensor:
-    """An uninitialised CPU tensor whose memory NumPy allocated.
-
-    NumPy asks Linux for transparent huge pages for large arrays (madvise), so writing a fresh
-    trajectory (600 MB for 8,192 IMDb reviews) takes ~1,000 page faults instead of ~150,000; with
-    torch's allocator those faults cost as much as the kernel's arithmetic.
-    """
-    return torch.from_numpy(np.empty(shape, dtype=torch.empty((), dtype=dtype).numpy().dtype))
 
 
 def _kernel_unusable(z: Tensor, attention: str, return_weights: bool) -> str:
