@@ -13,9 +13,10 @@ the same movie-disjoint validation split as `hardmax train`) and reports validat
 accuracy. The dynamics can in principle add something on top (they reweight words by which ones lead),
 so this is the bar they would need to clear, not a hard bound.
 
-Variants: `head` (the classifier's input: first 128 tokens), `head_tail` (first and last 64), and
-`whole` (no cut: 1,000 tokens, more than any review has after cleaning; outside the issue's setting,
-for reference). Results go to OUT/ceiling.md and OUT/ceiling.json.
+Variants: `head` (the paper's cut: first 128 tokens), `head_tail` (first and last 64, the
+classifier's default), `whole` (no cut: 1,000 tokens, more than any review has after cleaning;
+outside the issue's setting, for reference), and head_tail with scikit-learn's longer stop-word list
+or none instead of NLTK's (the default, the paper's). Results go to OUT/ceiling.md and OUT/ceiling.json.
 """
 
 from __future__ import annotations
@@ -32,9 +33,12 @@ from hardmax.checkpoint import write_json
 from hardmax.data import DataConfig, load_imdb
 
 VARIANTS: dict[str, dict] = {
-    "head": {},
+    "head": {"truncation": "head"},
     "head_tail": {"truncation": "head_tail"},
     "whole": {"max_len": 1000},
+    # The stop-word list, on the default head_tail tokens (the default list is NLTK's, the paper's).
+    "head_tail_sklearn_stop": {"truncation": "head_tail", "stopwords": "sklearn"},
+    "head_tail_no_stop": {"truncation": "head_tail", "stopwords": "none"},
 }
 C_GRID = (1.0, 3.0, 10.0, 30.0, 100.0, 300.0)
 

@@ -41,6 +41,8 @@ VARIANTS: dict[str, tuple[dict, dict]] = {
     "dropout0.1": ({}, {"word_dropout": 0.1}),
     "min-count20": ({"min_count": 20}, {}),
     "head-tail": ({"truncation": "head_tail"}, {}),
+    "head": ({"truncation": "head"}, {}),
+    "stop-sklearn": ({"stopwords": "sklearn"}, {}),
     "batch128": ({}, {"batch_size": 128}),
 }
 

@@ -256,13 +256,12 @@ def test_bad_bytes_are_replaced_and_counted(tmp_path: Path) -> None:
         ("10/10, 1980s, R2D2 #1!!!", []),  # digits split words; single letters are dropped
         ("The movies were boring and the actors laughed", ["movie", "boring", "actor", "laugh"]),
         ("It was what it is", []),  # "was" -> "be", a stop word, like the rest
-        ("I don't like it; doing it is less fun", ["like", "fun"]),  # dont->do, doing->do, less: stop words
+        ("I don't like it; doing it is less fun", ["like", "less", "fun"]),  # dont, doing -> do: stop words
         ("Ji&#345;í Menzel &amp; Kie&#347;lowski", ["jiří", "menzel", "kieślowski"]),
-        ("well-acted, funny_stuff", ["act", "funny", "stuff"]),  # "well" is a stop word
+        ("well-acted, funny_stuff", ["well", "act", "funny", "stuff"]),
         ("a < b and c > d", []),  # not a tag: nothing is swallowed, all single letters or stop words
         ("Café", ["café"]),
-        # scikit-learn's list has a few content words ("made", "show", "cry"; the docs warn about it).
-        ("Well made show, it made me cry", []),
+        ("Well made show, it made me cry", ["well", "make", "show", "make", "cry"]),
     ],
 )
 def test_clean_text_examples(text: str, expected: list[str]) -> None:
@@ -275,15 +274,44 @@ def test_clean_text_options() -> None:
     # The paper's code does not lower-case; simplemma still lower-cases lemmas it knows.
     assert clean_text(text, lowercase=False, lemmatize=False) == ["Movies", "GREAT"]
     assert clean_text(text, lemmatize=False) == ["movies", "great"]
-    assert clean_text(text, remove_stopwords=False) == ["the", "movie", "be", "great"]
-    assert clean_text(text, lowercase=False, lemmatize=False, remove_stopwords=False) == [
+    assert clean_text(text, stopwords="none") == ["the", "movie", "be", "great"]
+    assert clean_text(text, lowercase=False, lemmatize=False, stopwords="none") == [
         "The", "Movies", "were", "GREAT"]
 
 
-@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=200))
-def test_clean_text_tokens_are_words_outside_the_stop_list(text: str) -> None:
-    for token in clean_text(text):
-        assert token.isalpha() and len(token) >= 2 and token.lower() not in data.STOP_WORDS
+def test_stop_word_lists() -> None:
+    # NLTK's list (the paper's, the default) keeps "never", "nothing", "well" and "show", which
+    # scikit-learn's longer list drops; both drop "not" and "no", and contractions lose their
+    # apostrophe before the check.
+    text = "I never liked the show, nothing works well. Not good, no. Don't!"
+    assert clean_text(text) == ["never", "like", "show", "nothing", "work", "well", "good"]
+    assert clean_text(text, stopwords="sklearn") == ["like", "work", "good"]
+    assert clean_text(text, stopwords="none")[:3] == ["never", "like", "the"]
+    nltk, sklearn = data.STOP_LISTS["nltk"], data.STOP_LISTS["sklearn"]
+    assert {"not", "no", "the", "very"} <= nltk & sklearn and {"dont", "wouldnt", "youre"} <= nltk
+    assert {"never", "nothing", "well", "show"} <= sklearn - nltk and not data.STOP_LISTS["none"]
+    with pytest.raises(ValueError, match="stopwords must be one of"):
+        clean_text(text, stopwords="spacy")
+    with pytest.raises(ValueError, match="stopwords must be one of"):
+        data.DataConfig(stopwords="nltk179")
+
+
+def test_config_from_a_run_record_reads_old_records() -> None:
+    current = data.DataConfig(min_count=3, stopwords="sklearn", truncation="head_tail")
+    record = {**dataclasses.asdict(current), "vocab_size": 120, "train": 10}
+    assert data.DataConfig.from_record(record) == current
+    assert data.DataConfig.from_record(record, path="x").path == "x"
+    # Before the options existed: the first 128 tokens and scikit-learn's list (or none).
+    old = {k: v for k, v in record.items() if k not in ("stopwords", "truncation")}
+    assert data.DataConfig.from_record({**old, "remove_stopwords": True}) == dataclasses.replace(
+        current, truncation="head")
+    assert data.DataConfig.from_record({**old, "remove_stopwords": False}).stopwords == "none"
+
+
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=200), st.sampled_from(sorted(data.STOP_LISTS)))
+def test_clean_text_tokens_are_words_outside_the_stop_list(text: str, stopwords: str) -> None:
+    for token in clean_text(text, stopwords=stopwords):
+        assert token.isalpha() and len(token) >= 2 and token.lower() not in data.STOP_LISTS[stopwords]
 
 
 @given(st.text(alphabet=st.characters(max_codepoint=0xFF), max_size=200))
@@ -363,8 +391,8 @@ def test_padding_truncation_and_mask(tmp_path: Path) -> None:
     assert loaded.vocab.decode(long_row) == [*POSITIVE, "great"]
     assert loaded.stats.splits["train"].truncated == pytest.approx(1 / 20)
     short = train.index.tolist().index(0)  # "This film was awful and boring!<br /><br />Rated 0/10, ..."
-    assert loaded.vocab.decode(train.ids[short, : train.lengths[short]]) == ["film", "awful", "boring",
-                                                                             "rate"]
+    assert loaded.vocab.decode(train.ids[short, : train.lengths[short]]) == ["film", "awful", "boring", "rate",
+                                                                             "see"]
 
 
 def test_empty_reviews_are_skipped_and_counted(tmp_path: Path) -> None:
@@ -514,7 +542,8 @@ def test_cache_hit_returns_identical_data(tmp_path: Path, archive: Path) -> None
 
 @pytest.mark.parametrize("change", [{"max_len": 7}, {"lowercase": False}, {"min_count": 2}, {"seed": 3},
                                     {"val_fraction": 0.2}, {"limit": 6}, {"split": "paper"},
-                                    {"max_vocab": 5}, {"remove_stopwords": False}])
+                                    {"max_vocab": 5}, {"stopwords": "none"},
+                                    {"stopwords": "sklearn"}])
 def test_cache_key_changes_with_settings(tmp_path: Path, archive: Path, change: dict) -> None:
     cfg = config(archive, tmp_path)
     first = load_imdb(cfg, progress=False)

@@ -30,6 +30,8 @@ PAPER_ACCURACY = {2: 0.791, 4: 0.823, 8: 0.850, 16: 0.882}  # 70/30 split, best 
 TARGET_ACCURACY = {2: 0.80, 4: 0.84, 8: 0.87, 16: 0.89}  # standard split, selected on validation
 _TRUNCATION = {"head": "longer reviews cut to their first tokens, as in the paper",
                "head_tail": "longer reviews keep their first and last halves"}
+_STOPWORDS = {"nltk": "NLTK's stop words removed, as in the paper",
+              "sklearn": "scikit-learn's stop words removed", "none": "stop words kept"}
 _VALIDATION = {"movies": "validation: whole movies held out of the training split",
                "random": "validation: random training reviews, which share movies with training"}
 
@@ -226,8 +228,9 @@ def _write_report(results: list[DimensionResult], data: ImdbData, config: Reprod
 
 def render_report(payload: dict) -> str:
     """results.md from the results.json payload (tables, figures, the commands behind them)."""
-    # Results written before the option existed used the paper's cut.
+    # Results written before the options existed used the paper's cut and scikit-learn's list.
     truncation = _TRUNCATION[payload["data"].get("truncation", "head")]
+    stopwords = _STOPWORDS[payload["data"].get("stopwords", "sklearn")]
     res = payload["results"]
     lines = [f"# Sentiment analysis on IMDb: reproduced results ({payload['label']} run)", "",
              f"Produced by `{payload['command']}` in {payload['seconds_total'] / 60:.1f} min on "
@@ -236,7 +239,7 @@ def render_report(payload: dict) -> str:
              f"Data: {payload['data']['train']} train / {payload['data']['val']} validation / "
              f"{payload['data']['test']} test reviews (split `{payload['data']['split']}`), vocabulary "
              f"{payload['data']['vocab_size']} words (min count {payload['data']['min_count']}), "
-             f"{payload['data']['max_len']} tokens per review ({truncation}). The model is selected on "
+             f"{payload['data']['max_len']} tokens per review ({truncation}; {stopwords}). The model is selected on "
              "validation accuracy "
              f"under exact hardmax ({_VALIDATION.get(payload['data'].get('val_split', 'random'), '')}); the test set "
              "is touched once, at the end.", "",

@@ -31,6 +31,9 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--truncation", choices=("head", "head_tail"), default="head_tail",
                    help="keep the first and last 64 tokens, or the first 128 as the paper (default: head_tail)")
     g.add_argument("--no-lowercase", action="store_true", help="keep case (as the paper's code does)")
+    g.add_argument("--stopwords", choices=("nltk", "sklearn", "none"), default="nltk",
+                   help="stop-word list removed: NLTK's as the paper (shipped, no download), scikit-learn's "
+                        "longer one, or none (default: nltk)")
     g.add_argument("--cache-dir", help="preprocessed-tensor cache (default: $HARDMAX_CACHE or ~/.cache/hardmax)")
 
 
@@ -39,7 +42,7 @@ def _data_config(args: argparse.Namespace):
 
     return DataConfig(path=args.data, split=args.split, val_fraction=args.val_fraction, limit=args.limit,
                       min_count=args.min_count, lowercase=not args.no_lowercase, cache_dir=args.cache_dir,
-                      truncation=args.truncation, val_split=args.val_split)
+                      truncation=args.truncation, val_split=args.val_split, stopwords=args.stopwords)
 
 
 def _add_train_options(p: argparse.ArgumentParser) -> None:
@@ -119,9 +122,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     from hardmax.train import evaluate, load_run
 
     model, record = load_run(args.run, device=args.device)
-    fields = {f.name for f in dataclasses.fields(DataConfig)}
-    settings = {k: v for k, v in record.get("data", {}).items() if k in fields}
-    data = load_imdb(DataConfig(**{**settings, "path": args.data}))
+    data = load_imdb(DataConfig.from_record(record.get("data", {}), path=args.data))
     if len(data.vocab) != model.config.vocab_size:
         raise ValueError(f"the data's vocabulary ({len(data.vocab)} words) differs from the run's "
                          f"({model.config.vocab_size}); pass the same data the run was trained on")
@@ -149,18 +150,16 @@ def _add_explain(subparsers) -> None:
 
 
 def _run_explain(args: argparse.Namespace) -> int:
-    from hardmax.data import Vocabulary, encode_texts
+    from hardmax.data import DataConfig, Vocabulary, encode_texts
     from hardmax.measures import explain_ids
     from hardmax.sentiment_plots import animate_review, plot_review, save
     from hardmax.train import load_run
 
     model, record = load_run(args.run)
     vocab = Vocabulary.from_json((Path(args.run) / "vocab.json").read_text(encoding="utf-8"))
-    data = record.get("data", {})
-    encoded = encode_texts(args.text, vocab, max_len=data.get("max_len", 128),
-                           truncation=data.get("truncation", "head"),
-                           lowercase=data.get("lowercase", True), lemmatize=data.get("lemmatize", True),
-                           remove_stopwords=data.get("remove_stopwords", True))
+    data = DataConfig.from_record(record.get("data", {}))
+    encoded = encode_texts(args.text, vocab, max_len=data.max_len, truncation=data.truncation,
+                           **data.clean_options())
     ids = encoded.ids[0][encoded.mask[0]]
     explanation = explain_ids(model, ids, list(vocab.words))
     print(explanation.summary())

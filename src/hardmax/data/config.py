@@ -22,7 +22,30 @@ PAD_WORD, UNK_WORD = "<pad>", "<unk>"  # cannot collide with cleaned tokens, whi
 # the cache key, so stale caches are never read back.
 PIPELINE_VERSION = 2
 PAPER_TEST_FRACTION = 0.3  # the paper's protocol: 70 % train, 30 % test of all 50k reviews
-STOP_WORDS: frozenset[str] = frozenset(ENGLISH_STOP_WORDS)
+
+# NLTK's English stop-word list (the `stopwords` corpus of nltk_data, 179 words), which the paper
+# used. NLTK fetches it with nltk.download() at run time, one of the flaws this library avoids, so the
+# list itself is kept here. Our cleaning deletes apostrophes before the check ("don't" -> "dont"), so
+# the contractions are listed in that form.
+_NLTK_ENGLISH = """
+i me my myself we our ours ourselves you youre youve youll youd your yours yourself yourselves he him
+his himself she shes her hers herself it its itself they them their theirs themselves what which who
+whom this that thatll these those am is are was were be been being have has had having do does did
+doing a an the and but if or because as until while of at by for with about against between into
+through during before after above below to from up down in out on off over under again further then
+once here there when where why how all any both each few more most other some such no nor not only own
+same so than too very s t can will just don dont should shouldve now d ll m o re ve y ain aren arent
+couldn couldnt didn didnt doesn doesnt hadn hadnt hasn hasnt haven havent isn isnt ma mightn mightnt
+mustn mustnt needn neednt shan shant shouldn shouldnt wasn wasnt weren werent won wont wouldn wouldnt
+"""
+StopWords = Literal["nltk", "sklearn", "none"]
+# "nltk": the paper's list; "sklearn": scikit-learn's 318 words, longer (it also drops "never",
+# "nothing", "well", "serious", and a few content words such as "show", "find", "fire"); "none".
+STOP_LISTS: dict[str, frozenset[str]] = {
+    "nltk": frozenset(_NLTK_ENGLISH.split()),
+    "sklearn": frozenset(ENGLISH_STOP_WORDS),
+    "none": frozenset(),
+}
 
 SplitProtocol = Literal["standard", "paper"]
 ValSplit = Literal["movies", "random"]
@@ -57,7 +80,7 @@ class DataConfig:
     max_vocab: int | None = None  # cap on the vocabulary size, PAD and UNK included; None: no cap
     lowercase: bool = True  # the paper's code does not lower-case: lowercase=False reproduces it
     lemmatize: bool = True  # simplemma English lemmas ("movies" -> "movie", "was" -> "be")
-    remove_stopwords: bool = True  # scikit-learn's English list (the paper used NLTK's, a run-time download)
+    stopwords: StopWords = "nltk"  # stop-word list dropped from the text (see STOP_LISTS); "nltk": the paper's
     limit: int | None = None  # keep the first `limit` reviews of each source split, half per label
     cache_dir: str | None = None  # None: $HARDMAX_CACHE or ~/.cache/hardmax
     use_cache: bool = True  # read and write the preprocessed tensors under cache_dir/imdb
@@ -70,6 +93,8 @@ class DataConfig:
             raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
         if self.val_split not in ("movies", "random"):
             raise ValueError(f"val_split must be 'movies' or 'random', got {self.val_split!r}")
+        if self.stopwords not in STOP_LISTS:
+            raise ValueError(f"stopwords must be one of {sorted(STOP_LISTS)}, got {self.stopwords!r}")
         if self.truncation not in ("head", "head_tail"):
             raise ValueError(f"truncation must be 'head' or 'head_tail', got {self.truncation!r}")
         if self.max_len < 1:
@@ -81,10 +106,23 @@ class DataConfig:
         if self.limit is not None and self.limit < 2:
             raise ValueError(f"limit must be >= 2 (one review per label) or None, got {self.limit}")
 
-    def clean_options(self) -> dict[str, bool]:
+    @classmethod
+    def from_record(cls, settings: dict, **overrides) -> DataConfig:
+        """The config a run directory recorded (its config.json "data" entry), read back.
+
+        Records written before an option existed get that option's value of the time: the first
+        128 tokens (`truncation="head"`) and scikit-learn's stop words (or none, from the old
+        `remove_stopwords=False`). Keys that are not settings (vocabulary size, split sizes) are ignored.
+        """
+        names = {f.name for f in dataclasses.fields(cls)}
+        known = {k: v for k, v in settings.items() if k in names}
+        known.setdefault("truncation", "head")
+        known.setdefault("stopwords", "sklearn" if settings.get("remove_stopwords", True) else "none")
+        return cls(**{**known, **overrides})
+
+    def clean_options(self) -> dict[str, object]:
         """Keyword arguments for `clean_text` / `encode_texts` that match this config."""
-        return {"lowercase": self.lowercase, "lemmatize": self.lemmatize,
-                "remove_stopwords": self.remove_stopwords}
+        return {"lowercase": self.lowercase, "lemmatize": self.lemmatize, "stopwords": self.stopwords}
 
     def _key_settings(self) -> dict[str, object]:
         # Everything that changes the tensors; path, cache_dir, use_cache and download do not.

@@ -15,7 +15,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save as safetensors_save
 
-from hardmax.data.config import PAD, PIPELINE_VERSION, SPLIT_NAMES, STOP_WORDS, DataConfig
+from hardmax.data.config import PAD, PIPELINE_VERSION, SPLIT_NAMES, STOP_LISTS, DataConfig
 from hardmax.data.source import _GROUPS, _atomic_write, default_cache_dir, read_reviews, resolve_imdb_path
 from hardmax.data.splits import DataStats, ImdbData, SplitStats, _build
 from hardmax.data.text import Split, Vocabulary
@@ -57,7 +57,8 @@ def _cache_key(config: DataConfig, fingerprint: dict[str, object]) -> str:
         "settings": config._key_settings(),
         "data": fingerprint,
         "simplemma": getattr(simplemma, "__version__", "?"),
-        "stop_words": hashlib.sha256(" ".join(sorted(STOP_WORDS)).encode()).hexdigest(),
+        # The list's content, not only its name: scikit-learn may change its list between versions.
+        "stop_words": hashlib.sha256(" ".join(sorted(STOP_LISTS[config.stopwords])).encode()).hexdigest(),
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:24]
 

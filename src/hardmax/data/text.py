@@ -16,7 +16,7 @@ import simplemma
 import torch
 from torch import Tensor
 
-from hardmax.data.config import PAD, PAD_WORD, STOP_WORDS, UNK, UNK_WORD, DataError, Truncation
+from hardmax.data.config import PAD, PAD_WORD, STOP_LISTS, UNK, UNK_WORD, DataError, StopWords, Truncation
 
 # --------------------------------------------------------------------------------------------
 # Text pipeline.
@@ -53,9 +53,9 @@ class _WordCache(dict):
     `map(cache.__getitem__, words)` keeps the hot loop in C.
     """
 
-    def __init__(self, lowercase: bool, lemmatize: bool, remove_stopwords: bool) -> None:
+    def __init__(self, lowercase: bool, lemmatize: bool, stopwords: StopWords) -> None:
         super().__init__()
-        self.lowercase, self.lemmatize, self.remove_stopwords = lowercase, lemmatize, remove_stopwords
+        self.lowercase, self.lemmatize, self.stop_words = lowercase, lemmatize, STOP_LISTS[stopwords]
 
     def __missing__(self, word: str) -> str:
         token = word.lower() if self.lowercase else word
@@ -71,9 +71,7 @@ class _WordCache(dict):
         # ("doing" -> "do", "dont" -> "do"), the surface check drops a listed word whose lemma is
         # not ("less"/"least" -> "little"). Single letters are remnants ("s" of "1980s") or stop
         # words ("a", "I") and are dropped too.
-        drop = len(token) < 2 or (
-            self.remove_stopwords and (word.lower() in STOP_WORDS or token.lower() in STOP_WORDS)
-        )
+        drop = len(token) < 2 or word.lower() in self.stop_words or token.lower() in self.stop_words
         token = "" if drop else token
         self[word] = token
         return token
@@ -82,15 +80,17 @@ class _WordCache(dict):
 _WORD_CACHES: dict[tuple[bool, bool, bool], _WordCache] = {}
 
 
-def _word_cache(lowercase: bool, lemmatize: bool, remove_stopwords: bool) -> _WordCache:
-    key = (bool(lowercase), bool(lemmatize), bool(remove_stopwords))
+def _word_cache(lowercase: bool, lemmatize: bool, stopwords: StopWords) -> _WordCache:
+    if stopwords not in STOP_LISTS:
+        raise ValueError(f"stopwords must be one of {sorted(STOP_LISTS)}, got {stopwords!r}")
+    key = (bool(lowercase), bool(lemmatize), stopwords)
     if key not in _WORD_CACHES:
         _WORD_CACHES[key] = _WordCache(*key)
     return _WORD_CACHES[key]
 
 
 def clean_text(text: str, *, lowercase: bool = True, lemmatize: bool = True,
-               remove_stopwords: bool = True) -> list[str]:
+               stopwords: StopWords = "nltk") -> list[str]:
     """The paper's text pipeline (§5), offline: raw review -> list of tokens.
 
     1. HTML entities are decoded (`&#345;` -> "ř"), then HTML tags (`<br />`) and URLs removed.
@@ -98,15 +98,15 @@ def clean_text(text: str, *, lowercase: bool = True, lemmatize: bool = True,
        underscore separates words; what remains are runs of letters (Unicode, NFC-normalised).
     3. Each word is lower-cased (unless `lowercase=False`: the paper's code keeps case, though
        simplemma returns lower-case lemmas for the words it knows), lemmatised with simplemma
-       (English), and dropped if it is a single letter or if the word or its lemma is one of
-       scikit-learn's 318 English stop words (`remove_stopwords`). The paper used NLTK's 179-word
-       list, which needs a run-time download; the two mostly overlap, and both drop "not"/"no".
-       scikit-learn's list also holds a few content words ("made", "show", "find", "cry", "fire";
-       its documentation warns about them), which are dropped too.
+       (English), and dropped if it is a single letter or if the word or its lemma is a stop word
+       of the chosen list (`stopwords`): "nltk", NLTK's English list as the paper used (shipped with
+       this library, since NLTK downloads it at run time), "sklearn", scikit-learn's 318 words (it
+       also drops "never", "nothing", "well" and some content words such as "show", "find", "fire"),
+       or "none". Both lists drop "not" and "no".
 
     Example: "I loved these movies!<br /><br />Best of 2009: http://x.y" -> ["love", "movie", "good"].
     """
-    cache = _word_cache(lowercase, lemmatize, remove_stopwords)
+    cache = _word_cache(lowercase, lemmatize, stopwords)
     return [token for token in map(cache.__getitem__, _words(text)) if token]
 
 
@@ -251,7 +251,7 @@ def encode_texts(
     truncation: Truncation = "head",
     lowercase: bool = True,
     lemmatize: bool = True,
-    remove_stopwords: bool = True,
+    stopwords: StopWords = "nltk",
 ) -> EncodedTexts:
     """Clean and encode new texts for inference, exactly as the training reviews were.
 
@@ -259,7 +259,7 @@ def encode_texts(
     text when nothing is left after cleaning (only stop words, digits, punctuation or markup).
     """
     texts = [texts] if isinstance(texts, str) else list(texts)
-    cache = _word_cache(lowercase, lemmatize, remove_stopwords)
+    cache = _word_cache(lowercase, lemmatize, stopwords)
     tokens = [_clean_truncated(text, cache, max_len, truncation)[0] for text in texts]
     for i, kept in enumerate(tokens):
         if not kept:
