@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import platform
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,7 +25,7 @@ from hardmax.models import ModelConfig
 from hardmax.train import Evaluation, TrainConfig, evaluate, load_run, train
 
 __all__ = ["PAPER_ACCURACY", "TARGET_ACCURACY", "ReproduceConfig", "DimensionResult", "quick", "reproduce",
-           "train_or_load"]
+           "select_lr", "train_or_load"]
 
 PAPER_ACCURACY = {2: 0.791, 4: 0.823, 8: 0.850, 16: 0.882}  # 70/30 split, best epoch picked on test
 TARGET_ACCURACY = {2: 0.80, 4: 0.84, 8: 0.87, 16: 0.89}  # standard split, selected on validation
@@ -45,6 +46,9 @@ class ReproduceConfig:
     report_dir: str = "docs"  # where results.md / results.json / figures go
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    # Learning rates tried per d; the run with the best validation accuracy (exact hardmax) is kept.
+    # No single rate suits every d (docs/experiments.md): 1e-2 for small d, 3e-3 for d = 16.
+    lrs: tuple[float, ...] = (1e-2, 3e-3)
     layers: int = 8  # K
     beta: float = 1000.0  # training inverse temperature (paper: temperature 0.001)
     confidence: float = 0.9  # "confidently classified" threshold for the leader-word histogram
@@ -55,6 +59,8 @@ class ReproduceConfig:
     def __post_init__(self):
         if not self.dims or any(d < 1 for d in self.dims):
             raise ValueError(f"dims must be positive integers, got {self.dims}")
+        if not self.lrs or not all(lr > 0 for lr in self.lrs) or len(set(self.lrs)) != len(self.lrs):
+            raise ValueError(f"lrs must be distinct positive learning rates, got {self.lrs}")
         if not 0.5 <= self.confidence < 1:
             raise ValueError(f"confidence must be in [0.5, 1), got {self.confidence}")
 
@@ -64,7 +70,7 @@ def quick(**overrides) -> ReproduceConfig:
     base = ReproduceConfig(
         out_dir="runs/quick", report_dir="runs/quick", label="quick",
         data=DataConfig(limit=5000, min_count=2),
-        train=TrainConfig(epochs=4, checkpoint_every=1000),
+        train=TrainConfig(epochs=4, checkpoint_every=1000), lrs=(1e-2,),
     )
     return dataclasses.replace(base, **overrides)
 
@@ -78,6 +84,8 @@ class DimensionResult:
     best_epoch: int
     epochs_run: int
     val_accuracy_hardmax: float
+    lr: float  # the learning rate chosen on validation
+    lr_grid: dict  # {str(lr): best validation accuracy (hardmax)} for every rate tried
     alpha: float  # the learned α of the selected model
     test: dict  # Evaluation as a dict
     leaders: dict  # LeaderStats without the per-review tensor
@@ -98,12 +106,16 @@ def data_info(data: ImdbData) -> dict:
             "test": len(data.test)}
 
 
-def train_or_load(d: int, data: ImdbData, config: ReproduceConfig) -> tuple:
+def train_or_load(d: int, data: ImdbData, config: ReproduceConfig, run_dir: Path | None = None) -> tuple:
     """Reuse a finished run with exactly these settings and data, resume a compatible interrupted one,
-    or train from scratch (a run from other settings or data in the directory is replaced)."""
+    or train from scratch (a run from other settings or data in the directory is replaced).
+
+    Trains with `config.train` (its lr included) in `run_dir` (default: out_dir/d{d}).
+    Returns (model, history, best_epoch, run_dir).
+    """
     from hardmax.train import _compatible, _config_record
 
-    run_dir = Path(config.out_dir) / f"d{d}"
+    run_dir = Path(config.out_dir) / f"d{d}" if run_dir is None else Path(run_dir)
     model_config = _model_config(d, config, len(data.vocab))
     info = data_info(data)
     wanted = _config_record(model_config, config.train, info)
@@ -151,10 +163,54 @@ def _pick_example(model, data: ImdbData, max_words: int = 40) -> int:
     return int(rows[int(torch.argmax(score))])
 
 
+def _best_val(history: list[dict]) -> float:
+    return max(h["val_accuracy_hardmax"] for h in history)
+
+
+def select_lr(d: int, data: ImdbData, config: ReproduceConfig) -> tuple:
+    """Train d at every rate of `config.lrs` and keep the best on validation (exact hardmax).
+
+    With one rate the run lives in out_dir/d{d}. With several, each candidate gets
+    out_dir/lr-grid/d{d}-lr{lr} and the chosen one is copied to out_dir/d{d}, so that the selected
+    model is always found at the same place. Ties go to the earlier rate in `config.lrs`.
+    Returns (model, history, best_epoch, run_dir, lr, {str(lr): best validation accuracy}).
+    """
+    final_dir = Path(config.out_dir) / f"d{d}"
+    if len(config.lrs) == 1:
+        lr = config.lrs[0]
+        one = dataclasses.replace(config, train=dataclasses.replace(config.train, lr=lr))
+        model, history, best_epoch, run_dir = train_or_load(d, data, one, final_dir)
+        return model, history, best_epoch, run_dir, lr, {f"{lr:g}": _best_val(history)}
+    candidates = []
+    for lr in config.lrs:
+        one = dataclasses.replace(config, train=dataclasses.replace(config.train, lr=lr))
+        if config.progress:
+            print(f"d = {d}, learning rate {lr:g}", flush=True)
+        candidates.append((lr, *train_or_load(d, data, one, Path(config.out_dir) / "lr-grid" / f"d{d}-lr{lr:g}")))
+    grid = {f"{lr:g}": _best_val(history) for lr, _, history, _, _ in candidates}
+    lr, model, history, best_epoch, chosen_dir = max(candidates, key=lambda c: _best_val(c[2]))  # first max wins
+    _copy_run(chosen_dir, final_dir)
+    return model, history, best_epoch, final_dir, lr, grid
+
+
+def _copy_run(source: Path, target: Path) -> None:
+    """Replace the run directory `target` by a copy of `source`, atomically (a crash leaves the old
+    one or the new one, never a mix)."""
+    staging = target.with_name(f".{target.name}.tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(source, staging)
+    old = target.with_name(f".{target.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if target.exists():
+        target.rename(old)
+    staging.rename(target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def _run_dimension(d: int, data: ImdbData, config: ReproduceConfig, report_dir: Path) -> DimensionResult:
     from hardmax import sentiment_plots as plots
 
-    model, history, best_epoch, run_dir = train_or_load(d, data, config)
+    model, history, best_epoch, run_dir, lr, lr_grid = select_lr(d, data, config)
     test: Evaluation = evaluate(model, data.test, batch_size=config.train.eval_batch_size)
     stats = leader_statistics(model, data.test.ids, data.test.mask)
     words = leader_word_counts(model, data.test.ids, data.test.mask, data.test.labels,
@@ -176,7 +232,7 @@ def _run_dimension(d: int, data: ImdbData, config: ReproduceConfig, report_dir: 
     leaders = {k: v for k, v in asdict(stats).items() if k != "per_review"}
     return DimensionResult(
         d=d, run_dir=str(run_dir), best_epoch=best_epoch, epochs_run=len(history),
-        val_accuracy_hardmax=max(h["val_accuracy_hardmax"] for h in history),
+        val_accuracy_hardmax=_best_val(history), lr=lr, lr_grid=lr_grid,
         alpha=float(model.alpha.detach()),
         test=asdict(test), leaders=leaders, top_leader_words=top, train_reviews_per_second=train_speed,
         hardmax_test_seconds=test.seconds_hardmax, figures=[str(Path(f).relative_to(report_dir)) for f in figures],
@@ -245,8 +301,8 @@ def render_report(payload: dict) -> str:
              "is touched once, at the end.", "",
              "## Test accuracy", "",
              "| d | hardmax (exact) | softmax (β = train) | agreement | paper (70/30, best epoch on test) | target | "
-             "validation (hardmax) | best epoch | learned α |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "validation (hardmax) | best epoch | learning rate | learned α |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for d, r in res.items():
         t = r["test"]
         dd = int(d)
@@ -258,7 +314,17 @@ def render_report(payload: dict) -> str:
         lines.append(f"| {d} | {t['accuracy_hardmax']:.4f}{ok} | {t['accuracy_softmax']:.4f} | "
                      f"{100 * t['agreement']:.2f} % | {paper} | "
                      f"{'' if target is None else f'≥ {target:.2f}'} | {val} | {r['best_epoch']} / {r['epochs_run']} | "
-                     f"{alpha} |")
+                     f"{r.get('lr', payload['train_config']['lr']):g} | {alpha} |")
+    grids = {d: r["lr_grid"] for d, r in res.items() if len(r.get("lr_grid", {})) > 1}
+    if grids:
+        rates = list(next(iter(grids.values())))
+        lines += ["", "The learning rate is chosen per d on validation (best validation accuracy under exact hardmax "
+                  "over the epochs of each run; the test set plays no part):", "",
+                  "| d | " + " | ".join(f"validation, lr {lr}" for lr in rates) + " | chosen |",
+                  "|---|" + "---|" * (len(rates) + 1)]
+        for d, grid in grids.items():
+            lines.append(f"| {d} | " + " | ".join(f"{grid[lr]:.4f}" if lr in grid else "–" for lr in rates)
+                         + f" | {res[d]['lr']:g} |")
     lines += ["", "## Leaders per review (test set, last layer, exact hardmax)", "",
               "| d | mean | std | min | max | already leaders at layer 0 |", "|---|---|---|---|---|---|"]
     for d, r in res.items():

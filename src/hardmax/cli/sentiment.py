@@ -182,6 +182,8 @@ def _add_reproduce(subparsers) -> None:
     p.add_argument("--out", metavar="DIR", help="run directories (default: runs/reproduce or runs/quick)")
     p.add_argument("--report-dir", metavar="DIR", help="results.md/json and figures (default: docs or runs/quick)")
     p.add_argument("--epochs", type=int, help="maximum epochs per d")
+    p.add_argument("--lrs", help="comma-separated learning rates tried per d, the best on validation kept "
+                   "(default: 0.01,0.003; --quick: 0.01)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, help="torch CPU threads")
 
@@ -198,6 +200,11 @@ def _run_reproduce(args: argparse.Namespace) -> int:
             changes["dims"] = tuple(int(x) for x in args.dims.split(","))
         except ValueError:
             raise ValueError(f"--dims must be comma-separated integers, got {args.dims!r}") from None
+    if args.lrs:
+        try:
+            changes["lrs"] = tuple(float(x) for x in args.lrs.split(","))
+        except ValueError:
+            raise ValueError(f"--lrs must be comma-separated numbers, got {args.lrs!r}") from None
     if args.out:
         changes["out_dir"] = args.out
     if args.report_dir:
