@@ -298,32 +298,43 @@ def test_reproduce_quick_writes_the_report_and_reuses_finished_runs(archive, tmp
     assert _without_timings(again) == _without_timings(r)
 
 
-def test_reproduce_chooses_the_learning_rate_on_validation(archive, tmp_path, capsys):
+def test_reproduce_chooses_stop_words_and_learning_rate_on_validation(archive, tmp_path, capsys):
     runs, report = tmp_path / "runs", tmp_path / "report"
     argv = ["reproduce", "--quick", "--data", str(archive), "--dims", "2", "--epochs", "2", "--lrs", "0.03,0.001",
-            "--out", str(runs), "--report-dir", str(report)]
+            "--stopwords", "nltk,none", "--out", str(runs), "--report-dir", str(report)]
     code, _, err = _run(capsys, *argv)
     assert code == 0, err
     r = json.loads((report / "results.json").read_text())["results"]["2"]
-    grid = r["lr_grid"]
-    assert set(grid) == {"0.03", "0.001"} and grid[f"{r['lr']:g}"] == max(grid.values()) == r["val_accuracy_hardmax"]
-    for lr, val in grid.items():  # each candidate is a run of its own, with its own history
-        history = json.loads((runs / "lr-grid" / f"d2-lr{lr}" / "history.json").read_text())
+    grid = r["grid"]
+    assert list(grid) == ["nltk / 0.03", "nltk / 0.001", "none / 0.03", "none / 0.001"]
+    assert grid[f"{r['stopwords']} / {r['lr']:g}"] == max(grid.values()) == r["val_accuracy_hardmax"]
+    for name, val in grid.items():  # each candidate is a run of its own, with its own history and data
+        stop, lr = name.split(" / ")
+        config = json.loads((runs / "candidates" / f"d2-{stop}-lr{lr}" / "config.json").read_text())
+        assert config["data"]["stopwords"] == stop and config["train"]["lr"] == float(lr)
+        history = json.loads((runs / "candidates" / f"d2-{stop}-lr{lr}" / "history.json").read_text())
         assert max(h["val_accuracy_hardmax"] for h in history) == val
-    # The chosen candidate is copied to runs/d2, which is then a complete run of that rate.
+    # The chosen candidate is copied to runs/d2, which is then a complete run of those settings.
     chosen = json.loads((runs / "d2" / "config.json").read_text())
-    assert chosen["train"]["lr"] == r["lr"] and r["run_dir"] == str(runs / "d2")
+    assert chosen["train"]["lr"] == r["lr"] and chosen["data"]["stopwords"] == r["stopwords"]
+    assert chosen["data"]["vocab_size"] == r["vocab_size"] and r["run_dir"] == str(runs / "d2")
     assert (runs / "d2" / "model.safetensors").read_bytes() == \
-        (runs / "lr-grid" / f"d2-lr{r['lr']:g}" / "model.safetensors").read_bytes()
+        (runs / "candidates" / f"d2-{r['stopwords']}-lr{r['lr']:g}" / "model.safetensors").read_bytes()
     assert not any(p.name.startswith(".") for p in runs.iterdir())  # no staging directory left
     md = (report / "results.md").read_text()
-    assert "| d | validation, lr 0.03 | validation, lr 0.001 | chosen |" in md
-    assert f"| 2 | {grid['0.03']:.4f} | {grid['0.001']:.4f} | {r['lr']:g} |" in md
+    assert "stop-word list chosen per d on validation among nltk, none" in md
+    assert ("| d | validation: nltk / 0.03 | validation: nltk / 0.001 | validation: none / 0.03 | "
+            "validation: none / 0.001 | chosen |") in md
+    assert f"| 2 | {' | '.join(f'{v:.4f}' for v in grid.values())} | {r['stopwords']} / {r['lr']:g} |" in md
+    # `explain` on the chosen run cleans text with the chosen list.
+    assert _run(capsys, "explain", "the and of", "--run", str(runs / "d2"), "--out", str(tmp_path / "ex"))[0] == \
+        (0 if r["stopwords"] == "none" else 2)
     # A rerun trains nothing and chooses the same.
-    stamps = {p.name: p.stat().st_mtime_ns for p in (runs / "lr-grid").rglob("*")}
+    stamps = {p.name: p.stat().st_mtime_ns for p in (runs / "candidates").rglob("*")}
     assert _run(capsys, *argv)[0] == 0
-    assert {p.name: p.stat().st_mtime_ns for p in (runs / "lr-grid").rglob("*")} == stamps
-    assert json.loads((report / "results.json").read_text())["results"]["2"]["lr"] == r["lr"]
+    assert {p.name: p.stat().st_mtime_ns for p in (runs / "candidates").rglob("*")} == stamps
+    again = json.loads((report / "results.json").read_text())["results"]["2"]
+    assert (again["lr"], again["stopwords"]) == (r["lr"], r["stopwords"])
 
 
 def test_reproduce_does_not_reuse_a_run_trained_on_other_data(archive, tmp_path, capsys):
@@ -357,6 +368,7 @@ BAD = {
     "dims not positive": (["reproduce", "--dims", "2,0"], "dims must be positive integers"),
     "lrs not numbers": (["reproduce", "--lrs", "fast"], "--lrs must be comma-separated numbers, got 'fast'"),
     "lrs repeated": (["reproduce", "--lrs", "0.01,0.01"], "lrs must be distinct positive learning rates"),
+    "unknown stop words": (["reproduce", "--stopwords", "nltk,spacy"], "stopwords must be distinct lists among"),
     "unknown split": (["train", "--run", "RUN", "--split", "random"], "argument --split: invalid choice: 'random'"),
     "unknown truncation": (["train", "--run", "RUN", "--truncation", "middle"], "argument --truncation"),
     "train without --run": (["train", "--d", "2"], "the following arguments are required: --run"),

@@ -84,22 +84,30 @@ def test_render_report_accuracy_table(payload):
     rows = lines[start + 4: start + 7]
     # Rows in the payload's order; ✓ / ✗ against TARGET_ACCURACY; dimensions without a target get none.
     assert rows[0] == (f"| 2 | 0.8123 ✓ | 0.8073 | 98.00 % | {PAPER_ACCURACY[2]:.3f} | ≥ {TARGET_ACCURACY[2]:.2f} "
-                       "| 0.8123 | 3 / 5 | 0.01 | – |")
+                       "| 0.8123 | 3 / 5 | 0.01 | sklearn | – |")
     assert rows[1] == (f"| 16 | 0.8512 ✗ | 0.8462 | 98.00 % | {PAPER_ACCURACY[16]:.3f} | "
-                       f"≥ {TARGET_ACCURACY[16]:.2f} | 0.8512 | 3 / 5 | 0.01 | – |")
+                       f"≥ {TARGET_ACCURACY[16]:.2f} | 0.8512 | 3 / 5 | 0.01 | sklearn | – |")
     assert rows[2].startswith("| 3 | 0.7000 | 0.6950 | 98.00 % |") and rows[2].endswith(
-        "|  | 0.7000 | 3 / 5 | 0.01 | – |")
+        "|  | 0.7000 | 3 / 5 | 0.01 | sklearn | – |")
     assert "validation, lr" not in text  # no learning-rate grid in this payload
 
 
-def test_render_report_learning_rate_grid(payload):
-    payload["results"]["16"].update(lr=0.003, lr_grid={"0.01": 0.84, "0.003": 0.8512})
-    payload["results"]["2"].update(lr=0.01, lr_grid={"0.01": 0.8123})  # a single rate is no grid
+def test_render_report_candidate_grid(payload):
+    payload["data"]["stopwords"] = "nltk"
+    payload["results"]["16"].update(lr=0.003, stopwords="nltk", grid={"nltk / 0.01": 0.84, "nltk / 0.003": 0.8512,
+                                                                      "sklearn / 0.01": 0.85, "sklearn / 0.003": 0.83})
+    payload["results"]["2"].update(lr=0.01, stopwords="nltk", grid={"nltk / 0.01": 0.8123})  # one candidate: no grid
     lines = render_report(payload).splitlines()
+    assert "stop-word list chosen per d on validation among nltk, sklearn, the vocabulary size is that of nltk" \
+        in lines[4]
     start = lines.index("## Test accuracy")
-    assert lines[start + 5].endswith("| 0.8512 | 3 / 5 | 0.003 | – |")
-    grid = lines.index("| d | validation, lr 0.01 | validation, lr 0.003 | chosen |")
-    assert lines[grid + 2] == "| 16 | 0.8400 | 0.8512 | 0.003 |" and lines[grid + 3] == ""
+    assert lines[start + 5].endswith("| 0.8512 | 3 / 5 | 0.003 | nltk | – |")
+    grid = lines.index("| d | validation: nltk / 0.01 | validation: nltk / 0.003 | validation: sklearn / 0.01 | "
+                       "validation: sklearn / 0.003 | chosen |")
+    assert lines[grid + 2] == "| 16 | 0.8400 | 0.8512 | 0.8500 | 0.8300 | nltk / 0.003 |" and lines[grid + 3] == ""
+    # A grid over learning rates only does not claim a choice of stop words.
+    payload["results"]["16"]["grid"] = {"nltk / 0.01": 0.84, "nltk / 0.003": 0.8512}
+    assert "NLTK's stop words removed, as in the paper" in render_report(payload).splitlines()[4]
 
 
 def test_render_report_leaders_words_speed_and_figures(payload):
@@ -134,6 +142,7 @@ def test_quick_preset_and_overrides():
     assert config.label == "quick" and config.out_dir == config.report_dir == "runs/quick"
     assert config.data.limit == 5000 and config.train.epochs == 4 and config.dims == (2, 4, 8, 16)
     assert config.lrs == (0.01,) and ReproduceConfig().lrs == (0.01, 0.003)
+    assert config.stopwords == ("nltk",) and ReproduceConfig().stopwords == ("nltk", "sklearn")
     assert quick(dims=(2,), progress=False).dims == (2,)
     full = ReproduceConfig()
     assert full.label == "full" and full.report_dir == "docs" and full.data.limit is None
@@ -142,7 +151,8 @@ def test_quick_preset_and_overrides():
 @pytest.mark.parametrize("changes, match", [({"dims": ()}, "dims"), ({"dims": (2, 0)}, "dims"),
                                             ({"confidence": 1.0}, "confidence"), ({"confidence": 0.4}, "confidence"),
                                             ({"lrs": ()}, "lrs"), ({"lrs": (0.01, 0.01)}, "lrs"),
-                                            ({"lrs": (0.01, -1.0)}, "lrs")])
+                                            ({"lrs": (0.01, -1.0)}, "lrs"), ({"stopwords": ()}, "stopwords"),
+                                            ({"stopwords": ("nltk", "spacy")}, "stopwords")])
 def test_config_validation(changes, match):
     with pytest.raises(ValueError, match=match):
         ReproduceConfig(**changes)

@@ -184,6 +184,8 @@ def _add_reproduce(subparsers) -> None:
     p.add_argument("--epochs", type=int, help="maximum epochs per d")
     p.add_argument("--lrs", help="comma-separated learning rates tried per d, the best on validation kept "
                    "(default: 0.01,0.003; --quick: 0.01)")
+    p.add_argument("--stopwords", help="comma-separated stop-word lists (nltk, sklearn, none) tried per d with every "
+                   "learning rate, the best on validation kept (default: nltk,sklearn; --quick: nltk)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, help="torch CPU threads")
 
@@ -205,6 +207,8 @@ def _run_reproduce(args: argparse.Namespace) -> int:
             changes["lrs"] = tuple(float(x) for x in args.lrs.split(","))
         except ValueError:
             raise ValueError(f"--lrs must be comma-separated numbers, got {args.lrs!r}") from None
+    if args.stopwords:
+        changes["stopwords"] = tuple(args.stopwords.split(","))
     if args.out:
         changes["out_dir"] = args.out
     if args.report_dir:
