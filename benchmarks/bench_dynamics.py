@@ -134,8 +134,9 @@ def synthetic_ids(config: BenchConfig, reviews: int, rng: np.random.Generator) -
     Lengths are log-normal (median `length_median`, shape `length_sigma`) clipped to [min_length, n];
     word ids follow a Zipf law with exponent `zipf_exponent` over `vocab` words. The defaults are fitted
     to the IMDb training split as `hardmax.data.load_imdb` prepares it for the classifier (lowercase,
-    lemmas, stop words removed, first 128 tokens; 18,454 words): mean 82.4 real tokens, 66.7 distinct,
-    25% of reviews at the cap. This generator gives 82.5, 67.7 and 24%.
+    lemmas, scikit-learn's stop words removed, first 128 tokens; 18,454 words; the defaults at the time):
+    mean 82.4 real tokens, 66.7 distinct, 25% of reviews at the cap. This generator gives 82.5, 67.7
+    and 24%.
     """
     raw = rng.lognormal(math.log(config.length_median), config.length_sigma, reviews)
     lengths = np.clip(np.rint(raw), config.min_length, config.n).astype(np.int64)
