@@ -39,7 +39,7 @@ _VALIDATION = {"movies": "validation: whole movies held out of the training spli
 
 @dataclass(frozen=True, kw_only=True)
 class ReproduceConfig:
-    """Settings of `reproduce` (defaults: the full grid, ~8 min on 2 CPU cores; see docs/results.md)."""
+    """Settings of `reproduce` (defaults: the full grid, ~11 min on 2 CPU cores; see docs/results.md)."""
 
     dims: tuple[int, ...] = (2, 4, 8, 16)  # embedding dimensions to train
     out_dir: str = "runs/reproduce"  # one run directory per d inside
