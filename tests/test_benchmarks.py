@@ -1,5 +1,5 @@
-"""Smoke tests of the benchmark and experiment scripts (benchmarks/bench_dynamics.py, scripts/sweep.py,
-scripts/ceiling.py), so that they do not rot."""
+"""Smoke tests of the benchmark and experiment scripts (benchmarks/bench_dynamics.py, bench_data.py,
+scripts/sweep.py, scripts/ceiling.py), so that they do not rot."""
 
 import importlib.util
 import json
@@ -89,3 +89,15 @@ def test_normalised_counts_are_word_shares():
     mask = ids != 0
     X = ceiling.normalised_counts(ids, mask, vocab_size=5).toarray()
     np.testing.assert_allclose(X, [[0, 0, 2 / 3, 1 / 3, 0], [0, 0, 0, 0, 1]])
+
+
+def test_data_benchmark_times_a_cold_and_a_cached_pipeline(tmp_path, capsys):
+    from test_cli_sentiment import write_archive
+
+    bench = load_script(SCRIPT.parent / "bench_data.py")
+    archive = write_archive(tmp_path / "imdb.tar.gz")
+    result = bench.main(["--data", str(archive), "--repeats", "2", "--json", str(tmp_path / "data.json")])
+    assert result["reviews"] == 240 and len(result["cold_all"]) == len(result["warm_all"]) == 2
+    assert result["cold_seconds"] > 0 and result["warm_seconds"] > 0
+    assert json.loads((tmp_path / "data.json").read_text()) == result
+    assert "| cached load |" in capsys.readouterr().out

@@ -77,7 +77,7 @@ class _WordCache(dict):
         return token
 
 
-_WORD_CACHES: dict[tuple[bool, bool, bool], _WordCache] = {}
+_WORD_CACHES: dict[tuple[bool, bool, str], _WordCache] = {}
 
 
 def _word_cache(lowercase: bool, lemmatize: bool, stopwords: StopWords) -> _WordCache:
