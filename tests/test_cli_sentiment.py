@@ -271,7 +271,9 @@ def test_reproduce_quick_writes_the_report_and_reuses_finished_runs(archive, tmp
     assert code == 0, err
     assert f"wrote {report / 'results.md'} and results.json (1 dimensions)" in out
     results = json.loads((report / "results.json").read_text())
-    assert set(results) == {"label", "command", "seconds_total", "machine", "data", "train_config", "results"}
+    assert set(results) == {"label", "command", "seconds_total", "machine", "data", "train_config", "candidates",
+                            "results"}
+    assert results["candidates"] == {"lrs": [0.01], "stopwords": ["nltk"]} and "lr" not in results["train_config"]
     assert results["label"] == "quick" and results["command"] == "hardmax reproduce --quick"
     assert results["train_config"]["epochs"] == 1 and results["train_config"]["device"] == "cpu"
     assert results["data"]["train"] == 108 and results["data"]["test"] == 120 and results["data"]["min_count"] == 2

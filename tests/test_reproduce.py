@@ -122,6 +122,9 @@ def test_render_report_leaders_words_speed_and_figures(payload):
     assert "![d = 2: review_d2](figures/review_d2.gif)" in figures
     assert len(figures) == 3 * 2 + 1 and not any(".pdf" in f for f in figures)  # PNGs and the GIF only
     assert lines[-1] == 'Training settings: `{"epochs": 12, "lr": 0.01}`'
+    payload["candidates"] = {"lrs": [0.01, 0.003], "stopwords": ["nltk", "sklearn"]}
+    assert render_report(payload).splitlines()[-1] == (
+        "Candidates per d: learning rates 0.01, 0.003; stop words nltk, sklearn.")
 
 
 def test_render_report_cached_quick_run(payload):
@@ -151,7 +154,8 @@ def test_quick_preset_and_overrides():
 @pytest.mark.parametrize("changes, match", [({"dims": ()}, "dims"), ({"dims": (2, 0)}, "dims"),
                                             ({"confidence": 1.0}, "confidence"), ({"confidence": 0.4}, "confidence"),
                                             ({"lrs": ()}, "lrs"), ({"lrs": (0.01, 0.01)}, "lrs"),
-                                            ({"lrs": (0.01, -1.0)}, "lrs"), ({"stopwords": ()}, "stopwords"),
+                                            ({"lrs": (0.01, -1.0)}, "lrs"), ({"lrs": (float("nan"),)}, "lrs"),
+                                            ({"lrs": (float("inf"),)}, "lrs"), ({"stopwords": ()}, "stopwords"),
                                             ({"stopwords": ("nltk", "spacy")}, "stopwords")])
 def test_config_validation(changes, match):
     with pytest.raises(ValueError, match=match):

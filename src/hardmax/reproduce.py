@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import platform
 import shutil
 import time
@@ -62,7 +63,7 @@ class ReproduceConfig:
     def __post_init__(self):
         if not self.dims or any(d < 1 for d in self.dims):
             raise ValueError(f"dims must be positive integers, got {self.dims}")
-        if not self.lrs or not all(lr > 0 for lr in self.lrs) or len(set(self.lrs)) != len(self.lrs):
+        if not self.lrs or not all(0 < lr < math.inf for lr in self.lrs) or len(set(self.lrs)) != len(self.lrs):
             raise ValueError(f"lrs must be distinct positive learning rates, got {self.lrs}")
         if not self.stopwords or not set(self.stopwords) <= set(STOP_LISTS) or \
                 len(set(self.stopwords)) != len(self.stopwords):
@@ -289,7 +290,9 @@ def _write_report(results: list[DimensionResult], data: ImdbData, config: Reprod
         "machine": machine,
         "data": {**data_info(data), "stats": {k: asdict(v) for k, v in data.stats.splits.items()},
                  "load_seconds": data.stats.seconds, "cache_hit": data.stats.cache_hit},
-        "train_config": asdict(config.train),
+        # The learning rate is a candidate setting, recorded per d in the results.
+        "train_config": {k: v for k, v in asdict(config.train).items() if k != "lr"},
+        "candidates": {"lrs": list(config.lrs), "stopwords": list(config.stopwords)},
         "results": {str(r.d): asdict(r) for r in results},
     }
     write_json(report_dir / "results.json", payload)
@@ -330,11 +333,13 @@ def render_report(payload: dict) -> str:
         alpha = f"{r['alpha']:.3f}" if "alpha" in r else "–"
         paper = f"{PAPER_ACCURACY[dd]:.3f}" if dd in PAPER_ACCURACY else "–"
         val = f"{r['val_accuracy_hardmax']:.4f}" if "val_accuracy_hardmax" in r else "–"
+        # Results written before the per-d choice had one learning rate, in the training settings.
+        lr = f"{r['lr']:g}" if "lr" in r else f"{payload['train_config'].get('lr', '–')}"
+        stopwords_d = r.get("stopwords", payload["data"].get("stopwords", "sklearn"))
         lines.append(f"| {d} | {t['accuracy_hardmax']:.4f}{ok} | {t['accuracy_softmax']:.4f} | "
                      f"{100 * t['agreement']:.2f} % | {paper} | "
                      f"{'' if target is None else f'≥ {target:.2f}'} | {val} | {r['best_epoch']} / {r['epochs_run']} | "
-                     f"{r.get('lr', payload['train_config']['lr']):g} | "
-                     f"{r.get('stopwords', payload['data'].get('stopwords', 'sklearn'))} | {alpha} |")
+                     f"{lr} | {stopwords_d} | {alpha} |")
     grids = {d: r["grid"] for d, r in res.items() if len(r.get("grid", {})) > 1}
     if grids:
         names = list(next(iter(grids.values())))
@@ -385,4 +390,7 @@ def render_report(payload: dict) -> str:
               "- Agreement is the share of test reviews on which the softmax model (β = 1000) and the exact "
               "hardmax model predict the same class.", ""]
     lines += ["Training settings: `" + json.dumps(payload["train_config"]) + "`", ""]
+    if "candidates" in payload:
+        lines += [f"Candidates per d: learning rates {', '.join(f'{lr:g}' for lr in payload['candidates']['lrs'])}; "
+                  f"stop words {', '.join(payload['candidates']['stopwords'])}.", ""]
     return "\n".join(lines)
