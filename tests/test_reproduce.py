@@ -15,8 +15,17 @@ from pathlib import Path
 
 import pytest
 
+from hardmax.checkpoint import write_json
 from hardmax.data import DataConfig
-from hardmax.reproduce import PAPER_ACCURACY, TARGET_ACCURACY, ReproduceConfig, quick, render_report, reproduce
+from hardmax.reproduce import (
+    PAPER_ACCURACY,
+    TARGET_ACCURACY,
+    ReproduceConfig,
+    quick,
+    read_benchmarks,
+    render_report,
+    reproduce,
+)
 from hardmax.train import TrainConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -125,6 +134,34 @@ def test_render_report_leaders_words_speed_and_figures(payload):
     payload["candidates"] = {"lrs": [0.01, 0.003], "stopwords": ["nltk", "sklearn"]}
     assert render_report(payload).splitlines()[-1] == (
         "Candidates per d: learning rates 0.01, 0.003; stop words nltk, sklearn.")
+
+
+def test_render_report_quotes_the_benchmarks_found(payload, tmp_path):
+    assert read_benchmarks(tmp_path) == {} and "## Speed on an idle machine" not in render_report(payload)
+    write_json(tmp_path / "bench_train.json", {"rows": [
+        {"d": 2, "train_reviews_per_second": 3018.4, "test_reviews": 25000, "hardmax_test_seconds": 2.484},
+        {"d": 16, "train_reviews_per_second": 2563.8, "test_reviews": 25000, "hardmax_test_seconds": 1.49}]})
+    write_json(tmp_path / "bench_data.json", {"reviews": 50000, "cold_seconds": 7.81, "warm_seconds": 0.131})
+    (tmp_path / "benchmarks.json").write_text("{not json")  # unreadable: left out, not fatal
+    payload["benchmarks"] = read_benchmarks(tmp_path)
+    assert set(payload["benchmarks"]) == {"train", "data"}
+    lines = render_report(payload).splitlines()
+    start = lines.index("## Speed on an idle machine (benchmark scripts)")
+    train = "`python benchmarks/bench_train.py --d 2 4 8 16 --json docs/bench_train.json`"
+    data = "`python benchmarks/bench_data.py --json docs/bench_data.json`"
+    assert lines[start + 4: start + 10] == [
+        f"| training, d = 2 (reviews/s) | 3,018 |  | {train} |",
+        f"| training, d = 16 (reviews/s) | 2,564 | ≥ 2,000 | {train} |",
+        f"| exact hardmax on 25,000 test reviews, d = 2 (s) | 2.48 | < 5 | {train} |",
+        f"| exact hardmax on 25,000 test reviews, d = 16 (s) | 1.49 | < 5 | {train} |",
+        f"| data pipeline, first run on 50,000 reviews (s) | 7.8 | < 60 | {data} |",
+        f"| data pipeline, cached load (s) | 0.13 | < 3 | {data} |"]
+    write_json(tmp_path / "benchmarks.json", {"dtypes": {"float32": {"library_reviews_per_s": 30171.9,
+                                                                     "speedup_vs_loop": 316.4}}})
+    payload["benchmarks"] = read_benchmarks(tmp_path)
+    engine = ("| dynamics engine, float32 (reviews/s; × the per-token loop) | 30,172 (316×) | ≥ 20,000 (200×) | "
+              "`python benchmarks/bench_dynamics.py --json docs/benchmarks.json` |")
+    assert engine in render_report(payload).splitlines()
 
 
 def test_render_report_cached_quick_run(payload):

@@ -26,7 +26,7 @@ from hardmax.models import ModelConfig
 from hardmax.train import Evaluation, TrainConfig, evaluate, load_run, train
 
 __all__ = ["PAPER_ACCURACY", "TARGET_ACCURACY", "ReproduceConfig", "DimensionResult", "quick", "reproduce",
-           "candidate_name", "select_candidate", "train_or_load"]
+           "candidate_name", "read_benchmarks", "select_candidate", "train_or_load"]
 
 PAPER_ACCURACY = {2: 0.791, 4: 0.823, 8: 0.850, 16: 0.882}  # 70/30 split, best epoch picked on test
 TARGET_ACCURACY = {2: 0.80, 4: 0.84, 8: 0.87, 16: 0.89}  # standard split, selected on validation
@@ -294,10 +294,58 @@ def _write_report(results: list[DimensionResult], data: ImdbData, config: Reprod
         "train_config": {k: v for k, v in asdict(config.train).items() if k != "lr"},
         "candidates": {"lrs": list(config.lrs), "stopwords": list(config.stopwords)},
         "results": {str(r.d): asdict(r) for r in results},
+        "benchmarks": read_benchmarks(report_dir),
     }
     write_json(report_dir / "results.json", payload)
     text = render_report(payload)
     atomic_write(report_dir / "results.md", lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+# Benchmark outputs that `render_report` quotes when they lie in the report directory, with the
+# command that writes each there.
+BENCHMARKS = {
+    "train": ("bench_train.json", "python benchmarks/bench_train.py --d 2 4 8 16 --json docs/bench_train.json"),
+    "data": ("bench_data.json", "python benchmarks/bench_data.py --json docs/bench_data.json"),
+    "dynamics": ("benchmarks.json", "python benchmarks/bench_dynamics.py --json docs/benchmarks.json"),
+}
+
+
+def read_benchmarks(report_dir: Path) -> dict:
+    """The idle-machine benchmark figures found in report_dir ({} when none): the issue's speed
+    targets are measured by those scripts, not by the training run, which shares the machine."""
+    found = {}
+    for name, (filename, _) in BENCHMARKS.items():
+        try:
+            found[name] = read_json(Path(report_dir) / filename)
+        except CheckpointError:
+            continue
+    return found
+
+
+def _benchmark_lines(bench: dict) -> list[str]:
+    lines = ["", "## Speed on an idle machine (benchmark scripts)", "", "| measure | figure | target | command |",
+             "|---|---|---|---|"]
+    if "train" in bench:
+        command = f"`{BENCHMARKS['train'][1]}`"
+        for row in bench["train"]["rows"]:
+            target = "≥ 2,000" if row["d"] == 16 else ""
+            lines.append(f"| training, d = {row['d']} (reviews/s) | {row['train_reviews_per_second']:,.0f} | "
+                         f"{target} | {command} |")
+        for row in bench["train"]["rows"]:
+            lines.append(f"| exact hardmax on {row['test_reviews']:,} test reviews, d = {row['d']} (s) | "
+                         f"{row['hardmax_test_seconds']:.2f} | < 5 | {command} |")
+    if "data" in bench:
+        command = f"`{BENCHMARKS['data'][1]}`"
+        lines += [f"| data pipeline, first run on {bench['data']['reviews']:,} reviews (s) | "
+                  f"{bench['data']['cold_seconds']:.1f} | < 60 | {command} |",
+                  f"| data pipeline, cached load (s) | {bench['data']['warm_seconds']:.2f} | < 3 | {command} |"]
+    if "dynamics" in bench:
+        row = bench["dynamics"]["dtypes"].get("float32")
+        if row:
+            lines.append(f"| dynamics engine, float32 (reviews/s; × the per-token loop) | "
+                         f"{row['library_reviews_per_s']:,.0f} ({row['speedup_vs_loop']:.0f}×) | ≥ 20,000 (200×) | "
+                         f"`{BENCHMARKS['dynamics'][1]}` |")
+    return lines
 
 
 def render_report(payload: dict) -> str:
@@ -366,10 +414,13 @@ def render_report(payload: dict) -> str:
     for d, r in res.items():
         lines.append(f"| {d} | {r['train_reviews_per_second']:.0f} | {r['hardmax_test_seconds']:.2f} |")
     lines += ["", "These are wall-clock figures of this run (other work on the machine slows them). Measurements on an "
-              "idle machine: `python benchmarks/bench_train.py` and `python benchmarks/bench_dynamics.py`, quoted in "
-              "[benchmarks.md](benchmarks.md)."]
+              "idle machine: `python benchmarks/bench_train.py`, `python benchmarks/bench_data.py` and "
+              "`python benchmarks/bench_dynamics.py`, quoted in [benchmarks.md](benchmarks.md)."]
     lines += ["", f"Data pipeline: {payload['data']['load_seconds']:.1f} s "
-              f"({'cached' if payload['data']['cache_hit'] else 'first run, uncached'}).", "", "## Figures", ""]
+              f"({'cached' if payload['data']['cache_hit'] else 'first run, uncached'})."]
+    if payload.get("benchmarks"):
+        lines += _benchmark_lines(payload["benchmarks"])
+    lines += ["", "## Figures", ""]
     for d, r in res.items():
         for f in r["figures"]:
             if f.endswith(".png") or f.endswith(".gif"):
