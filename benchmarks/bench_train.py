@@ -12,14 +12,13 @@ here). Targets of issue #3: ≥ 2,000 reviews/s for d = 16 training, < 5 s for t
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+from hardmax.checkpoint import write_json
 from hardmax.data import DataConfig, load_imdb
 from hardmax.models import HardmaxClassifier, ModelConfig
 from hardmax.train import TrainConfig, _left_align, _word_dropout, epoch_batches, predict
@@ -77,7 +76,7 @@ def main(argv: list[str] | None = None) -> dict:
               f"{r['softmax_test_seconds']:.2f}")
     result = {"threads": args.threads, "torch": torch.__version__, "rows": rows_out}
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        write_json(args.json, result)
     return result
 
 

@@ -29,7 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.linear_model import LogisticRegression
 
-from hardmax.checkpoint import write_json
+from hardmax.checkpoint import write_json, write_text
 from hardmax.data import DataConfig, load_imdb
 
 VARIANTS: dict[str, dict] = {
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
         print(table(rows[-1:]).splitlines()[-1], flush=True)
     out = Path(args.out)
     write_json(out / "ceiling.json", rows)
-    (out / "ceiling.md").write_text(table(rows) + "\n", encoding="utf-8")
+    write_text(out / "ceiling.md", table(rows) + "\n")
     print(table(rows))
     return rows
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from hardmax.checkpoint import write_json
+from hardmax.checkpoint import write_json, write_text
 from hardmax.data import DataConfig, load_imdb
 from hardmax.reproduce import ReproduceConfig, train_or_load
 from hardmax.train import TrainConfig, evaluate
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
             print(table(rows[-1:]).splitlines()[-1], flush=True)
     out = Path(args.out)
     write_json(out / "sweep.json", rows)
-    (out / "sweep.md").write_text(table(rows) + "\n", encoding="utf-8")
+    write_text(out / "sweep.md", table(rows) + "\n")
     print(table(rows))
     return rows
 

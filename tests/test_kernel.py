@@ -156,3 +156,14 @@ def test_auto_falls_back_to_the_torch_engine_where_the_kernel_does_not_apply():
     with_weights = simulate(z, alpha=1.0, layers=3, return_weights=True)  # torch engine
     assert with_weights.weights is not None
     torch.testing.assert_close(with_weights.tokens, simulate(z, alpha=1.0, layers=3).tokens, rtol=0, atol=1e-15)
+
+
+def test_without_numba_auto_runs_the_torch_engine_and_numba_is_refused(monkeypatch):
+    from hardmax.dynamics import simulator
+
+    z = np.random.default_rng(4).standard_normal((7, 3))
+    with_kernel = simulate(z, alpha=0.7, layers=4).tokens
+    monkeypatch.setattr(simulator, "_kernel", None)
+    with pytest.raises(ValueError, match="numba is not installed"):
+        simulate(z, alpha=0.7, layers=4, backend="numba")
+    torch.testing.assert_close(simulate(z, alpha=0.7, layers=4).tokens, with_kernel, rtol=0, atol=1e-15)

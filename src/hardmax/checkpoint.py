@@ -29,6 +29,7 @@ __all__ = [
     "read_json",
     "save_tensors",
     "write_json",
+    "write_text",
 ]
 
 FORMAT_VERSION = 1  # bump when the layout of a run directory changes
@@ -64,14 +65,14 @@ def _umask() -> int:
     return mask
 
 
+def write_text(path: str | Path, text: str) -> Path:
+    """Write `text` (UTF-8), atomically."""
+    return atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
 def write_json(path: str | Path, obj) -> Path:
     """Write `obj` as indented JSON, atomically."""
-    text = json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n"
-
-    def write(tmp: str) -> None:
-        Path(tmp).write_text(text, encoding="utf-8")
-
-    return atomic_write(path, write)
+    return write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
 
 
 def _json_default(x):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from hardmax.checkpoint import CheckpointError, atomic_write, read_json, write_json
+from hardmax.checkpoint import CheckpointError, read_json, write_json, write_text
 from hardmax.data import STOP_LISTS, DataConfig, ImdbData, load_imdb
 from hardmax.measures import explain_ids, leader_statistics, leader_word_counts
 from hardmax.models import ModelConfig
@@ -151,7 +151,7 @@ def train_or_load(d: int, data: ImdbData, config: ReproduceConfig, run_dir: Path
     if not resume:
         for stale in ("model.safetensors", "checkpoint.safetensors", "config.json", "history.json", "done.json"):
             (run_dir / stale).unlink(missing_ok=True)
-    atomic_write(run_dir / "vocab.json", lambda tmp: Path(tmp).write_text(data.vocab.to_json(), encoding="utf-8"))
+    write_text(run_dir / "vocab.json", data.vocab.to_json())
     result = train(data.train, data.val, model_config=model_config, train_config=config.train, run_dir=run_dir,
                    resume=resume, data_info=info, progress=config.progress)
     write_json(run_dir / "done.json", {"best_epoch": result.best_epoch, "best_val_accuracy": result.best_val_accuracy})
@@ -298,7 +298,7 @@ def _write_report(results: list[DimensionResult], data: ImdbData, config: Reprod
     }
     write_json(report_dir / "results.json", payload)
     text = render_report(payload)
-    atomic_write(report_dir / "results.md", lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    write_text(report_dir / "results.md", text)
 
 
 # Benchmark outputs that `render_report` quotes when they lie in the report directory, with the

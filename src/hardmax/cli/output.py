@@ -36,10 +36,6 @@ def _summary(paths: list[Path], start: float) -> str:
     return f"wrote {len(paths)} files to {folder}/ in {time.perf_counter() - start:.1f} s"
 
 
-def _write_text(path: Path, text: str) -> Path:
-    return atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
-
-
 def _save_npy(path: Path, trajectory: Trajectory) -> Path:
     """(layers + 1, n, d) positions; `np.save` to an open file, which keeps the temporary name."""
     tokens = trajectory.tokens.detach().cpu().numpy()

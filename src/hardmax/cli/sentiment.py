@@ -8,8 +8,8 @@ from pathlib import Path
 
 import torch
 
-from hardmax.checkpoint import write_json
-from hardmax.cli.output import _jsonable, _say, _write_text
+from hardmax.checkpoint import write_json, write_text
+from hardmax.cli.output import _jsonable, _say
 
 # --------------------------------------------------------------------------------------------
 # Sentiment commands: train, evaluate, explain, reproduce.
@@ -102,7 +102,7 @@ def _run_train(args: argparse.Namespace) -> int:
     run = Path(args.run)
     result = train(data.train, data.val, model_config=model_config, train_config=train_config, run_dir=run,
                    resume=args.resume, data_info=data_info(data))
-    _write_text(run / "vocab.json", data.vocab.to_json())
+    write_text(run / "vocab.json", data.vocab.to_json())
     print(f"best epoch {result.best_epoch}: validation accuracy (hardmax) {result.best_val_accuracy:.4f}; "
           f"run in {run}/")
     return 0

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hardmax.checkpoint import write_json
+from hardmax.checkpoint import write_json, write_text
 from hardmax.cli.inputs import _read_array, read_matrix
-from hardmax.cli.output import _jsonable, _save_npy, _say, _summary, _timed, _write_text
+from hardmax.cli.output import _jsonable, _save_npy, _say, _summary, _timed
 from hardmax.dynamics import simulate
 from hardmax.plots import animate, figure2, plot_trajectory, save_figure
 from hardmax.theory import check_theorem, figure2_configurations
@@ -105,7 +105,7 @@ def _simulate_figure2(config: SimulateConfig) -> int:
     print(tables)
     written = [
         *_timed("figure", lambda: save_figure(figure2(trajectories), out / "figure2")),
-        _write_text(out / "report.txt", tables + "\n"),
+        write_text(out / "report.txt", tables + "\n"),
         write_json(out / "report.json", {"config": _jsonable(config),
                                          "theorem": {k: _jsonable(r) for k, r in reports.items()}}),
     ]
@@ -139,7 +139,7 @@ def _simulate_tokens(config: SimulateConfig) -> int:
     title = f"{source}: n = {n}, d = {d}, α = {config.alpha:g}, {'A = I' if A is None else 'A given'}"
     written = [
         _save_npy(out / "trajectory.npy", trajectory),
-        _write_text(out / "report.txt", table + "\n"),
+        write_text(out / "report.txt", table + "\n"),
         write_json(out / "report.json", {"config": _jsonable(config), "theorem": _jsonable(report)}),
         *_timed("figure", lambda: save_figure(plot_trajectory(trajectory, title=title), out / "figure")),
     ]

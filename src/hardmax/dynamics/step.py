@@ -72,7 +72,7 @@ def attention_weights(
     if attention == "hardmax":
         rtol = default_tie_rtol(tokens.dtype) if tie_rtol is None else tie_rtol
         queries = tokens if A is None else tokens @ A
-        s = queries @ tokens.transpose(-1, -2) + torch.where(real, 0.0, -math.inf).unsqueeze(-2)
+        s = torch.baddbmm(_score_bias(real, tokens.dtype), queries, tokens.transpose(-1, -2))
         tol = _tie_tolerance(queries, tokens, real, rtol)  # the step's own tolerance
         p = (s >= s.amax(dim=-1, keepdim=True) - tol.unsqueeze(-1)) * weights.unsqueeze(-2)
         p = p / p.sum(-1, keepdim=True).clamp(min=torch.finfo(tokens.dtype).tiny)
@@ -204,5 +204,4 @@ def attention_step(
         ).squeeze(1)
     else:
         raise ValueError(f"attention must be one of {ATTENTIONS}, got {attention!r}")
-    moved = tokens + gamma * (target - tokens)
-    return torch.where((weights > 0).unsqueeze(-1), moved, tokens)
+    return _move(tokens, target, gamma, weights > 0)
