@@ -15,9 +15,10 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save as safetensors_save
 
-from hardmax.data.config import PAD, PIPELINE_VERSION, SPLIT_NAMES, STOP_LISTS, DataConfig
-from hardmax.data.source import _GROUPS, _atomic_write, default_cache_dir, read_reviews, resolve_imdb_path
-from hardmax.data.splits import DataStats, ImdbData, SplitStats, _build
+from hardmax.checkpoint import atomic_write, write_text
+from hardmax.data.config import PIPELINE_VERSION, SPLIT_NAMES, STOP_LISTS, DataConfig
+from hardmax.data.source import _GROUPS, default_cache_dir, read_reviews, resolve_imdb_path
+from hardmax.data.splits import DataStats, ImdbData, SplitStats, _build, _make_split
 from hardmax.data.text import Split, Vocabulary
 
 logger = logging.getLogger(__name__)
@@ -71,7 +72,8 @@ def _save_cache(stem: Path, key: str, splits: dict[str, Split], vocab: Vocabular
         tensors[f"{name}.ids"] = split.ids.to(torch.int32).contiguous()
         tensors[f"{name}.labels"] = split.labels.to(torch.int8).contiguous()
         tensors[f"{name}.index"] = split.index.to(torch.int32).contiguous()
-    _atomic_write(stem.with_suffix(".safetensors"), safetensors_save(tensors, metadata={"key": key}))
+    blob = safetensors_save(tensors, metadata={"key": key})
+    atomic_write(stem.with_suffix(".safetensors"), lambda tmp: Path(tmp).write_bytes(blob))
     meta = {
         "format": _CACHE_FORMAT,
         "key": key,
@@ -80,7 +82,7 @@ def _save_cache(stem: Path, key: str, splits: dict[str, Split], vocab: Vocabular
         "stats": dataclasses.asdict(stats),
     }
     # The JSON is written last: its presence marks a complete entry.
-    _atomic_write(stem.with_suffix(".json"), json.dumps(meta, ensure_ascii=False).encode())
+    write_text(stem.with_suffix(".json"), json.dumps(meta, ensure_ascii=False))
 
 
 def _load_cache(stem: Path, key: str) -> tuple[dict[str, Split], Vocabulary, int,
@@ -96,14 +98,9 @@ def _load_cache(stem: Path, key: str) -> tuple[dict[str, Split], Vocabulary, int
         with safe_open(str(tensor_file), framework="pt") as handle:
             if (handle.metadata() or {}).get("key") != key:
                 raise ValueError("tensor file belongs to another entry")
-            splits = {}
-            for name in SPLIT_NAMES:
-                ids = handle.get_tensor(f"{name}.ids").to(torch.int64)
-                mask = ids != PAD
-                splits[name] = Split(ids=ids, mask=mask,
-                                     labels=handle.get_tensor(f"{name}.labels").to(torch.int64),
-                                     lengths=mask.sum(dim=1),
-                                     index=handle.get_tensor(f"{name}.index").to(torch.int64))
+            splits = {name: _make_split(*(handle.get_tensor(f"{name}.{part}").numpy()
+                                          for part in ("ids", "labels", "index")))
+                      for name in SPLIT_NAMES}
         saved = meta["stats"]
         split_stats = {name: SplitStats(**saved["splits"][name]) for name in SPLIT_NAMES}
         return splits, Vocabulary(words=tuple(meta["words"])), int(saved["n_bad_bytes"]), split_stats
@@ -123,12 +120,13 @@ def load_imdb(config: DataConfig | None = None, *, progress: bool = True) -> Imd
     Locates the data (`resolve_imdb_path`), reads it, splits it (`config.split`: the standard
     25k/25k, or the paper's seeded 70/30 of all 50k; validation is a stratified `val_fraction` of the
     training part), cleans every review (`clean_text`), builds the vocabulary from the training part
-    only, and encodes each review as its first `max_len` tokens, right-padded with PAD.
+    only, and encodes each review as `max_len` tokens (`config.truncation`: the first and last halves
+    of a longer review by default, or its first tokens), right-padded with PAD.
 
     Reviews empty after cleaning are skipped and counted (`stats.splits[name].skipped_empty`).
     With `use_cache`, the result is stored under `cache_dir/imdb/` keyed by a hash of the settings
     and of the data, and later calls read it back. On 2 CPU cores the full 50k pipeline takes
-    ~14 s of CPU (read 2 s, clean 7 s, the rest imports and encoding), a cached load ~0.5 s.
+    ~8 s and a cached load ~0.1 s (`benchmarks/bench_data.py`).
 
     Returns:
         `ImdbData` with `train`, `val`, `test` (`Split`: ids (N, max_len) int64, mask (N, max_len)

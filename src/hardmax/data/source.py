@@ -45,20 +45,6 @@ def _unlink_quietly(path: str | Path) -> None:
         pass
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that readers see the old file or the whole new one, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    finally:
-        _unlink_quietly(tmp)  # a no-op after a successful replace
-
-
 def download_imdb(
     directory: str | Path | None = None,
     *,
