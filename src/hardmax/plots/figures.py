@@ -11,9 +11,9 @@ from matplotlib.animation import PillowWriter
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from hardmax.checkpoint import atomic_write
 from hardmax.dynamics import Trajectory, simulate
 from hardmax.plots.panels import _add_legend, _draw_panel, _draw_panel_3d
-from hardmax.plots.save import _atomic_path
 from hardmax.plots.scene import FIGURE2_LAYERS, _check_layers, _scene, _single
 from hardmax.theory import FIGURE2_ALPHA, figure2_configurations
 
@@ -204,8 +204,9 @@ def animate(
     show = None if p == 3 else _draw_panel(ax, scene, 0, box)
     target = Path(path)
     writer = PillowWriter(fps=fps)
-    with _atomic_path(target) as tmp:
-        with writer.saving(fig, str(tmp), dpi):
+
+    def write(tmp: str) -> None:
+        with writer.saving(fig, tmp, dpi):
             for i, layer in enumerate(held):
                 if show is None:  # 3-D: redraw everything, turning the view a little each frame
                     ax.clear()
@@ -214,7 +215,8 @@ def animate(
                     show(layer)
                 ax.set_title(f"layer {layer} of {total}", fontsize=10)
                 writer.grab_frame()
-    return target
+
+    return atomic_write(target, write)
 
 
 def _frame_layers(total: int, max_frames: int) -> list[int]:
