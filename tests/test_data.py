@@ -287,7 +287,13 @@ def test_stop_word_lists() -> None:
     assert clean_text(text) == ["never", "like", "show", "nothing", "work", "well", "good"]
     assert clean_text(text, stopwords="sklearn") == ["like", "work", "good"]
     assert clean_text(text, stopwords="none")[:3] == ["never", "like", "the"]
+    assert clean_text(text, stopwords="nltk_keep_negations") == [
+        "never", "like", "show", "nothing", "work", "well", "not", "good", "no", "dont"]
     nltk, sklearn = data.STOP_LISTS["nltk"], data.STOP_LISTS["sklearn"]
+    kept = nltk - data.STOP_LISTS["nltk_keep_negations"]
+    assert data.STOP_LISTS["nltk_keep_negations"] < nltk and {"not", "no", "nor", "dont", "isnt", "wasnt"} <= kept
+    assert all(word in {"no", "nor", "not", "ain", "won", "wont", "shan", "shant"} or word.endswith(("n", "nt"))
+               for word in kept)  # only negations are given back
     assert {"not", "no", "the", "very"} <= nltk & sklearn and {"dont", "wouldnt", "youre"} <= nltk
     assert {"never", "nothing", "well", "show"} <= sklearn - nltk and not data.STOP_LISTS["none"]
     with pytest.raises(ValueError, match="stopwords must be one of"):
@@ -419,6 +425,17 @@ def test_encode_texts_matches_training(tmp_path: Path) -> None:
     assert encode_texts("Great!", loaded.vocab).lengths.tolist() == [1]
     with pytest.raises(DataError, match="text 1 is empty after cleaning"):
         encode_texts(["great", "<br /> the 42"], loaded.vocab)
+
+
+def test_encode_texts_defaults_are_the_data_configs() -> None:
+    """A caller who passes no options encodes texts the way a default run cut its reviews."""
+    import inspect
+
+    defaults = {name: p.default for name, p in inspect.signature(encode_texts).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+    fields = {f.name: f.default for f in dataclasses.fields(DataConfig)}
+    assert set(defaults) == {"max_len", "truncation", *DataConfig().clean_options()}
+    assert defaults == {name: fields[name] for name in defaults}
 
 
 # --------------------------------------------------------------------------------------------

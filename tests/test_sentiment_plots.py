@@ -19,7 +19,8 @@ from PIL import Image
 
 from hardmax import HardmaxClassifier, ModelConfig
 from hardmax.measures import Explanation, explain_ids
-from hardmax.sentiment_plots import animate_review, plot_leader_words, plot_review, project_review, save
+from hardmax.plots import save_figure
+from hardmax.sentiment_plots import animate_review, plot_leader_words, plot_review, project_review
 
 LAYERS = 3
 
@@ -81,7 +82,7 @@ def test_plot_leader_words_keeps_the_top():
 def test_plot_leader_words_with_empty_counters(counts, tmp_path):
     fig = plot_leader_words(counts, WORDS)
     assert len(fig.axes) == 2 and _bars(fig.axes[1]) == ([], [])
-    assert _files(tmp_path) == [] and len(save(fig, tmp_path / "bars")) == 2
+    assert _files(tmp_path) == [] and len(save_figure(fig, tmp_path / "bars", close=True)) == 2
     assert _files(tmp_path) == ["bars.pdf", "bars.png"]
 
 
@@ -149,17 +150,30 @@ def test_animate_review_writes_a_gif(review, tmp_path):
 def test_save_writes_png_and_pdf_atomically(corpus, tmp_path):
     model, explanation = explained(corpus, 2)
     fig = plot_review(explanation, model, layers=(0, LAYERS))
-    paths = save(fig, tmp_path / "figures" / "review")
-    assert paths == [str(tmp_path / "figures" / "review.png"), str(tmp_path / "figures" / "review.pdf")]
+    paths = save_figure(fig, tmp_path / "figures" / "review", tight=True, close=True)
+    assert paths == [tmp_path / "figures" / "review.png", tmp_path / "figures" / "review.pdf"]
     assert _files(tmp_path / "figures") == ["review.pdf", "review.png"]  # no temporary files left
     assert (tmp_path / "figures" / "review.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "figures" / "review.pdf").read_bytes()[:5] == b"%PDF-"
     assert not plt.fignum_exists(fig.number)  # closed
 
 
-def test_a_failed_save_leaves_no_temporary_file(tmp_path):
+def test_a_failed_save_leaves_no_temporary_file_and_still_closes(tmp_path):
     fig = plot_leader_words({"positive": Counter({2: 1})}, WORDS)
     with pytest.raises(ValueError, match="not-a-format"):
-        save(fig, tmp_path / "bars", formats=("png", "not-a-format"))
+        save_figure(fig, tmp_path / "bars", formats=("png", "not-a-format"), close=True)
     assert _files(tmp_path) == ["bars.png"]
-    plt.close(fig)
+    assert not plt.fignum_exists(fig.number)
+
+
+def test_tight_saving_crops_to_the_drawing(tmp_path):
+    """Long labels past the canvas are kept by `tight=True`; the image size then differs."""
+    from PIL import Image
+
+    fig = plot_leader_words({"positive": Counter({2: 3}), "negative": Counter({3: 1})}, WORDS)
+    fig.text(1.02, 0.5, "a label outside the canvas")
+    loose = save_figure(fig, tmp_path / "loose", formats=("png",))[0]
+    tight = save_figure(fig, tmp_path / "tight", formats=("png",), tight=True, close=True)[0]
+    with Image.open(loose) as a, Image.open(tight) as b:
+        assert a.size == tuple(round(v * 150) for v in fig.get_size_inches())
+        assert b.size[0] > a.size[0]  # grown to hold the outside label

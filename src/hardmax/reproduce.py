@@ -223,6 +223,7 @@ def _copy_run(source: Path, target: Path) -> None:
 def _run_dimension(d: int, datasets: dict[str, ImdbData], config: ReproduceConfig,
                    report_dir: Path) -> DimensionResult:
     from hardmax import sentiment_plots as plots
+    from hardmax.plots import save_figure
 
     model, history, best_epoch, run_dir, data, stopwords, lr, grid = select_candidate(d, datasets, config)
     test: Evaluation = evaluate(model, data.test, batch_size=config.train.eval_batch_size)
@@ -234,12 +235,12 @@ def _run_dimension(d: int, datasets: dict[str, ImdbData], config: ReproduceConfi
     figures = []
     fig_dir = report_dir / "figures"
     fig = plots.plot_leader_words(words, vocab_words, title=f"Leader words, d = {d} (confident, correct test reviews)")
-    figures += plots.save(fig, fig_dir / f"leader_words_d{d}")
+    figures += save_figure(fig, fig_dir / f"leader_words_d{d}", tight=True, close=True)
     row = config.example_review if config.example_review is not None else _pick_example(model, data)
     ids = data.test.ids[row][data.test.mask[row]]
     explanation = explain_ids(model, ids, vocab_words)
     fig = plots.plot_review(explanation, model, layers=(0, 1, 2, config.layers))
-    figures += plots.save(fig, fig_dir / f"review_d{d}")
+    figures += save_figure(fig, fig_dir / f"review_d{d}", tight=True, close=True)
     if d == 2:
         figures.append(str(plots.animate_review(explanation, model, fig_dir / f"review_d{d}.gif")))
     train_speed = sorted(h["train_reviews_per_second"] for h in history)[len(history) // 2]

@@ -1,7 +1,8 @@
 """Figures of the sentiment classifier: leader words and the evolution of a review's tokens.
 
 Consumes `Explanation` / counts from `hardmax.measures` and a trained `HardmaxClassifier`; draws
-with matplotlib (Agg), saves atomically. No training or data loading here.
+with matplotlib (Agg). Figures are saved with `hardmax.plots.save_figure`, GIFs atomically here. No
+training or data loading here.
 """
 
 from __future__ import annotations
@@ -21,20 +22,9 @@ from hardmax.checkpoint import atomic_write  # noqa: E402
 from hardmax.measures import Explanation  # noqa: E402
 from hardmax.models import HardmaxClassifier  # noqa: E402
 
-__all__ = ["animate_review", "plot_leader_words", "plot_review", "project_review", "save"]
+__all__ = ["animate_review", "plot_leader_words", "plot_review", "project_review"]
 
 POSITIVE, NEGATIVE = "#2a9d8f", "#e76f51"
-
-
-def save(fig, stem: str | Path, formats: Sequence[str] = ("png", "pdf")) -> list[str]:
-    """Save `fig` as stem.png / stem.pdf atomically; returns the paths written."""
-    out = []
-    for fmt in formats:
-        path = Path(f"{stem}.{fmt}")
-        atomic_write(path, lambda tmp, fmt=fmt: fig.savefig(tmp, format=fmt, dpi=150, bbox_inches="tight"))
-        out.append(str(path))
-    plt.close(fig)
-    return out
 
 
 def plot_leader_words(counts: dict[str, Counter], words: Sequence[str], *, top: int = 20, title: str = ""):

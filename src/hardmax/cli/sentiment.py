@@ -31,9 +31,10 @@ def _add_data_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--truncation", choices=("head", "head_tail"), default="head_tail",
                    help="keep the first and last 64 tokens, or the first 128 as the paper (default: head_tail)")
     g.add_argument("--no-lowercase", action="store_true", help="keep case (as the paper's code does)")
-    g.add_argument("--stopwords", choices=("nltk", "sklearn", "none"), default="nltk",
-                   help="stop-word list removed: NLTK's as the paper (shipped, no download), scikit-learn's "
-                        "longer one, or none (default: nltk)")
+    g.add_argument("--stopwords", choices=("nltk", "nltk_keep_negations", "sklearn", "none"), default="nltk",
+                   help="stop-word list removed: NLTK's as the paper (shipped, no download), the same but "
+                        "keeping its negations (not, no, dont, ...), scikit-learn's longer one, or none "
+                        "(default: nltk)")
     g.add_argument("--cache-dir", help="preprocessed-tensor cache (default: $HARDMAX_CACHE or ~/.cache/hardmax)")
 
 
@@ -152,7 +153,8 @@ def _add_explain(subparsers) -> None:
 def _run_explain(args: argparse.Namespace) -> int:
     from hardmax.data import DataConfig, Vocabulary, encode_texts
     from hardmax.measures import explain_ids
-    from hardmax.sentiment_plots import animate_review, plot_review, save
+    from hardmax.plots import save_figure
+    from hardmax.sentiment_plots import animate_review, plot_review
     from hardmax.train import load_run
 
     model, record = load_run(args.run)
@@ -164,10 +166,11 @@ def _run_explain(args: argparse.Namespace) -> int:
     explanation = explain_ids(model, ids, list(vocab.words))
     print(explanation.summary())
     out = Path(args.out) if args.out else Path(args.run) / "explain"
-    paths = save(plot_review(explanation, model, layers=(0, 1, 2, model.config.layers)), out / "review")
+    fig = plot_review(explanation, model, layers=(0, 1, 2, model.config.layers))
+    paths = save_figure(fig, out / "review", tight=True, close=True)
     if args.gif:
-        paths.append(str(animate_review(explanation, model, out / "review.gif")))
-    _say(f"figures: {', '.join(paths)}")
+        paths.append(animate_review(explanation, model, out / "review.gif"))
+    _say(f"figures: {', '.join(map(str, paths))}")
     return 0
 
 
@@ -184,8 +187,9 @@ def _add_reproduce(subparsers) -> None:
     p.add_argument("--epochs", type=int, help="maximum epochs per d")
     p.add_argument("--lrs", help="comma-separated learning rates tried per d, the best on validation kept "
                    "(default: 0.01,0.003; --quick: 0.01)")
-    p.add_argument("--stopwords", help="comma-separated stop-word lists (nltk, sklearn, none) tried per d with every "
-                   "learning rate, the best on validation kept (default: nltk,sklearn; --quick: nltk)")
+    p.add_argument("--stopwords", help="comma-separated stop-word lists (nltk, nltk_keep_negations, sklearn, none) "
+                   "tried per d with every learning rate, the best on validation kept (default: nltk,sklearn; "
+                   "--quick: nltk)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, help="torch CPU threads")
 

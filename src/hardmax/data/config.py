@@ -38,11 +38,20 @@ same so than too very s t can will just don dont should shouldve now d ll m o re
 couldn couldnt didn didnt doesn doesnt hadn hadnt hasn hasnt haven havent isn isnt ma mightn mightnt
 mustn mustnt needn neednt shan shant shouldn shouldnt wasn wasnt weren werent won wont wouldn wouldnt
 """
-StopWords = Literal["nltk", "sklearn", "none"]
-# "nltk": the paper's list; "sklearn": scikit-learn's 318 words, longer (it also drops "never",
-# "nothing", "well", "serious", and a few content words such as "show", "find", "fire"); "none".
+# The negations in NLTK's list (apostrophes deleted, as our cleaning does). Sentiment reverses on
+# them ("not good"), yet the paper's list removes them all.
+NEGATIONS = frozenset("""
+no nor not ain aren arent couldn couldnt didn didnt doesn doesnt don dont hadn hadnt hasn hasnt haven
+havent isn isnt mightn mightnt mustn mustnt needn neednt shan shant shouldn shouldnt wasn wasnt weren
+werent won wont wouldn wouldnt
+""".split())
+StopWords = Literal["nltk", "nltk_keep_negations", "sklearn", "none"]
+# "nltk": the paper's list; "nltk_keep_negations": the same without its negations (docs/experiments.md
+# measures it); "sklearn": scikit-learn's 318 words, longer (it also drops "never", "nothing", "well",
+# "serious", and a few content words such as "show", "find", "fire"); "none".
 STOP_LISTS: dict[str, frozenset[str]] = {
     "nltk": frozenset(_NLTK_ENGLISH.split()),
+    "nltk_keep_negations": frozenset(_NLTK_ENGLISH.split()) - NEGATIONS,
     "sklearn": frozenset(ENGLISH_STOP_WORDS),
     "none": frozenset(),
 }

@@ -16,7 +16,7 @@ import simplemma
 import torch
 from torch import Tensor
 
-from hardmax.data.config import PAD, PAD_WORD, STOP_LISTS, UNK, UNK_WORD, DataError, StopWords, Truncation
+from hardmax.data.config import NEGATIONS, PAD, PAD_WORD, STOP_LISTS, UNK, UNK_WORD, DataError, StopWords, Truncation
 
 # --------------------------------------------------------------------------------------------
 # Text pipeline.
@@ -56,10 +56,12 @@ class _WordCache(dict):
     def __init__(self, lowercase: bool, lemmatize: bool, stopwords: StopWords) -> None:
         super().__init__()
         self.lowercase, self.lemmatize, self.stop_words = lowercase, lemmatize, STOP_LISTS[stopwords]
+        # A list that keeps the negations keeps them verbatim: the lemmatiser turns "dont" into "do".
+        self.verbatim = NEGATIONS if stopwords == "nltk_keep_negations" else frozenset()
 
     def __missing__(self, word: str) -> str:
         token = word.lower() if self.lowercase else word
-        if self.lemmatize:
+        if self.lemmatize and word.lower() not in self.verbatim:
             lemma = simplemma.lemmatize(token, lang="en")
             token = lemma.lower() if self.lowercase else lemma
         if not token.isalpha():
@@ -248,15 +250,17 @@ def encode_texts(
     vocab: Vocabulary,
     *,
     max_len: int = 128,
-    truncation: Truncation = "head",
+    truncation: Truncation = "head_tail",
     lowercase: bool = True,
     lemmatize: bool = True,
     stopwords: StopWords = "nltk",
 ) -> EncodedTexts:
     """Clean and encode new texts for inference, exactly as the training reviews were.
 
-    Pass the training config's `clean_options()`, `max_len` and `truncation`. Raises `DataError` naming the
-    text when nothing is left after cleaning (only stop words, digits, punctuation or markup).
+    Pass the training config's `clean_options()`, `max_len` and `truncation`; the defaults are
+    `DataConfig`'s (a test keeps them equal), so texts encode like a default run's reviews. Raises
+    `DataError` naming the text when nothing is left after cleaning (only stop words, digits,
+    punctuation or markup).
     """
     texts = [texts] if isinstance(texts, str) else list(texts)
     cache = _word_cache(lowercase, lemmatize, stopwords)
