@@ -15,8 +15,10 @@ so this is the bar they would need to clear, not a hard bound.
 
 Variants: `head` (the paper's cut: first 128 tokens), `head_tail` (first and last 64, the
 classifier's default), `whole` (no cut: 1,000 tokens, more than any review has after cleaning;
-outside the issue's setting, for reference), and head_tail with scikit-learn's longer stop-word list
-or none instead of NLTK's (the default, the paper's). Results go to OUT/ceiling.md and OUT/ceiling.json.
+outside the issue's setting, for reference), head_tail with scikit-learn's longer stop-word list,
+with none, or with NLTK's without its negations instead of NLTK's (the default, the paper's), and
+word presence (0/1) instead of word shares on head_tail and whole reviews. Results go to
+OUT/ceiling.md and OUT/ceiling.json.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ VARIANTS: dict[str, dict] = {
     # The stop-word list, on the default head_tail tokens (the default list is NLTK's, the paper's).
     "head_tail_sklearn_stop": {"truncation": "head_tail", "stopwords": "sklearn"},
     "head_tail_no_stop": {"truncation": "head_tail", "stopwords": "none"},
+    "head_tail_keep_negations": {"truncation": "head_tail", "stopwords": "nltk_keep_negations"},
     # Word presence (0/1) instead of shares: the classic strong bag-of-words baseline. Mean pooling
     # cannot express it at α → 0, so it is a reference for what any linear model gets from the same
     # tokens, not the classifier's own limit.

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import Tensor
 
 __all__ = [
@@ -113,9 +113,11 @@ def load_tensors(path: str | Path, device: str | torch.device = "cpu") -> tuple[
     if not path.exists():
         raise CheckpointError(f"{path} does not exist")
     try:
-        tensors = load_file(str(path), device=str(device))
-        with safe_open(str(path), framework="pt") as f:
+        # One open for tensors and metadata: a writer may replace the file between two opens, and
+        # the tensors of one save must never be paired with the metadata of the next.
+        with safe_open(str(path), framework="pt", device=str(device)) as f:
             raw = (f.metadata() or {}).get("hardmax")
+            tensors = {name: f.get_tensor(name) for name in f.keys()}
     except (SafetensorError, OSError, ValueError) as e:
         raise CheckpointError(f"{path} is not a readable safetensors file ({e})") from None
     if raw is None:
