@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from hardmax.checkpoint import write_json
-from hardmax.data import DataConfig, load_imdb
+from hardmax.data import STOP_LISTS, DataConfig, load_imdb
 from hardmax.data import text as _text
 
 TARGETS = {"cold_seconds": 60.0, "warm_seconds": 3.0}
@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--data", default=os.environ.get("HARDMAX_IMDB"), help="IMDb archive/directory/CSV")
     parser.add_argument("--repeats", type=int, default=3, help="cold and warm runs (the median is reported)")
     parser.add_argument("--limit", type=int, help="use only N reviews per split (smoke runs)")
-    parser.add_argument("--stopwords", default="nltk", choices=("nltk", "sklearn", "none"))
+    parser.add_argument("--stopwords", default="nltk", choices=sorted(STOP_LISTS))
     parser.add_argument("--json", help="also write the figures as JSON")
     args = parser.parse_args(argv)
     if not args.data:
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> dict:
             stats = first.stats
     reviews = sum(s.reviews for s in stats.splits.values())
     result = {
-        "source": str(Path(stats.source).name), "reviews": reviews, "vocab_size": stats.vocab_size,
+        "source": Path(stats.source).name, "reviews": reviews, "vocab_size": stats.vocab_size,
         "stopwords": args.stopwords, "cold_seconds": statistics.median(cold), "warm_seconds": statistics.median(warm),
         "cold_all": cold, "warm_all": warm, "targets": TARGETS,
     }

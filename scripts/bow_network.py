@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 
 import torch
+from _report import run_and_report
 from torch import Tensor, nn
 
-from hardmax.checkpoint import write_json, write_text
 from hardmax.data import DataConfig, load_imdb
 from hardmax.train import _word_dropout
 
@@ -105,15 +104,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     except ValueError:
         parser.error(f"--widths takes WIDTH:HIDDEN pairs of positive integers, got {args.widths}")
     data = load_imdb(DataConfig(path=args.data, limit=args.limit), progress=False)  # the classifier's defaults
-    rows = []
-    for width, hidden in sizes:
-        rows.append(fit(data, width, hidden, args))
-        print(table(rows[-1:]).splitlines()[-1], flush=True)
-    out = Path(args.out)
-    write_json(out / "bow_network.json", rows)
-    write_text(out / "bow_network.md", table(rows) + "\n")
-    print(table(rows))
-    return rows
+    return run_and_report(sizes, lambda size: fit(data, *size, args), table, args.out, "bow_network")
 
 
 if __name__ == "__main__":

@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+from _report import run_and_report
 from sklearn.linear_model import LogisticRegression
 
-from hardmax.checkpoint import write_json, write_text
 from hardmax.data import DataConfig, load_imdb
 
 VARIANTS: dict[str, dict] = {
@@ -109,15 +108,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--limit", type=int, help="use only the first N reviews of each split (smoke runs)")
     parser.add_argument("--out", default="runs/ceiling", help="directory for ceiling.md and ceiling.json")
     args = parser.parse_args(argv)
-    rows = []
-    for name in args.variants:
-        rows.append(run_variant(name, args))
-        print(table(rows[-1:]).splitlines()[-1], flush=True)
-    out = Path(args.out)
-    write_json(out / "ceiling.json", rows)
-    write_text(out / "ceiling.md", table(rows) + "\n")
-    print(table(rows))
-    return rows
+    return run_and_report(args.variants, lambda name: run_variant(name, args), table, args.out, "ceiling")
 
 
 if __name__ == "__main__":

@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import torch
+from _report import run_and_report
 
-from hardmax.checkpoint import write_json, write_text
 from hardmax.data import DataConfig, load_imdb
 from hardmax.reproduce import ReproduceConfig, train_or_load
 from hardmax.train import TrainConfig, evaluate
@@ -89,16 +89,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    rows = []
-    for name in args.variants:
-        for d in args.d:
-            rows.append(run_variant(name, d, args))
-            print(table(rows[-1:]).splitlines()[-1], flush=True)
-    out = Path(args.out)
-    write_json(out / "sweep.json", rows)
-    write_text(out / "sweep.md", table(rows) + "\n")
-    print(table(rows))
-    return rows
+    runs = [(name, d) for name in args.variants for d in args.d]
+    return run_and_report(runs, lambda run: run_variant(*run, args), table, args.out, "sweep")
 
 
 if __name__ == "__main__":

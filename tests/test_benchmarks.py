@@ -14,6 +14,8 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_dynamics.py
 
 
 def load_script(path: Path = SCRIPT):
+    if str(path.parent) not in sys.path:  # as `python scripts/x.py` does: the scripts import their shared _report
+        sys.path.insert(0, str(path.parent))
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the script is executed

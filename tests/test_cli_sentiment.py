@@ -395,3 +395,13 @@ def test_bad_word_dropout_exits_2(archive, tmp_path, capsys):
     code, _, err = _run(capsys, "train", "--run", str(tmp_path / "run"), "--data", str(archive),
                         "--word-dropout", "1.0")
     assert code == 2 and "word_dropout must be in [0, 1), got 1.0" in err and err.count("\n") == 1
+
+
+def test_stopwords_choices_are_the_libraries_lists():
+    """The CLI names the lists itself (importing hardmax.data would slow every `hardmax --help`)."""
+    from hardmax.cli.app import _parser
+    from hardmax.data import STOP_LISTS
+
+    sub = _parser()._subparsers._group_actions[0].choices["train"]
+    action = next(a for a in sub._actions if "--stopwords" in a.option_strings)
+    assert sorted(action.choices) == sorted(STOP_LISTS)

@@ -307,10 +307,10 @@ def test_config_from_a_run_record_reads_old_records() -> None:
     record = {**dataclasses.asdict(current), "vocab_size": 120, "train": 10}
     assert data.DataConfig.from_record(record) == current
     assert data.DataConfig.from_record(record, path="x").path == "x"
-    # Before the options existed: the first 128 tokens and scikit-learn's list (or none).
-    old = {k: v for k, v in record.items() if k not in ("stopwords", "truncation")}
+    # Before the options existed: the first 128 tokens, scikit-learn's list (or none), a random hold-out.
+    old = {k: v for k, v in record.items() if k not in ("stopwords", "truncation", "val_split")}
     assert data.DataConfig.from_record({**old, "remove_stopwords": True}) == dataclasses.replace(
-        current, truncation="head")
+        current, truncation="head", val_split="random")
     assert data.DataConfig.from_record({**old, "remove_stopwords": False}).stopwords == "none"
 
 
@@ -521,6 +521,8 @@ def test_config_validation() -> None:
         DataConfig(val_fraction=1.0)
     with pytest.raises(ValueError, match="max_len"):
         DataConfig(max_len=0)
+    with pytest.raises(ValueError, match="truncation must be 'head' or 'head_tail'"):
+        DataConfig(truncation="tail")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_vocab"):
         DataConfig(max_vocab=1)
     with pytest.raises(ValueError, match="min_count"):

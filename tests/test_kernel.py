@@ -79,6 +79,10 @@ def test_signed_zeros_are_one_token():
     """(-0.0, 1) and (0.0, 1) are the same point: merged, they tie exactly with each other."""
     z = np.array([[0.0, 1.0], [-0.0, 1.0], [0.5, 0.5], [0.9, -0.2]])
     plus = np.array([[0.0, 1.0], [0.0, 1.0], [0.5, 0.5], [0.9, -0.2]])
+    # Merged or not, the two copies score alike; so check the merge itself, not only the run.
+    slot, distinct, weights = np.empty(4, np.int64), np.empty((4, 2)), np.empty(4)
+    m = kernel._deduplicate(z, z.view(np.uint64), np.ones(4, bool), kernel._multipliers(2), slot, distinct, weights)
+    assert m == 3 and slot.tolist() == [0, 0, 1, 2] and weights[:3].tolist() == [2, 1, 1]
     got = simulate(z, alpha=1.0, layers=3, backend="numba").tokens
     assert torch.equal(got[1:], simulate(plus, alpha=1.0, layers=3, backend="numba").tokens[1:])
     want, _ = reference.simulate(plus, alpha=1.0, layers=3)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from hardmax.checkpoint import write_json
-from hardmax.data import DataConfig
+from hardmax.data import STOP_LISTS, DataConfig
 from hardmax.reproduce import (
     PAPER_ACCURACY,
     TARGET_ACCURACY,
@@ -98,7 +98,13 @@ def test_render_report_accuracy_table(payload):
                        f"≥ {TARGET_ACCURACY[16]:.2f} | 0.8512 | 3 / 5 | 0.01 | sklearn | – |")
     assert rows[2].startswith("| 3 | 0.7000 | 0.6950 | 98.00 % |") and rows[2].endswith(
         "|  | 0.7000 | 3 / 5 | 0.01 | sklearn | – |")
-    assert "validation, lr" not in text  # no learning-rate grid in this payload
+    assert "| d | validation: " not in text  # no candidate grid in this payload
+
+
+@pytest.mark.parametrize("stopwords", sorted(STOP_LISTS))
+def test_render_report_describes_every_stop_list(payload, stopwords):
+    payload["data"]["stopwords"] = stopwords
+    assert "stop words" in render_report(payload).splitlines()[4]  # the data line says which list
 
 
 def test_render_report_candidate_grid(payload):

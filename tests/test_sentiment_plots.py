@@ -168,8 +168,6 @@ def test_a_failed_save_leaves_no_temporary_file_and_still_closes(tmp_path):
 
 def test_tight_saving_crops_to_the_drawing(tmp_path):
     """Long labels past the canvas are kept by `tight=True`; the image size then differs."""
-    from PIL import Image
-
     fig = plot_leader_words({"positive": Counter({2: 3}), "negative": Counter({3: 1})}, WORDS)
     fig.text(1.02, 0.5, "a label outside the canvas")
     loose = save_figure(fig, tmp_path / "loose", formats=("png",))[0]

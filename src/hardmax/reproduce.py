@@ -33,7 +33,8 @@ TARGET_ACCURACY = {2: 0.80, 4: 0.84, 8: 0.87, 16: 0.89}  # standard split, selec
 _TRUNCATION = {"head": "longer reviews cut to their first tokens, as in the paper",
                "head_tail": "longer reviews keep their first and last halves"}
 _STOPWORDS = {"nltk": "NLTK's stop words removed, as in the paper",
-              "sklearn": "scikit-learn's stop words removed", "none": "stop words kept"}
+              "nltk_keep_negations": "NLTK's stop words but its negations removed",
+              "sklearn": "scikit-learn's stop words removed", "none": "stop words kept"}  # one per STOP_LISTS key
 _VALIDATION = {"movies": "validation: whole movies held out of the training split",
                "random": "validation: random training reviews, which share movies with training"}
 
@@ -200,7 +201,8 @@ def select_candidate(d: int, datasets: dict[str, ImdbData], config: ReproduceCon
             print(f"d = {d}, stop words {stop}, learning rate {lr:g}", flush=True)
         candidates.append((stop, lr, *train_or_load(d, datasets[stop], one, run_dir)))
     grid = {candidate_name(stop, lr): _best_val(history) for stop, lr, _, history, _, _ in candidates}
-    stop, lr, model, history, best_epoch, chosen_dir = max(candidates, key=lambda c: _best_val(c[3]))  # first max
+    # max keeps the first of equal candidates: ties go to the earlier one.
+    stop, lr, model, history, best_epoch, chosen_dir = max(candidates, key=lambda c: grid[candidate_name(*c[:2])])
     if chosen_dir != final_dir:
         _copy_run(chosen_dir, final_dir)
     return model, history, best_epoch, final_dir, datasets[stop], stop, lr, grid
@@ -242,15 +244,15 @@ def _run_dimension(d: int, datasets: dict[str, ImdbData], config: ReproduceConfi
     fig = plots.plot_review(explanation, model, layers=(0, 1, 2, config.layers))
     figures += save_figure(fig, fig_dir / f"review_d{d}", tight=True, close=True)
     if d == 2:
-        figures.append(str(plots.animate_review(explanation, model, fig_dir / f"review_d{d}.gif")))
+        figures.append(plots.animate_review(explanation, model, fig_dir / f"review_d{d}.gif"))
     train_speed = sorted(h["train_reviews_per_second"] for h in history)[len(history) // 2]
     leaders = {k: v for k, v in asdict(stats).items() if k != "per_review"}
     return DimensionResult(
         d=d, run_dir=str(run_dir), best_epoch=best_epoch, epochs_run=len(history),
-        val_accuracy_hardmax=_best_val(history), lr=lr, stopwords=stopwords, vocab_size=len(data.vocab), grid=grid,
-        alpha=float(model.alpha.detach()),
+        val_accuracy_hardmax=grid[candidate_name(stopwords, lr)], lr=lr, stopwords=stopwords,
+        vocab_size=len(data.vocab), grid=grid, alpha=float(model.alpha.detach()),
         test=asdict(test), leaders=leaders, top_leader_words=top, train_reviews_per_second=train_speed,
-        hardmax_test_seconds=test.seconds_hardmax, figures=[str(Path(f).relative_to(report_dir)) for f in figures],
+        hardmax_test_seconds=test.seconds_hardmax, figures=[str(f.relative_to(report_dir)) for f in figures],
     )
 
 
@@ -351,13 +353,14 @@ def _benchmark_lines(bench: dict) -> list[str]:
 
 def render_report(payload: dict) -> str:
     """results.md from the results.json payload (tables, figures, the commands behind them)."""
-    # Results written before the options existed used the paper's cut and scikit-learn's list.
-    truncation = _TRUNCATION[payload["data"].get("truncation", "head")]
-    stopwords = _STOPWORDS[payload["data"].get("stopwords", "sklearn")]
+    # Results written before an option existed get that option's value of the time.
+    settings = DataConfig.from_record(payload["data"])
+    truncation = _TRUNCATION[settings.truncation]
+    stopwords = _STOPWORDS[settings.stopwords]
     lists = sorted({name.split(" / ")[0] for r in payload["results"].values() for name in r.get("grid", {})})
     if len(lists) > 1:
         stopwords = (f"stop-word list chosen per d on validation among {', '.join(lists)}, the vocabulary size "
-                     f"is that of {payload['data']['stopwords']}")
+                     f"is that of {settings.stopwords}")
     res = payload["results"]
     lines = [f"# Sentiment analysis on IMDb: reproduced results ({payload['label']} run)", "",
              f"Produced by `{payload['command']}` in {payload['seconds_total'] / 60:.1f} min on "
@@ -368,7 +371,7 @@ def render_report(payload: dict) -> str:
              f"{payload['data']['vocab_size']} words (min count {payload['data']['min_count']}), "
              f"{payload['data']['max_len']} tokens per review ({truncation}; {stopwords}). The model is selected on "
              "validation accuracy "
-             f"under exact hardmax ({_VALIDATION.get(payload['data'].get('val_split', 'random'), '')}); the test set "
+             f"under exact hardmax ({_VALIDATION[settings.val_split]}); the test set "
              "is touched once, at the end.", "",
              "## Test accuracy", "",
              "| d | hardmax (exact) | softmax (β = train) | agreement | paper (70/30, best epoch on test) | target | "
@@ -384,7 +387,7 @@ def render_report(payload: dict) -> str:
         val = f"{r['val_accuracy_hardmax']:.4f}" if "val_accuracy_hardmax" in r else "–"
         # Results written before the per-d choice had one learning rate, in the training settings.
         lr = f"{r['lr']:g}" if "lr" in r else f"{payload['train_config'].get('lr', '–')}"
-        stopwords_d = r.get("stopwords", payload["data"].get("stopwords", "sklearn"))
+        stopwords_d = r.get("stopwords", settings.stopwords)
         lines.append(f"| {d} | {t['accuracy_hardmax']:.4f}{ok} | {t['accuracy_softmax']:.4f} | "
                      f"{100 * t['agreement']:.2f} % | {paper} | "
                      f"{'' if target is None else f'≥ {target:.2f}'} | {val} | {r['best_epoch']} / {r['epochs_run']} | "

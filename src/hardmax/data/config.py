@@ -49,12 +49,22 @@ StopWords = Literal["nltk", "nltk_keep_negations", "sklearn", "none"]
 # "nltk": the paper's list; "nltk_keep_negations": the same without its negations (docs/experiments.md
 # measures it); "sklearn": scikit-learn's 318 words, longer (it also drops "never", "nothing", "well",
 # "serious", and a few content words such as "show", "find", "fire"); "none".
+_NLTK = frozenset(_NLTK_ENGLISH.split())
 STOP_LISTS: dict[str, frozenset[str]] = {
-    "nltk": frozenset(_NLTK_ENGLISH.split()),
-    "nltk_keep_negations": frozenset(_NLTK_ENGLISH.split()) - NEGATIONS,
+    "nltk": _NLTK,
+    "nltk_keep_negations": _NLTK - NEGATIONS,
     "sklearn": frozenset(ENGLISH_STOP_WORDS),
     "none": frozenset(),
 }
+# Words a list keeps that must also skip the lemmatiser: it maps some of them to stop words of the
+# list ("dont" -> "do", "isnt" -> "be"), which would drop them after all.
+VERBATIM: dict[str, frozenset[str]] = {"nltk_keep_negations": NEGATIONS}
+
+
+def check_stopwords(stopwords: str) -> None:
+    """Raise ValueError unless `stopwords` names one of STOP_LISTS."""
+    if stopwords not in STOP_LISTS:
+        raise ValueError(f"stopwords must be one of {sorted(STOP_LISTS)}, got {stopwords!r}")
 
 SplitProtocol = Literal["standard", "paper"]
 ValSplit = Literal["movies", "random"]
@@ -102,8 +112,7 @@ class DataConfig:
             raise ValueError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
         if self.val_split not in ("movies", "random"):
             raise ValueError(f"val_split must be 'movies' or 'random', got {self.val_split!r}")
-        if self.stopwords not in STOP_LISTS:
-            raise ValueError(f"stopwords must be one of {sorted(STOP_LISTS)}, got {self.stopwords!r}")
+        check_stopwords(self.stopwords)
         if self.truncation not in ("head", "head_tail"):
             raise ValueError(f"truncation must be 'head' or 'head_tail', got {self.truncation!r}")
         if self.max_len < 1:
@@ -120,12 +129,14 @@ class DataConfig:
         """The config a run directory recorded (its config.json "data" entry), read back.
 
         Records written before an option existed get that option's value of the time: the first
-        128 tokens (`truncation="head"`) and scikit-learn's stop words (or none, from the old
-        `remove_stopwords=False`). Keys that are not settings (vocabulary size, split sizes) are ignored.
+        128 tokens (`truncation="head"`), scikit-learn's stop words (or none, from the old
+        `remove_stopwords=False`) and a random validation split. Keys that are not settings
+        (vocabulary size, split sizes) are ignored.
         """
         names = {f.name for f in dataclasses.fields(cls)}
         known = {k: v for k, v in settings.items() if k in names}
         known.setdefault("truncation", "head")
+        known.setdefault("val_split", "random")
         known.setdefault("stopwords", "sklearn" if settings.get("remove_stopwords", True) else "none")
         return cls(**{**known, **overrides})
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import simplemma
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import save as safetensors_save
+from safetensors.torch import save_file
 
 from hardmax.checkpoint import atomic_write, write_text
 from hardmax.data.config import PIPELINE_VERSION, SPLIT_NAMES, STOP_LISTS, DataConfig
-from hardmax.data.source import _GROUPS, default_cache_dir, read_reviews, resolve_imdb_path
+from hardmax.data.source import _GROUPS, _acl_root, default_cache_dir, read_reviews, resolve_imdb_path
 from hardmax.data.splits import DataStats, ImdbData, SplitStats, _build, _make_split
 from hardmax.data.text import Split, Vocabulary
 
@@ -40,7 +40,7 @@ def _fingerprint(source: Path) -> dict[str, object]:
             while chunk := handle.read(1 << 22):
                 digest.update(chunk)
         return {"kind": "file", "sha256": digest.hexdigest()}
-    root = source if (source / "train").is_dir() or (source / "test").is_dir() else source / "aclImdb"
+    root = _acl_root(source)
     digest = hashlib.sha256()
     for split, label in _GROUPS:
         folder = root / split / label
@@ -72,8 +72,7 @@ def _save_cache(stem: Path, key: str, splits: dict[str, Split], vocab: Vocabular
         tensors[f"{name}.ids"] = split.ids.to(torch.int32).contiguous()
         tensors[f"{name}.labels"] = split.labels.to(torch.int8).contiguous()
         tensors[f"{name}.index"] = split.index.to(torch.int32).contiguous()
-    blob = safetensors_save(tensors, metadata={"key": key})
-    atomic_write(stem.with_suffix(".safetensors"), lambda tmp: Path(tmp).write_bytes(blob))
+    atomic_write(stem.with_suffix(".safetensors"), lambda tmp: save_file(tensors, tmp, metadata={"key": key}))
     meta = {
         "format": _CACHE_FORMAT,
         "key": key,

@@ -11,7 +11,6 @@ import logging
 import os
 import re
 import tarfile
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -23,6 +22,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from hardmax.checkpoint import atomic_write
 from hardmax.data.config import IMDB_FILENAME, IMDB_SHA256, IMDB_URL, DataError
 
 logger = logging.getLogger(__name__)
@@ -36,13 +36,6 @@ logger = logging.getLogger(__name__)
 def default_cache_dir() -> Path:
     """$HARDMAX_CACHE if set, else ~/.cache/hardmax (read at call time, not import time)."""
     return Path(os.environ.get("HARDMAX_CACHE") or "~/.cache/hardmax").expanduser()
-
-
-def _unlink_quietly(path: str | Path) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 def download_imdb(
@@ -61,13 +54,12 @@ def download_imdb(
     tests). Returns the path of the verified file; raises `DataError` on network or checksum failure.
     """
     directory = default_cache_dir() if directory is None else Path(directory).expanduser()
-    directory.mkdir(parents=True, exist_ok=True)
     name = Path(urllib.parse.urlparse(url).path).name or IMDB_FILENAME
     target = directory / name
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".part")
-    digest = hashlib.sha256()
-    try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as response:
+
+    def fetch(tmp: str) -> None:
+        digest = hashlib.sha256()
+        with open(tmp, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as response:
             length = response.headers.get("Content-Length")
             total = int(length) if length and length.isdigit() else None
             with tqdm(total=total, unit="B", unit_scale=True, desc=f"download {name}",
@@ -76,18 +68,16 @@ def download_imdb(
                     out.write(chunk)
                     digest.update(chunk)
                     bar.update(len(chunk))
-            out.flush()
-            os.fsync(out.fileno())
         actual = digest.hexdigest()
         if sha256 is not None and actual != sha256.lower():
             raise DataError(f"{url}: SHA-256 is {actual}, expected {sha256.lower()}; download discarded")
-        os.replace(tmp, target)
+
+    try:
+        atomic_write(target, fetch)  # the temporary file is removed on any failure
     except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
         # HTTPError's str has the status code; URLError's reason is the useful part.
         reason = exc if isinstance(exc, urllib.error.HTTPError) else getattr(exc, "reason", exc)
         raise DataError(f"could not download {url}: {reason}") from exc
-    finally:
-        _unlink_quietly(tmp)
     logger.info("downloaded %s to %s", url, target)
     return target
 
@@ -215,8 +205,13 @@ def _read_tar(path: Path, progress: bool) -> Reviews:
     return _assemble(records, path, n_bad)
 
 
+def _acl_root(path: Path) -> Path:
+    """The folder holding train/ and test/: `path` itself or its aclImdb/ subfolder."""
+    return path if (path / "train").is_dir() or (path / "test").is_dir() else path / "aclImdb"
+
+
 def _read_directory(path: Path, progress: bool) -> Reviews:
-    root = path if (path / "train").is_dir() or (path / "test").is_dir() else path / "aclImdb"
+    root = _acl_root(path)
     files: list[tuple[str, str, int, int, str]] = []
     for split, label in _GROUPS:
         folder = root / split / label

@@ -16,7 +16,18 @@ import simplemma
 import torch
 from torch import Tensor
 
-from hardmax.data.config import NEGATIONS, PAD, PAD_WORD, STOP_LISTS, UNK, UNK_WORD, DataError, StopWords, Truncation
+from hardmax.data.config import (
+    PAD,
+    PAD_WORD,
+    STOP_LISTS,
+    UNK,
+    UNK_WORD,
+    VERBATIM,
+    DataError,
+    StopWords,
+    Truncation,
+    check_stopwords,
+)
 
 # --------------------------------------------------------------------------------------------
 # Text pipeline.
@@ -56,8 +67,7 @@ class _WordCache(dict):
     def __init__(self, lowercase: bool, lemmatize: bool, stopwords: StopWords) -> None:
         super().__init__()
         self.lowercase, self.lemmatize, self.stop_words = lowercase, lemmatize, STOP_LISTS[stopwords]
-        # A list that keeps the negations keeps them verbatim: the lemmatiser turns "dont" into "do".
-        self.verbatim = NEGATIONS if stopwords == "nltk_keep_negations" else frozenset()
+        self.verbatim = VERBATIM.get(stopwords, frozenset())  # kept words the lemmatiser would turn into stop words
 
     def __missing__(self, word: str) -> str:
         token = word.lower() if self.lowercase else word
@@ -83,8 +93,7 @@ _WORD_CACHES: dict[tuple[bool, bool, str], _WordCache] = {}
 
 
 def _word_cache(lowercase: bool, lemmatize: bool, stopwords: StopWords) -> _WordCache:
-    if stopwords not in STOP_LISTS:
-        raise ValueError(f"stopwords must be one of {sorted(STOP_LISTS)}, got {stopwords!r}")
+    check_stopwords(stopwords)
     key = (bool(lowercase), bool(lemmatize), stopwords)
     if key not in _WORD_CACHES:
         _WORD_CACHES[key] = _WordCache(*key)
@@ -104,7 +113,8 @@ def clean_text(text: str, *, lowercase: bool = True, lemmatize: bool = True,
        of the chosen list (`stopwords`): "nltk", NLTK's English list as the paper used (shipped with
        this library, since NLTK downloads it at run time), "sklearn", scikit-learn's 318 words (it
        also drops "never", "nothing", "well" and some content words such as "show", "find", "fire"),
-       or "none". Both lists drop "not" and "no".
+       "nltk_keep_negations", NLTK's without "not", "no", "dont", ... (kept verbatim, not lemmatised),
+       or "none". The nltk and sklearn lists drop "not" and "no".
 
     Example: "I loved these movies!<br /><br />Best of 2009: http://x.y" -> ["love", "movie", "good"].
     """

@@ -287,7 +287,10 @@ def _reviews(z, bits, mask, multipliers, A, identity, gammas, rtol, out, broke):
 
 
 def _multipliers(d: int) -> np.ndarray:
-    """(d,) fixed odd 64-bit multipliers of the row hash (a Weyl sequence)."""
+    """(d,) fixed odd 64-bit multipliers of the row hash (a Weyl sequence).
+
+    The torch engine's `dedup._hash_rows` hashes on its own terms; the two need not agree, since each
+    confirms every hash hit by comparing values. This one is per review and compiled, for locality."""
     k = np.arange(1, d + 1, dtype=np.uint64)
     return (k * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)
 
@@ -311,7 +314,7 @@ def hardmax_trajectory(z: np.ndarray, mask: np.ndarray, A: np.ndarray | None, ga
     numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
     try:
         _reviews(z, bits, np.ascontiguousarray(mask), _multipliers(z.shape[-1]), A_arr, identity,
-                 gammas.astype(z.dtype), z.dtype.type(tie_rtol), out, broke)
+                 gammas.astype(z.dtype, copy=False), z.dtype.type(tie_rtol), out, broke)
     finally:
         numba.set_num_threads(previous)
     return broke

@@ -1,4 +1,4 @@
-"""Saving figures and animations atomically (PNG, PDF, GIF)."""
+"""Saving figures atomically (PNG, PDF, SVG, ...); GIFs are written by `figures.animate`."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from hardmax.checkpoint import atomic_write
@@ -44,5 +43,7 @@ def save_figure(fig: Figure, path_stem: str | os.PathLike, formats: Sequence[str
             written.append(target)
     finally:
         if close:
+            import matplotlib.pyplot as plt  # only figures made with pyplot need closing; the rest never load it
+
             plt.close(fig)
     return written
