@@ -17,9 +17,9 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from hardmax.checkpoint import write_json
 from hardmax.data import STOP_LISTS, DataConfig, load_imdb
-from hardmax.data import text as _text
+from hardmax.data.text import clear_word_caches
+from hardmax.io import write_json
 
 TARGETS = {"cold_seconds": 60.0, "warm_seconds": 3.0}
 
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> dict:
     cold, warm, stats = [], [], None
     for _ in range(args.repeats):
         # Every cold run starts from nothing: no tensor cache on disk, no normalised words in memory.
-        _text._WORD_CACHES.clear()
+        clear_word_caches()
         with tempfile.TemporaryDirectory(prefix="hardmax-bench-") as cache:
             config = DataConfig(path=args.data, limit=args.limit, cache_dir=cache, download=False,
                                 stopwords=args.stopwords)

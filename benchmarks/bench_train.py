@@ -18,10 +18,10 @@ import time
 import torch
 import torch.nn.functional as F
 
-from hardmax.checkpoint import write_json
 from hardmax.data import DataConfig, load_imdb
+from hardmax.io import write_json
 from hardmax.models import HardmaxClassifier, ModelConfig
-from hardmax.train import TrainConfig, _left_align, _word_dropout, epoch_batches, predict
+from hardmax.training import TrainConfig, epoch_batches, left_align, predict, word_dropout
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -46,8 +46,8 @@ def main(argv: list[str] | None = None) -> dict:
 
         def step(b: int, model: HardmaxClassifier = model, opt: torch.optim.Optimizer = opt) -> int:
             rows = batches[b % len(batches)]
-            ids, mask = _left_align(tr.ids[rows], tr.mask[rows], int(tr.lengths[rows].max()))
-            mask = _word_dropout(mask, config.word_dropout, seed=0, epoch=0, batch=b)
+            ids, mask = left_align(tr.ids[rows], tr.mask[rows], int(tr.lengths[rows].max()))
+            mask = word_dropout(mask, config.word_dropout, seed=0, epoch=0, batch=b)
             loss = F.binary_cross_entropy_with_logits(model(ids, mask), tr.labels[rows].float())
             opt.zero_grad(set_to_none=True)
             loss.backward()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from hardmax.checkpoint import write_json, write_text
+from hardmax.io import write_json, write_text
 
 
 def run_and_report(items: Iterable, run: Callable[..., dict], table: Callable[[list[dict]], str],

@@ -26,7 +26,7 @@ from _report import run_and_report
 from torch import Tensor, nn
 
 from hardmax.data import DataConfig, load_imdb
-from hardmax.train import _word_dropout
+from hardmax.training import word_dropout
 
 
 class AveragingNetwork(nn.Module):
@@ -64,7 +64,7 @@ def fit(data, width: int, hidden: int, args: argparse.Namespace) -> dict:
         order = torch.randperm(len(data.train.labels), generator=g)
         for b, start in enumerate(range(0, len(order), args.batch_size)):
             rows = order[start:start + args.batch_size]
-            mask = _word_dropout(data.train.mask[rows], args.word_dropout, seed=args.seed, epoch=epoch, batch=b)
+            mask = word_dropout(data.train.mask[rows], args.word_dropout, seed=args.seed, epoch=epoch, batch=b)
             loss = nn.functional.binary_cross_entropy_with_logits(model(data.train.ids[rows], mask),
                                                                   data.train.labels[rows].float())
             optimizer.zero_grad()

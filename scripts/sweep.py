@@ -21,8 +21,8 @@ import torch
 from _report import run_and_report
 
 from hardmax.data import DataConfig, load_imdb
-from hardmax.reproduce import ReproduceConfig, train_or_load
-from hardmax.train import TrainConfig, evaluate
+from hardmax.experiments.reproduce import ReproduceConfig, train_or_load
+from hardmax.training import TrainConfig, evaluate
 
 # name -> ({DataConfig overrides}, {TrainConfig overrides})
 VARIANTS: dict[str, tuple[dict, dict]] = {

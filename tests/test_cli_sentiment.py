@@ -20,7 +20,7 @@ import pytest
 from PIL import Image
 
 from hardmax.cli import main
-from hardmax.reproduce import DimensionResult
+from hardmax.experiments.reproduce import DimensionResult
 
 POSITIVE = ["great", "wonderful", "brilliant", "superb", "delightful"]
 NEGATIVE = ["awful", "boring", "terrible", "dreadful", "tedious"]

@@ -1,4 +1,4 @@
-"""Tests of hardmax.reproduce: the report rendered from a hand-made payload, configs, and (marked
+"""Tests of hardmax.experiments.reproduce: the report rendered from a hand-made payload, configs, and (marked
 `imdb` and `slow`, skipped when the archive is absent) the whole pipeline on a slice of the real IMDb.
 
 The CLI's `reproduce` command on a generated archive (reports, reuse of finished runs) is tested in
@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from hardmax.checkpoint import write_json
 from hardmax.data import STOP_LISTS, DataConfig
-from hardmax.reproduce import (
+from hardmax.experiments.reproduce import (
     PAPER_ACCURACY,
     TARGET_ACCURACY,
     ReproduceConfig,
@@ -26,7 +25,8 @@ from hardmax.reproduce import (
     render_report,
     reproduce,
 )
-from hardmax.train import TrainConfig
+from hardmax.io import write_json
+from hardmax.training import TrainConfig
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

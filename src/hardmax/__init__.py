@@ -2,66 +2,105 @@
 
 Reference implementation of Alcalde, Fantuzzi, Zuazua, "Clustering in pure-attention hardmax
 transformers and its role in sentiment analysis" (SIAM J. Math. Data Sci. 2025, arXiv 2407.01602).
+
+This file is the public API. Names are imported on first use (PEP 562 `__getattr__`), so that
+`import hardmax` and `hardmax --help` do not pay for torch, numba, SciPy or matplotlib until a
+name that needs them is touched.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-from hardmax.dynamics import (
-    Deduplicated,
-    Trajectory,
-    attention_step,
-    attention_weights,
-    deduplicate,
-    default_tie_rtol,
-    scores,
-    simulate,
-)
-from hardmax.models import HardmaxClassifier, ModelConfig, ModelTrace
-from hardmax.theory import (
-    FIGURE2_ALPHA,
-    Clusters,
-    Polytope,
-    TheoremReport,
-    attention_sets,
-    check_theorem,
-    figure2_configurations,
-    find_clusters,
-    find_leaders,
-    leader_layers,
-    limit_set,
-    polytope,
-)
-from hardmax.train import Evaluation, TrainConfig, TrainResult, evaluate, load_run, predict
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    # dynamics
+    "Deduplicated": "hardmax.dynamics",
+    "Trajectory": "hardmax.dynamics",
+    "attention_step": "hardmax.dynamics",
+    "attention_weights": "hardmax.dynamics",
+    "deduplicate": "hardmax.dynamics",
+    "default_tie_rtol": "hardmax.dynamics",
+    "scores": "hardmax.dynamics",
+    "simulate": "hardmax.dynamics",
+    # theory
+    "FIGURE2_ALPHA": "hardmax.theory",
+    "Clusters": "hardmax.theory",
+    "Polytope": "hardmax.theory",
+    "TheoremReport": "hardmax.theory",
+    "attention_sets": "hardmax.theory",
+    "check_theorem": "hardmax.theory",
+    "figure2_configurations": "hardmax.theory",
+    "find_clusters": "hardmax.theory",
+    "find_leaders": "hardmax.theory",
+    "leader_layers": "hardmax.theory",
+    "limit_set": "hardmax.theory",
+    "polytope": "hardmax.theory",
+    # models
+    "HardmaxClassifier": "hardmax.models",
+    "ModelConfig": "hardmax.models",
+    "ModelTrace": "hardmax.models",
+    # training
+    "Evaluation": "hardmax.training",
+    "TrainConfig": "hardmax.training",
+    "TrainResult": "hardmax.training",
+    "evaluate": "hardmax.training",
+    "load_run": "hardmax.training",
+    "predict": "hardmax.training",
+    "train": "hardmax.training",
+}
 
-__all__ = [
-    "FIGURE2_ALPHA",
-    "Clusters",
-    "Polytope",
-    "TheoremReport",
-    "attention_sets",
-    "check_theorem",
-    "figure2_configurations",
-    "find_clusters",
-    "find_leaders",
-    "leader_layers",
-    "limit_set",
-    "polytope",
-    "Deduplicated",
-    "Evaluation",
-    "HardmaxClassifier",
-    "ModelConfig",
-    "ModelTrace",
-    "TrainConfig",
-    "TrainResult",
-    "Trajectory",
-    "__version__",
-    "attention_step",
-    "attention_weights",
-    "deduplicate",
-    "default_tie_rtol",
-    "evaluate",
-    "load_run",
-    "predict",
-    "scores",
-    "simulate",
-]
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hardmax' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:  # static checkers and IDEs see the eager imports
+    from hardmax.dynamics import (  # noqa: F401
+        Deduplicated,
+        Trajectory,
+        attention_step,
+        attention_weights,
+        deduplicate,
+        default_tie_rtol,
+        scores,
+        simulate,
+    )
+    from hardmax.models import HardmaxClassifier, ModelConfig, ModelTrace  # noqa: F401
+    from hardmax.theory import (  # noqa: F401
+        FIGURE2_ALPHA,
+        Clusters,
+        Polytope,
+        TheoremReport,
+        attention_sets,
+        check_theorem,
+        figure2_configurations,
+        find_clusters,
+        find_leaders,
+        leader_layers,
+        limit_set,
+        polytope,
+    )
+    from hardmax.training import (  # noqa: F401
+        Evaluation,
+        TrainConfig,
+        TrainResult,
+        evaluate,
+        load_run,
+        predict,
+        train,
+    )

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from hardmax.checkpoint import atomic_write
 from hardmax.dynamics import Trajectory
+from hardmax.io import atomic_write
 
 # --------------------------------------------------------------------------------------------
 # Output helpers.

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import torch
 
-from hardmax.checkpoint import write_json, write_text
 from hardmax.cli.output import _jsonable, _say
+from hardmax.io import write_json, write_text
 
 # --------------------------------------------------------------------------------------------
 # Sentiment commands: train, evaluate, explain, reproduce.
@@ -60,7 +60,7 @@ def _add_train_options(p: argparse.ArgumentParser) -> None:
 
 
 def _train_config(args: argparse.Namespace):
-    from hardmax.train import TrainConfig
+    from hardmax.training import TrainConfig
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -91,9 +91,9 @@ def _add_train(subparsers) -> None:
 
 def _run_train(args: argparse.Namespace) -> int:
     from hardmax.data import load_imdb
+    from hardmax.experiments.reproduce import data_info
     from hardmax.models import ModelConfig
-    from hardmax.reproduce import data_info
-    from hardmax.train import train
+    from hardmax.training import train
 
     train_config = _train_config(args)
     data = load_imdb(_data_config(args))
@@ -119,8 +119,8 @@ def _add_evaluate(subparsers) -> None:
 
 def _run_evaluate(args: argparse.Namespace) -> int:
     from hardmax.data import DataConfig, load_imdb
-    from hardmax.measures import leader_statistics
-    from hardmax.train import evaluate, load_run
+    from hardmax.explain import leader_statistics
+    from hardmax.training import evaluate, load_run
 
     model, record = load_run(args.run, device=args.device)
     data = load_imdb(DataConfig.from_record(record.get("data", {}), path=args.data))
@@ -152,10 +152,10 @@ def _add_explain(subparsers) -> None:
 
 def _run_explain(args: argparse.Namespace) -> int:
     from hardmax.data import DataConfig, Vocabulary, encode_texts
-    from hardmax.measures import explain_ids
+    from hardmax.explain import explain_ids
     from hardmax.plots import save_figure
-    from hardmax.sentiment_plots import animate_review, plot_review
-    from hardmax.train import load_run
+    from hardmax.plots.sentiment import animate_review, plot_review
+    from hardmax.training import load_run
 
     model, record = load_run(args.run)
     vocab = Vocabulary.from_json((Path(args.run) / "vocab.json").read_text(encoding="utf-8"))
@@ -195,7 +195,7 @@ def _add_reproduce(subparsers) -> None:
 
 
 def _run_reproduce(args: argparse.Namespace) -> int:
-    from hardmax.reproduce import ReproduceConfig, quick, reproduce
+    from hardmax.experiments.reproduce import ReproduceConfig, quick, reproduce
 
     if args.threads:
         torch.set_num_threads(args.threads)

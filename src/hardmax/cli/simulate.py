@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 
-from hardmax.checkpoint import write_json, write_text
 from hardmax.cli.inputs import _read_array, read_matrix
 from hardmax.cli.output import _jsonable, _save_npy, _say, _summary, _timed
 from hardmax.dynamics import simulate
+from hardmax.io import write_json, write_text
 from hardmax.plots import animate, figure2, plot_trajectory, save_figure
 from hardmax.theory import check_theorem, figure2_configurations
 

@@ -15,11 +15,11 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from hardmax.checkpoint import atomic_write, write_text
 from hardmax.data.config import PIPELINE_VERSION, SPLIT_NAMES, STOP_LISTS, DataConfig
 from hardmax.data.source import _GROUPS, _acl_root, default_cache_dir, read_reviews, resolve_imdb_path
 from hardmax.data.splits import DataStats, ImdbData, SplitStats, _build, _make_split
 from hardmax.data.text import Split, Vocabulary
+from hardmax.io import atomic_write, write_text
 
 logger = logging.getLogger(__name__)
 

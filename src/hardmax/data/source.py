@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from hardmax.checkpoint import atomic_write
 from hardmax.data.config import IMDB_FILENAME, IMDB_SHA256, IMDB_URL, DataError
+from hardmax.io import atomic_write
 
 logger = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from matplotlib.animation import PillowWriter
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from hardmax.checkpoint import atomic_write
 from hardmax.dynamics import Trajectory, simulate
+from hardmax.io import atomic_write
 from hardmax.plots.panels import _add_legend, _draw_panel, _draw_panel_3d
 from hardmax.plots.scene import FIGURE2_LAYERS, _check_layers, _scene, _single
 from hardmax.theory import FIGURE2_ALPHA, figure2_configurations

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from hardmax.checkpoint import atomic_write
+from hardmax.io import atomic_write
 
 # --------------------------------------------------------------------------------------------
 # Saving.

@@ -1,4 +1,4 @@
-"""Tests of hardmax.sentiment_plots: leader-word bars, a review's tokens layer by layer, GIFs, saving.
+"""Tests of hardmax.plots.sentiment: leader-word bars, a review's tokens layer by layer, GIFs, saving.
 
 The explanations come from small untrained classifiers (d = 2, and d = 5 for the projection) on a
 review of the synthetic corpus of `corpus.py`, through `measures.explain_ids`, as the CLI builds them.
@@ -18,9 +18,9 @@ from corpus import sentiment_corpus
 from PIL import Image
 
 from hardmax import HardmaxClassifier, ModelConfig
-from hardmax.measures import Explanation, explain_ids
+from hardmax.explain import Explanation, explain_ids
 from hardmax.plots import save_figure
-from hardmax.sentiment_plots import animate_review, plot_leader_words, plot_review, project_review
+from hardmax.plots.sentiment import animate_review, plot_leader_words, plot_review, project_review
 
 LAYERS = 3
 

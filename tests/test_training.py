@@ -1,4 +1,4 @@
-"""Tests of `hardmax.train` on the synthetic corpus of `corpus.py` (seconds, not minutes).
+"""Tests of `hardmax.training` on the synthetic corpus of `corpus.py` (seconds, not minutes).
 
 - Learning: the loss falls and hardmax validation accuracy clearly beats chance; the best epoch is
   the one selected; the run directory holds config.json, history.json, model.safetensors.
@@ -32,8 +32,8 @@ from corpus import train_val
 from safetensors.torch import save_file
 
 from hardmax import ModelConfig, TrainConfig, __version__, evaluate, load_run, predict
-from hardmax.checkpoint import CheckpointError, load_tensors
-from hardmax.train import _word_dropout, epoch_batches, train
+from hardmax.io import CheckpointError, load_tensors
+from hardmax.training import epoch_batches, train, word_dropout
 
 TESTS = Path(__file__).resolve().parent
 DATA_INFO = {"corpus": "tests/corpus.py", "seed": 0}
@@ -165,8 +165,8 @@ import torch
 torch.set_num_threads(1)
 torch.use_deterministic_algorithms(True, warn_only=True)
 import importlib
-# Not `import hardmax.train as T`: the package re-exports the function `train` under that name.
-T = importlib.import_module("hardmax.train")
+# Not `import hardmax.training as T`: the package re-exports the function `train` under that name.
+T = importlib.import_module("hardmax.training")
 from corpus import train_val
 from hardmax import ModelConfig, TrainConfig
 
@@ -186,8 +186,8 @@ def kill_mid_epoch(splits, run_dir: Path, *, timeout: float = 120.0) -> dict:
 
     Returns the state saved in the checkpoint it left behind.
     """
-    train_module = importlib.import_module("hardmax.train")
-    assert hasattr(train_module, "_save_checkpoint"), "the subprocess throttles hardmax.train._save_checkpoint"
+    train_module = importlib.import_module("hardmax.training")
+    assert hasattr(train_module, "_save_checkpoint"), "the subprocess throttles hardmax.training._save_checkpoint"
     script = KILLED_RUN.format(tests=str(TESTS), model=model_config(splits).to_dict(), train=asdict(TRAIN),
                                run_dir=str(run_dir), data_info=DATA_INFO)
     ckpt = run_dir / "checkpoint.safetensors"
@@ -379,7 +379,7 @@ def test_train_config_fields_are_all_recorded(trained):
 
 
 def left_aligned_mask(lengths: list[int], width: int) -> torch.Tensor:
-    """(len(lengths), width) bool: real tokens first, as `train` hands batches to `_word_dropout`."""
+    """(len(lengths), width) bool: real tokens first, as `train` hands batches to `word_dropout`."""
     return torch.arange(width) < torch.tensor(lengths).unsqueeze(-1)
 
 
@@ -390,19 +390,19 @@ def batch_mask() -> torch.Tensor:
 
 
 def test_word_dropout_is_a_function_of_seed_epoch_and_batch(batch_mask):
-    keep = _word_dropout(batch_mask, 0.3, seed=0, epoch=2, batch=5)
-    assert torch.equal(keep, _word_dropout(batch_mask.clone(), 0.3, seed=0, epoch=2, batch=5))
+    keep = word_dropout(batch_mask, 0.3, seed=0, epoch=2, batch=5)
+    assert torch.equal(keep, word_dropout(batch_mask.clone(), 0.3, seed=0, epoch=2, batch=5))
     for other in ({"seed": 1, "epoch": 2, "batch": 5}, {"seed": 0, "epoch": 3, "batch": 5},
                   {"seed": 0, "epoch": 2, "batch": 6}):
-        assert not torch.equal(keep, _word_dropout(batch_mask, 0.3, **other)), other
+        assert not torch.equal(keep, word_dropout(batch_mask, 0.3, **other)), other
     torch.manual_seed(123)  # the global generator plays no part
-    assert torch.equal(keep, _word_dropout(batch_mask, 0.3, seed=0, epoch=2, batch=5))
+    assert torch.equal(keep, word_dropout(batch_mask, 0.3, seed=0, epoch=2, batch=5))
 
 
 @pytest.mark.parametrize("p", [0.0, 0.1, 0.3, 0.6, 0.95])
 def test_word_dropout_hides_about_p_of_the_real_tokens(batch_mask, p):
     before = batch_mask.clone()
-    keep = _word_dropout(batch_mask, p, seed=0, epoch=0, batch=0)
+    keep = word_dropout(batch_mask, p, seed=0, epoch=0, batch=0)
     assert torch.equal(batch_mask, before)  # the batch's own mask is left alone
     assert keep.dtype == torch.bool and keep.shape == batch_mask.shape
     assert not (keep & ~batch_mask).any()  # padding is never un-hidden
@@ -415,7 +415,7 @@ def test_word_dropout_hides_about_p_of_the_real_tokens(batch_mask, p):
 
 def test_word_dropout_of_one_token_reviews_keeps_them():
     mask = left_aligned_mask([1, 1, 1, 1], 3)
-    assert torch.equal(_word_dropout(mask, 0.99, seed=0, epoch=0, batch=0), mask)
+    assert torch.equal(word_dropout(mask, 0.99, seed=0, epoch=0, batch=0), mask)
 
 
 @pytest.mark.parametrize("p", [1.0, 1.5, -0.1])

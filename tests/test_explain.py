@@ -1,4 +1,4 @@
-"""Tests of `hardmax.measures` on a hand-made d = 2 classifier whose leaders are known by hand.
+"""Tests of `hardmax.explain` on a hand-made d = 2 classifier whose leaders are known by hand.
 
 Embeddings (A = I, α = 1 so γ ≈ 1/2, 3 layers, float64) and decoder logit = 3 (x − y) + 3:
 
@@ -30,7 +30,7 @@ import torch
 from corpus import PAD, sentiment_corpus
 
 from hardmax import HardmaxClassifier, ModelConfig
-from hardmax.measures import explain_ids, leader_masks, leader_statistics, leader_word_counts
+from hardmax.explain import explain_ids, leader_masks, leader_statistics, leader_word_counts
 
 WORDS = ["<pad>", "<unk>", "great", "awful", "film", "plot", "quite", "nice", "boring"]
 EMBEDDING = [(0, 0), (0, 0), (3, 0), (0, 3), (1, 1), (2, 0.5), (1, 0), (1.2, 0.5), (0, 4)]

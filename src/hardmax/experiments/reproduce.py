@@ -19,11 +19,11 @@ from pathlib import Path
 
 import torch
 
-from hardmax.checkpoint import CheckpointError, read_json, write_json, write_text
 from hardmax.data import STOP_LISTS, DataConfig, ImdbData, load_imdb
-from hardmax.measures import explain_ids, leader_statistics, leader_word_counts
+from hardmax.explain import explain_ids, leader_statistics, leader_word_counts
+from hardmax.io import CheckpointError, read_json, write_json, write_text
 from hardmax.models import ModelConfig
-from hardmax.train import Evaluation, TrainConfig, evaluate, load_run, train
+from hardmax.training import Evaluation, TrainConfig, evaluate, load_run, train
 
 __all__ = ["PAPER_ACCURACY", "TARGET_ACCURACY", "ReproduceConfig", "DimensionResult", "quick", "reproduce",
            "candidate_name", "read_benchmarks", "select_candidate", "train_or_load"]
@@ -123,7 +123,7 @@ def train_or_load(d: int, data: ImdbData, config: ReproduceConfig, run_dir: Path
     Trains with `config.train` (its lr included) in `run_dir` (default: out_dir/d{d}).
     Returns (model, history, best_epoch, run_dir).
     """
-    from hardmax.train import _compatible, _config_record
+    from hardmax.training import _compatible, _config_record
 
     run_dir = Path(config.out_dir) / f"d{d}" if run_dir is None else Path(run_dir)
     model_config = _model_config(d, config, len(data.vocab))
@@ -161,7 +161,7 @@ def train_or_load(d: int, data: ImdbData, config: ReproduceConfig, run_dir: Path
 
 def _pick_example(model, data: ImdbData, max_words: int = 40) -> int:
     """A short test review that the model classifies correctly and confidently (for the figures)."""
-    from hardmax.train import predict
+    from hardmax.training import predict
 
     short = (data.test.lengths >= 12) & (data.test.lengths <= max_words)
     rows = short.nonzero().squeeze(-1)[:2000]
@@ -224,8 +224,8 @@ def _copy_run(source: Path, target: Path) -> None:
 
 def _run_dimension(d: int, datasets: dict[str, ImdbData], config: ReproduceConfig,
                    report_dir: Path) -> DimensionResult:
-    from hardmax import sentiment_plots as plots
     from hardmax.plots import save_figure
+    from hardmax.plots import sentiment as plots
 
     model, history, best_epoch, run_dir, data, stopwords, lr, grid = select_candidate(d, datasets, config)
     test: Evaluation = evaluate(model, data.test, batch_size=config.train.eval_batch_size)

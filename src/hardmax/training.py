@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from hardmax.checkpoint import (
+from hardmax.io import (
     CheckpointError,
     load_tensors,
     optimizer_from_tensors,
@@ -128,13 +128,13 @@ def predict(model: HardmaxClassifier, ids: Tensor, mask: Tensor, *, attention: s
         b_ids, b_mask = ids[rows, :], mask[rows, :]
         if not model.config.paper_padding:
             # Real tokens come first after left-alignment; truncating trailing padding is exact.
-            b_ids, b_mask = _left_align(b_ids, b_mask, width)
+            b_ids, b_mask = left_align(b_ids, b_mask, width)
         out[rows] = model(b_ids.to(device), b_mask.to(device), attention=attention).float().cpu()
     model.train(was_training)
     return out
 
 
-def _left_align(ids: Tensor, mask: Tensor, width: int) -> tuple[Tensor, Tensor]:
+def left_align(ids: Tensor, mask: Tensor, width: int) -> tuple[Tensor, Tensor]:
     """Move real tokens to the front (order kept) and cut to `width` columns."""
     order = torch.argsort((~mask).to(torch.uint8), dim=1, stable=True)[:, :width]
     return torch.gather(ids, 1, order), torch.gather(mask, 1, order)
@@ -279,11 +279,11 @@ def train(
         for b in range(state["batch"], len(batches)):
             rows = batches[b]
             width = int(lengths[rows].max().item())
-            ids, mask = _left_align(train_split.ids[rows], train_split.mask[rows], width)
+            ids, mask = left_align(train_split.ids[rows], train_split.mask[rows], width)
             if model_config.paper_padding:
                 ids, mask = train_split.ids[rows], train_split.mask[rows]
             if train_config.word_dropout > 0:
-                mask = _word_dropout(mask, train_config.word_dropout, seed=train_config.seed, epoch=epoch, batch=b)
+                mask = word_dropout(mask, train_config.word_dropout, seed=train_config.seed, epoch=epoch, batch=b)
             ids, mask, y = ids.to(device), mask.to(device), labels_all[rows].to(device)
             logits = model(ids, mask, attention="softmax")
             loss = F.binary_cross_entropy_with_logits(logits, y)
@@ -335,7 +335,7 @@ def train(
                        best_val_accuracy=state["best_val"], stopped_early=stopped_early)
 
 
-def _word_dropout(mask: Tensor, p: float, *, seed: int, epoch: int, batch: int) -> Tensor:
+def word_dropout(mask: Tensor, p: float, *, seed: int, epoch: int, batch: int) -> Tensor:
     """Hide a share p of the real tokens (a deterministic function of seed, epoch and batch, so that a
     resumed run sees the same masks); a review keeps at least its first token."""
     g = torch.Generator().manual_seed((seed * 1_000_003 + epoch) * 1_000_003 + batch)

@@ -1,4 +1,4 @@
-"""Tests of `hardmax.checkpoint`: atomic writes, safetensors + JSON round trips, clear refusals.
+"""Tests of `hardmax.io`: atomic writes, safetensors + JSON round trips, clear refusals.
 
 - atomic_write: a failing writer leaves the old file and no temporary file behind.
 - save_tensors / load_tensors: tensors and metadata round-trip; missing, corrupt, foreign and
@@ -16,7 +16,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from hardmax.checkpoint import (
+from hardmax.io import (
     FORMAT_VERSION,
     CheckpointError,
     atomic_write,

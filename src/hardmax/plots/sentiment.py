@@ -1,6 +1,6 @@
 """Figures of the sentiment classifier: leader words and the evolution of a review's tokens.
 
-Consumes `Explanation` / counts from `hardmax.measures` and a trained `HardmaxClassifier`; draws
+Consumes `Explanation` / counts from `hardmax.explain` and a trained `HardmaxClassifier`; draws
 with matplotlib (Agg). Figures are saved with `hardmax.plots.save_figure`, GIFs atomically here. No
 training or data loading here.
 """
@@ -18,8 +18,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.animation import FuncAnimation, PillowWriter  # noqa: E402
 
-from hardmax.checkpoint import atomic_write  # noqa: E402
-from hardmax.measures import Explanation  # noqa: E402
+from hardmax.explain import Explanation  # noqa: E402
+from hardmax.io import atomic_write  # noqa: E402
 from hardmax.models import HardmaxClassifier  # noqa: E402
 
 __all__ = ["animate_review", "plot_leader_words", "plot_review", "project_review"]

@@ -7,7 +7,7 @@ The attention layer IS `hardmax.dynamics.attention_step`: softmax at inverse tem
 training (the paper trains at temperature 1/β = 0.001) and exact hardmax for inference. Repeated
 words are merged into one token with a multiplicity weight before the first layer, which is exact
 for both attentions (a duplicated key enters softmax as w_j e^{β s_ij}) and makes reviews cheaper.
-Data loading lives in `hardmax.data`, the training loop in `hardmax.train`.
+Data loading lives in `hardmax.data`, the training loop in `hardmax.training`.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 No pickles: weights and optimizer moments are safetensors, everything else is JSON. Every file is
 written to a temporary file in the same directory and moved into place with `os.replace`, so a run
 killed at any instant (kill -9 included) leaves either the old file or the new one, never half.
-What is saved is decided by `hardmax.train`; this module only knows how to write and read it.
+What is saved is decided by `hardmax.training`; this module only knows how to write and read it.
 """
 
 from __future__ import annotations
