@@ -166,3 +166,45 @@ def simulate_exact(tokens, *, alpha, layers: int, A=None, mask=None) -> list[lis
 def as_float(path: list[list[list[Fraction]]]) -> np.ndarray:
     """(layers + 1, n, d) float64 array of an exact path."""
     return np.array([[[float(x) for x in row] for row in layer] for layer in path], dtype=np.float64)
+
+
+def simulate_exact_integer(tokens, *, alpha, layers: int, A=None) -> list[np.ndarray]:
+    """`simulate_exact` for long runs: the same arithmetic on integers over one common denominator.
+
+    Fractions reduce by a gcd after every operation, which dominates at depth (denominators grow like
+    (1+α)^k). Here every coordinate of layer k is N/D_k with one integer D_k for all tokens:
+
+        z_i' = z_i + γ (mean_{j∈C_i} z_j − z_i),  γ = a/b
+             = ((b − a) |C_i| N_i + a Σ_{j∈C_i} N_j) / (b |C_i| D_k),
+
+    brought to D_{k+1} = b L D_k with L = lcm(1..n) (every |C_i| divides it). Scores compare as integers
+    ⟨A N_i, N_j⟩ (the common factor 1/D_k² does not change an argmax), A's rationals brought to one
+    denominator too. Ties are exact integer equalities. Returns the float64 positions of every layer.
+    """
+    rows = [[Fraction(x) for x in row] for row in tokens]
+    n, d = len(rows), len(rows[0])
+    A = [[Fraction(int(r == c)) for c in range(d)] for r in range(d)] if A is None else [
+        [Fraction(x) for x in row] for row in A
+    ]
+    a_den = math.lcm(*(x.denominator for row in A for x in row))
+    A_int = [[int(x * a_den) for x in row] for row in A]
+    D = math.lcm(*(x.denominator for row in rows for x in row))
+    N = [[int(x * D) for x in row] for row in rows]
+    L = math.lcm(*range(1, n + 1))
+    alphas = [Fraction(x) for x in _alphas(alpha, layers)]
+    path = [np.array([[float(Fraction(x, D)) for x in row] for row in N])]
+    for a in alphas:
+        g = a / (1 + a)
+        ga, gb = g.numerator, g.denominator
+        queries = [[sum(A_int[r][c] * N[i][c] for c in range(d)) for r in range(d)] for i in range(n)]
+        new = []
+        for i in range(n):
+            s = [sum(queries[i][r] * N[j][r] for r in range(d)) for j in range(n)]
+            top = max(s)
+            members = [j for j in range(n) if s[j] == top]
+            c = len(members)
+            scale = L // c
+            new.append([((gb - ga) * c * N[i][r] + ga * sum(N[j][r] for j in members)) * scale for r in range(d)])
+        N, D = new, D * gb * L
+        path.append(np.array([[float(Fraction(x, D)) for x in row] for row in N]))
+    return path

@@ -111,11 +111,19 @@ def _scores(rows, count, q, zT, m, S):
 
 
 @numba.njit(cache=True)
-def _select(i, srow, z, w, m, tol, target, lowest):
-    """Hardmax target of token i from its scores srow (m,) into target (d,); returns (own, other, leader).
+def _difference(top, j, zc, off, lab, delta):
+    """delta (d,) = z_top − z_j: offset − offset in a shared frame, else position − position."""
+    same = lab[j] >= 0 and lab[j] == lab[top]
+    for k in range(zc.shape[1]):
+        delta[k] = off[top, k] - off[j, k] if same else zc[top, k] - zc[j, k]
 
-    z (m, d) the distinct tokens, w (m,) their multiplicities, tol the row's tie tolerance, lowest
-    -inf in the tokens' dtype.
+
+@numba.njit(cache=True)
+def _decide(i, srow, zc, off, lab, m, qi, wi, tol, rtol, member, delta, cand, keep, lowest):
+    """The attention set C_i from row i's scores srow (m,), rule (★) of `ties`, into member (m,) bool.
+
+    qi, wi (d,): A z_i and |A| |z_i|; tol: the coarse tolerance. Returns (own, other, count, single):
+    s_ii, max_{j≠i} s_ij, |C_i| counted once per distinct token, and its member when there is one.
     """
     own = srow[i]
     srow[i] = lowest
@@ -132,29 +140,120 @@ def _select(i, srow, z, w, m, tol, target, lowest):
         o0 = max(o0, srow[j])
     other = max(max(o0, o1), max(o2, o3))
     srow[i] = own
-    threshold = (own if own > other else other) - tol
-    members = 0
+    best = own if own > other else other
+    threshold = best - tol
+    count = 0
     for j in range(m):
-        members += srow[j] >= threshold
-    d = z.shape[1]
-    if members == 1:
+        member[j] = srow[j] >= threshold
+        count += member[j]
+    if count == 1:
         single = 0
-        while srow[single] < threshold:
+        while not member[single]:
             single += 1
-        for k in range(d):
-            target[k] = z[single, k]
-        return own, other, single == i
-    total = w[0] * 0
-    for k in range(d):
-        target[k] = 0
+        return own, other, 1, single
+    # Several candidates: j stays unless another candidate l beats it by (★), on differences of
+    # tokens (offset − offset within a frame), pairwise as in `ties.refine`.
+    d = zc.shape[1]
+    c = 0
     for j in range(m):
-        if srow[j] >= threshold:
-            total += w[j]
-            for k in range(d):
-                target[k] += w[j] * z[j, k]
+        if member[j]:
+            cand[c] = j
+            c += 1
+    count = 0
+    single = -1
+    for p in range(c):
+        j = cand[p]
+        beaten = False
+        for r in range(c):
+            if r == p:
+                continue
+            _difference(cand[r], j, zc, off, lab, delta)
+            gap = qi[0] * delta[0]
+            bound = wi[0] * abs(delta[0])
+            for k in range(1, d):
+                gap += qi[k] * delta[k]
+                bound += wi[k] * abs(delta[k])
+            if gap > rtol * bound:
+                beaten = True
+                break
+        keep[p] = not beaten
+        if not beaten:
+            count += 1
+            single = j
+    if count == 0:  # rounding left no candidate unbeaten: keep the largest raw score
+        for p in range(c):
+            if srow[cand[p]] == best:
+                keep[p] = True
+                single = cand[p]
+                count = 1
+                break
+    for p in range(c):
+        member[cand[p]] = keep[p]
+    return own, other, count, single
+
+
+@numba.njit(cache=True)
+def _target(i, count, single, member, zc, off, org, lab, w, g, new_off, new_org, new_lab, target):
+    """Row i's offset after the layer, in its frame after the layer, into new_off/new_org/new_lab.
+
+    A row that follows one token of another frame moves into that frame (see `ties`); the target is
+    the member (or the weighted mean of the members) expressed in the row's frame.
+    """
+    m, d = zc.shape
+    li = lab[i]
     for k in range(d):
-        target[k] = target[k] / total
-    return own, other, False
+        new_org[i, k] = org[i, k]
+        new_off[i, k] = off[i, k]
+    if count == 1:
+        if single == i:  # a leader: no move
+            new_lab[i] = li
+            return
+        j = single
+        if lab[j] >= 0 and lab[j] != li:
+            li = lab[j]
+            for k in range(d):
+                new_org[i, k] = org[j, k]
+                new_off[i, k] = zc[i, k] - org[j, k]
+        same = lab[j] == li and li >= 0
+        for k in range(d):
+            target[k] = off[j, k] if same else zc[j, k] - new_org[i, k]
+    else:
+        total = w[0] * 0
+        for k in range(d):
+            target[k] = 0
+        for j in range(m):
+            if member[j]:
+                same = lab[j] == li and li >= 0
+                total += w[j]
+                for k in range(d):
+                    target[k] += w[j] * (off[j, k] if same else zc[j, k] - new_org[i, k])
+        for k in range(d):
+            target[k] = target[k] / total
+    new_lab[i] = li
+    for k in range(d):
+        new_off[i, k] = new_off[i, k] + g * (target[k] - new_off[i, k])
+
+
+@numba.njit(cache=True)
+def _row_weights(i, zc, q, A, Aabs, identity, wi):
+    """q[i] = A z_i (summed over c in order) and wi = |A| |z_i|; returns ‖wi‖."""
+    d = zc.shape[1]
+    if identity:
+        for k in range(d):
+            wi[k] = abs(zc[i, k])
+    else:
+        for k in range(d):
+            q[i, k] = zc[i, 0] * A[0, k]
+            wi[k] = abs(zc[i, 0]) * Aabs[0, k]
+        for c in range(1, d):
+            zi = zc[i, c]
+            for k in range(d):
+                q[i, k] += zi * A[c, k]
+                wi[k] += abs(zi) * Aabs[c, k]
+    v = wi[0] * wi[0]
+    for k in range(1, d):
+        v += wi[k] * wi[k]
+    return np.sqrt(v)
 
 
 @numba.njit(cache=True)
@@ -167,20 +266,38 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, out):
         for k in range(d):
             out[0, t, k] = z[t, k]
     slot = np.empty(n, np.int64)
-    u = np.empty((n, d), z.dtype)
+    off = np.empty((n, d), z.dtype)
     w = np.empty(n, z.dtype)
-    m = _deduplicate(z, bits, mask, multipliers, slot, u, w)
+    m = _deduplicate(z, bits, mask, multipliers, slot, off, w)
     if layers == 0 or m == 0:
         for layer in range(layers):
             for t in range(n):
                 for k in range(d):
                     out[layer + 1, t, k] = z[t, k]
         return 0
+    # Frames (see `ties`): position = origin + offset for a token in a leader's frame (label ≥ 0),
+    # offset alone in the absolute frame (label −1).
+    zc = off[:m].copy()
+    org = np.zeros((m, d), z.dtype)
+    lab = np.full(m, -1, np.int64)
+    new_off = np.empty((m, d), z.dtype)
+    new_org = np.empty((m, d), z.dtype)
+    new_lab = np.empty(m, np.int64)
+    Aabs = np.abs(A)
+    eps = np.finfo(z.dtype).eps
+    coarse = 2 * (rtol + d * eps)
     uT = np.empty((d, m), z.dtype)
-    q = u if identity else np.empty((m, d), z.dtype)
-    new = np.empty((m, d), z.dtype)
+    q = zc if identity else np.empty((m, d), z.dtype)
+    wi = np.empty(d, z.dtype)
+    wnorm = np.empty(m, z.dtype)
     norm = np.empty(m, z.dtype)
     S = np.empty((m, m), z.dtype)
+    row = np.empty((1, m), z.dtype)
+    one = np.empty(1, np.int64)
+    member = np.empty(m, np.bool_)
+    cand = np.empty(m, np.int64)
+    keep = np.empty(m, np.bool_)
+    delta = np.empty(d, z.dtype)
     target = np.empty(d, z.dtype)
     own = np.empty(m, z.dtype)
     other = np.empty(m, z.dtype)
@@ -202,27 +319,21 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, out):
         for p in range(count):
             i = rows[p]
             for k in range(d):
-                uT[k, i] = u[i, k]
-            if not identity:  # q_i = A z_i (A symmetric), summed over c in order
-                for k in range(d):
-                    q[i, k] = u[i, 0] * A[0, k]
-                for c in range(1, d):
-                    ui = u[i, c]
-                    for k in range(d):
-                        q[i, k] += ui * A[c, k]
-            # ||z_i||_A for the tolerance
-            v = q[i, 0] * u[i, 0]
+                uT[k, i] = zc[i, k]
+            wnorm[i] = _row_weights(i, zc, q, A, Aabs, identity, wi)
+            v = zc[i, 0] * zc[i, 0]
             for k in range(1, d):
-                v += q[i, k] * u[i, k]
-            norm[i] = np.sqrt(v) if v > 0 else v * 0
+                v += zc[i, k] * zc[i, k]
+            norm[i] = np.sqrt(v)
         largest = norm[0]
         for i in range(1, m):
             if norm[i] > largest:
                 largest = norm[i]
         _scores(rows, count, q, uT, m, S)
         if not full:
-            # A leader stays one while no score in its row reaches its own minus its tolerance: its
-            # best score on another token at layer 1, or on a follower now (s_fl = s_lf).
+            # A leader stays one while no score in its row comes near its own: its best score on
+            # another token at layer 1, or on a follower now (s_fl = s_lf up to rounding, which the
+            # coarse tolerance covers). A near one has its row decided in full by rule (★).
             for j in range(m):
                 reach[j] = other[j]
             for p in range(f):
@@ -230,31 +341,50 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, out):
                     if S[p, j] > reach[j]:
                         reach[j] = S[p, j]
             for j in range(m):
-                if leader[j] and reach[j] >= own[j] - rtol * norm[j] * largest:
-                    broke = 1
+                if leader[j] and reach[j] >= own[j] - coarse * wnorm[j] * largest:
+                    one[0] = j
+                    _scores(one, 1, q, uT, m, row)
+                    _row_weights(j, zc, q, A, Aabs, identity, wi)
+                    _, _, c, single = _decide(j, row[0], zc, off, lab, m, q[j], wi, coarse * wnorm[j] * largest,
+                                              rtol, member, delta, cand, keep, lowest)
+                    if c != 1 or single != j:
+                        broke = 1
             if broke:  # from here on, every row at every layer
                 full = True
                 rows, count = everyone, m
+                for i in range(m):
+                    for k in range(d):
+                        uT[k, i] = zc[i, k]
+                    wnorm[i] = _row_weights(i, zc, q, A, Aabs, identity, wi)
                 _scores(rows, count, q, uT, m, S)
         for p in range(count):
             i = rows[p]
-            own_i, other_i, leader_i = _select(i, S[p], u, w, m, rtol * norm[i] * largest, target, lowest)
+            _row_weights(i, zc, q, A, Aabs, identity, wi)
+            own_i, other_i, c, single = _decide(i, S[p], zc, off, lab, m, q[i], wi, coarse * wnorm[i] * largest,
+                                                rtol, member, delta, cand, keep, lowest)
             if layer == 0:
                 own[i] = own_i
                 other[i] = other_i
-                leader[i] = leader_i
-            for k in range(d):
-                new[i, k] = u[i, k] + g * (target[k] - u[i, k])
+                leader[i] = c == 1 and single == i
+            _target(i, c, single, member, zc, off, org, lab, w, g, new_off, new_org, new_lab, target)
+            if c == 1 and single == i and new_lab[i] < 0:  # a leader gets a frame of its own
+                new_lab[i] = i
+                for k in range(d):
+                    new_org[i, k] = new_off[i, k]
+                    new_off[i, k] = 0
         for p in range(count):
             i = rows[p]
+            lab[i] = new_lab[i]
             for k in range(d):
-                u[i, k] = new[i, k]
+                off[i, k] = new_off[i, k]
+                org[i, k] = new_org[i, k]
+                zc[i, k] = org[i, k] + off[i, k] if lab[i] >= 0 else off[i, k]
         if full:
             for t in range(n):
                 s = slot[t]
                 if s >= 0:
                     for k in range(d):
-                        out[layer + 1, t, k] = u[s, k]
+                        out[layer + 1, t, k] = zc[s, k]
                 else:
                     for k in range(d):
                         out[layer + 1, t, k] = z[t, k]
@@ -266,7 +396,7 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, out):
                 t = moving[p]
                 s = slot[t]
                 for k in range(d):
-                    out[layer + 1, t, k] = u[s, k]
+                    out[layer + 1, t, k] = zc[s, k]
         if layer == 0 and layers > 1:
             for i in range(m):
                 if not leader[i]:

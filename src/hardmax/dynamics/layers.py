@@ -8,7 +8,8 @@ import torch
 from torch import Tensor
 
 from hardmax.dynamics.dedup import take_rows
-from hardmax.dynamics.step import _hardmax_rows, _hardmax_targets, _move, _score_bias, _select, default_tie_rtol
+from hardmax.dynamics.step import _hardmax_rows, _move, _Rows, _score_bias, _select, default_tie_rtol
+from hardmax.dynamics.ties import Frames, abs_queries, coarse_tolerance, refine
 
 
 class _Run(NamedTuple):
@@ -36,24 +37,54 @@ class _Run(NamedTuple):
         return self.first.scatter(1, where, self.later[k - 2])
 
 
+def _anchor(frames: Frames, leader: Tensor, labels: Tensor) -> Frames:
+    """Give every leader still in the absolute frame a frame of its own, with origin its position."""
+    new = leader & (frames.label < 0)
+    origin = torch.where(new.unsqueeze(-1), frames.offset, frames.origin)
+    offset = torch.where(new.unsqueeze(-1), torch.zeros((), dtype=frames.offset.dtype, device=frames.offset.device),
+                         frames.offset)
+    return Frames(origin, offset, torch.where(new, labels, frames.label))
+
+
+def _layer(rows: _Rows, gamma, present: Tensor, labels: Tensor) -> Frames:
+    """The rows' frames after one layer: offset + γ (target − offset), then leaders anchored."""
+    moved = _move(rows.frames.offset, rows.target, gamma, present)
+    return _anchor(Frames(rows.frames.origin, moved, rows.frames.label), rows.leader, labels)
+
+
+def _leaders_hold(z: Tensor, frames: Frames, weights: Tensor, A: Tensor | None, tie_rtol: float,
+                  b: Tensor, i: Tensor) -> bool:
+    """Whether each token (b, i) still has C_i = {i} by rule (★), its row computed in full."""
+    q = z[b, i] if A is None else z[b, i] @ A
+    present = weights > 0
+    s = torch.baddbmm(_score_bias(present[b], z.dtype), q.unsqueeze(1), z[b].transpose(-1, -2)).squeeze(1)
+    wabs = abs_queries(z[b, i], A)
+    tol = coarse_tolerance(wabs.unsqueeze(1), z[b], present[b], tie_rtol).squeeze(1)
+    candidates = s >= (s.amax(-1) - tol).unsqueeze(-1)
+    members = refine(candidates, s, q, wabs, z, frames, b, tie_rtol)
+    return bool((members.sum(-1) == 1).all() and members[torch.arange(b.shape[0], device=b.device), i].all())
+
+
 def _hardmax_run(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | None, tie_rtol: float) -> _Run | None:
     """len(alphas) ≥ 1 hardmax layers, computing only the followers' rows after layer 1.
 
-    Leaders never move (C_i = {i} makes the update zero), and stay leaders as long as no score in
-    their row comes within the tie tolerance of their own. Layer 1 is computed in full; each
-    sequence is then reordered followers first, and later layers compute the follower rows only
-    (against every token). Those scores also show whether a follower came within the tolerance of a
-    leader (s_fℓ = s_ℓf since A is symmetric); the leaders' scores of each other are fixed after
-    layer 1 and are rechecked against the tolerance, which follows the largest norm. Where any
-    leader could lose its place, this returns None and the caller computes every layer in full, so
-    the result is always that of `attention_step` applied layer by layer (the follower rows' scores
-    come from a smaller matrix product, so they may round differently in the last bit).
+    Leaders never move (C_i = {i} makes the update zero), and stay leaders as long as no other token
+    enters their attention set. Layer 1 is computed in full; each sequence is then reordered followers
+    first, and later layers compute the follower rows only (against every token). Those scores also
+    show whether a follower came near a leader's row maximum (s_fℓ = s_ℓf since A is symmetric, up to
+    rounding: the coarse tolerance covers it); such a leader's row is then decided in full by rule (★).
+    Where a leader loses its place, this returns None and the caller computes every layer in full,
+    so the result is always that of the full computation (the follower rows' scores come from a
+    smaller matrix product, so they may round differently in the last bit). Positions are carried
+    in frames (see `ties`): followers of a leader as offsets from it.
     """
     layers = alphas.shape[0]
     batch, m, d = tokens.shape
     present = weights > 0
-    first = _hardmax_rows(tokens, weights, A, tie_rtol)
-    z1 = _move(tokens, first.target, alphas[0] / (1 + alphas[0]), present)
+    labels = torch.arange(m, device=tokens.device).expand(batch, m)
+    first = _hardmax_rows(tokens, weights, A, tie_rtol, Frames.absolute(tokens))
+    frames = _layer(first, alphas[0] / (1 + alphas[0]), present, labels)
+    z1 = frames.positions()
     follower = present & ~first.leader
     counts = follower.sum(1)
     f = int(counts.max()) if layers > 1 and batch > 0 else 0
@@ -62,37 +93,35 @@ def _hardmax_run(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | No
         return _Run(z1, order, counts, z1.new_empty(max(layers - 1, 0), batch, 0, d))
     order = torch.argsort((~follower).to(torch.uint8), dim=1, stable=True)  # followers first
     z = take_rows(z1, order)
+    frames = Frames(take_rows(frames.origin, order), take_rows(frames.offset, order), frames.label.gather(1, order))
+    labels = labels.gather(1, order)
     w, p = weights.gather(1, order), present.gather(1, order)
     bias = _score_bias(p, tokens.dtype)
     row_present, lead_present = p[:, :f], p[:, f:]
-    fixed = z[:, f:]  # leaders (and absent tokens) from here on
-    # A leader's own score and norm, and its best score on another token at layer 1.
+    # A leader's own score and its best score on another token at layer 1, and its rounding weights.
     lead_own, lead_other = first.own.gather(1, order)[:, f:], first.other.gather(1, order)[:, f:]
-    lead_norm = torch.sqrt(torch.where(lead_present, lead_own, 0.0).clamp(min=0))
-    lead_norm_max = lead_norm.amax(1, keepdim=True) if m > f else z.new_zeros(batch, 1)
+    lead_wabs = abs_queries(z[:, f:], A)
     later = z.new_empty(layers - 1, batch, f, d)
-    in_place = not torch.is_grad_enabled()  # autograd needs z unchanged for the backward pass
     for k in range(1, layers):
         rows = z[:, :f]
         # Absent rows get zero queries: their scores are then 0 (or -inf), harmless in the check below.
         queries = torch.where(row_present.unsqueeze(-1), rows if A is None else rows @ A, 0.0)
         s = torch.baddbmm(bias, queries, z.transpose(-1, -2))  # (batch, f, m)
-        norm = torch.sqrt((queries * rows).sum(-1).clamp(min=0))
-        norm_max = torch.maximum(lead_norm_max, norm.amax(1, keepdim=True))
         if m > f:
-            # A leader stays a leader while every other score in its row stays below its own minus
-            # its tolerance: the followers' (read from their rows) and the other leaders' (fixed).
-            lead_threshold = lead_own - tie_rtol * lead_norm * norm_max
+            # A leader stays a leader while no other score in its row comes near its own: the
+            # followers' (read from their rows) and the other leaders' (fixed). Near ones are decided
+            # in full by rule (★).
             reach = torch.maximum(s[:, :, f:].amax(1), lead_other)
-            if bool((lead_present & (reach >= lead_threshold)).any()):
-                return None
-        target = _select(s, z, queries, w, tie_rtol * norm * norm_max, row_present).target
-        moved = _move(rows, target, alphas[k] / (1 + alphas[k]), row_present)
-        later[k - 1] = moved
-        if in_place:
-            z[:, :f] = moved
-        else:
-            z = torch.cat((moved, fixed), 1)
+            near = lead_present & (reach >= lead_own - coarse_tolerance(lead_wabs, z, p, tie_rtol))
+            if bool(near.any()):
+                b, i = near.nonzero(as_tuple=True)
+                if not _leaders_hold(z, frames, w, A, tie_rtol, b, i + f):
+                    return None
+        selected = _select(s, z, queries, w, row_present, tie_rtol, frames, A)
+        moved = _layer(selected, alphas[k] / (1 + alphas[k]), row_present, labels[:, :f])
+        frames = Frames(*(torch.cat((new, old[:, f:]), 1) for new, old in zip(moved, frames, strict=True)))
+        z = torch.cat((moved.positions(), z[:, f:]), 1)
+        later[k - 1] = z[:, :f]
     return _Run(z1, order, counts, later)
 
 
@@ -100,9 +129,13 @@ def _full_layers(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | No
                  keep_path: bool = True) -> Tensor:
     """Every layer computed in full: (layers + 1, batch, m, d), or (1, batch, m, d) without keep_path."""
     present = weights > 0
+    labels = torch.arange(tokens.shape[1], device=tokens.device).expand(tokens.shape[:2])
+    frames = Frames.absolute(tokens)
     path = [tokens]
     for alpha in alphas:
-        z = _move(path[-1], _hardmax_targets(path[-1], weights, A, tie_rtol), alpha / (1 + alpha), present)
+        rows = _hardmax_rows(path[-1], weights, A, tie_rtol, frames)
+        frames = _layer(rows, alpha / (1 + alpha), present, labels)
+        z = frames.positions()
         path = [*path, z] if keep_path else [z]
     return torch.stack(path)
 

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from hardmax.dynamics.dedup import take_rows
+from hardmax.dynamics.ties import Frames, abs_queries, coarse_tolerance, refine
 
 Attention = Literal["hardmax", "softmax"]
 ATTENTIONS: tuple[str, ...] = ("hardmax", "softmax")
@@ -71,10 +72,7 @@ def attention_weights(
     real = weights > 0
     if attention == "hardmax":
         rtol = default_tie_rtol(tokens.dtype) if tie_rtol is None else tie_rtol
-        queries = tokens if A is None else tokens @ A
-        s = torch.baddbmm(_score_bias(real, tokens.dtype), queries, tokens.transpose(-1, -2))
-        tol = _tie_tolerance(queries, tokens, real, rtol)  # the step's own tolerance
-        p = (s >= s.amax(dim=-1, keepdim=True) - tol.unsqueeze(-1)) * weights.unsqueeze(-2)
+        p = _hardmax_sets(tokens, weights, A, rtol) * weights.unsqueeze(-2)
         p = p / p.sum(-1, keepdim=True).clamp(min=torch.finfo(tokens.dtype).tiny)
     elif attention == "softmax":
         if beta is None:
@@ -86,20 +84,12 @@ def attention_weights(
     return torch.where(real.unsqueeze(-1), p, torch.zeros((), dtype=p.dtype, device=p.device))
 
 
-def _tie_tolerance(queries: Tensor, tokens: Tensor, present: Tensor, tie_rtol: float) -> Tensor:
-    """(batch, m) tie_rtol · ||z_i||_A · max_j ||z_j||_A over present tokens (0 for absent ones).
-
-    sqrt(a)·sqrt(b) rather than sqrt(a·b): the product overflows float32 for norms above ~4e9.
-    """
-    norms = torch.sqrt(torch.where(present, (queries * tokens).sum(-1), 0.0).clamp(min=0))
-    return tie_rtol * norms * norms.amax(dim=-1, keepdim=True)
-
-
 class _Rows(NamedTuple):
-    target: Tensor  # (batch, r, d) Σ_j P_ij z_j
+    target: Tensor  # (batch, r, d) Σ_j P_ij z_j, in the row's frame when frames are given
     leader: Tensor  # (batch, r) bool: C_i = {i} (a single maximiser, itself)
     own: Tensor  # (batch, r) s_ii
     other: Tensor  # (batch, r) max_{j ≠ i} s_ij (the best score of another token)
+    frames: Frames | None  # the rows' frames after following a token of another frame (None: no frames)
 
 
 def _score_bias(present: Tensor, dtype: torch.dtype) -> Tensor:
@@ -107,57 +97,101 @@ def _score_bias(present: Tensor, dtype: torch.dtype) -> Tensor:
     return torch.where(present, 0.0, -math.inf).to(dtype).unsqueeze(-2)
 
 
-def _select(s: Tensor, keys: Tensor, queries: Tensor, weights: Tensor, tol: Tensor, row_present: Tensor) -> _Rows:
-    """Hardmax targets of the first r tokens from their scores s (batch, r, m) against keys (batch, m, d).
+def _attention_sets(s: Tensor, keys: Tensor, queries: Tensor, wabs: Tensor, row_present: Tensor, tol: Tensor,
+                    tie_rtol: float, frames: Frames | None) -> Tensor:
+    """(batch, r, m) bool: C_i of the first r keys from their scores s (batch, r, m), rule (★) of `ties`.
 
-    Row i's own score is s[:, i, i] (rows are the first r keys). Only cheap passes over s: the best
-    score of another token (one max), then, in place, which scores reach the row's maximum minus the
-    tolerance; one matrix product with the columns [1, j] counts them and, when there is one, says
-    which. The few rows with several members (genuine ties) are recomputed with the full rule, so
-    the result is the same as building P. queries (batch, r, d) are the rows' A z_i; tol (batch, r)
-    their tie tolerances; row_present (batch, r). Overwrites s.
+    One pass keeps the keys within the coarse tolerance `tol` (batch, r) of the row's maximum; the rows
+    with several (near-ties, and followers close to their leader) are decided by `ties.refine`.
+    """
+    members = (s >= (s.amax(dim=-1) - tol).unsqueeze(-1)) & row_present.unsqueeze(-1)
+    multi = members.sum(-1) >= 2
+    if bool(multi.any()):
+        b, i = multi.nonzero(as_tuple=True)
+        members[b, i] = refine(members[b, i], s[b, i], queries[b, i], wabs[b, i], keys, frames, b, tie_rtol)
+    return members
+
+
+def _select(s: Tensor, keys: Tensor, queries: Tensor, weights: Tensor, row_present: Tensor, tie_rtol: float,
+            frames: Frames | None = None, A: Tensor | None = None) -> _Rows:
+    """Hardmax targets of the first r keys from their scores s (batch, r, m) against keys (batch, m, d).
+
+    Row i's own score is s[:, i, i] (rows are the first r keys). queries (batch, r, d) are the rows'
+    A z_i; row_present (batch, r). With `frames` (the keys' frames, see `ties`), a row that follows a
+    single token of another frame moves into that frame, and its target is expressed in its frame.
     """
     r, m = s.shape[1:]
+    rows_z = keys[:, :r]
+    wabs = abs_queries(rows_z, A)
+    tol = coarse_tolerance(wabs, keys, weights > 0, tie_rtol)
+    members = _attention_sets(s, keys, queries, wabs, row_present, tol, tie_rtol, frames)
     diagonal = s.diagonal(dim1=1, dim2=2)
     own = diagonal.clone()
     diagonal.fill_(-math.inf)
     other = s.amax(dim=-1)
-    threshold = torch.maximum(own, other) - tol  # (batch, r): members reach it
-    own_member = own >= threshold
-    members = s.ge_(threshold.unsqueeze(-1))  # 1.0 where j ≠ i is in C_i
+    diagonal.copy_(own)
     # One product gives both the number of members and the sum of their indices (the index itself
     # when there is one); small integers, so exact in any floating dtype.
     count_and_index = torch.stack([torch.ones(m, dtype=s.dtype, device=s.device),
                                    torch.arange(m, dtype=s.dtype, device=s.device)], dim=1)  # (m, 2)
-    others, index = (members @ count_and_index).unbind(-1)
-    single_other = row_present & (others == 1) & ~own_member
-    leader = row_present & (others == 0) & own_member
-    tied = row_present & (others + own_member.to(s.dtype) >= 2)
+    count, index = (members.to(s.dtype) @ count_and_index).unbind(-1)
     rows = torch.arange(r, device=s.device)
-    arg = torch.where(single_other, index.long(), rows)  # a valid index everywhere; others keep their own
-    target = take_rows(keys, arg)
+    single = row_present & (count == 1)
+    arg = torch.where(single, index.long(), rows)  # a valid index everywhere
+    leader = single & (arg == rows)
+    tied = row_present & (count >= 2)
+    if frames is None:
+        target = take_rows(keys, arg)
+        if bool(tied.any()):
+            b, i = tied.nonzero(as_tuple=True)
+            p = members[b, i] * weights[b]
+            target[b, i] = (p.unsqueeze(1) @ keys[b]).squeeze(1) / p.sum(-1, keepdim=True)
+        return _Rows(target, leader, own, other, None)
+    origin, offset, label = (x[:, :r] for x in frames)
+    j_label = label.new_empty(0) if r == 0 else frames.label.gather(1, arg)
+    j_origin = take_rows(frames.origin, arg)
+    # Following one token of another frame: move into that frame (the token's leader's), so that the
+    # distance to the leader is carried as an offset with full relative precision.
+    move_in = single & ~leader & (j_label >= 0) & (j_label != label)
+    origin = torch.where(move_in.unsqueeze(-1), j_origin, origin)
+    offset = torch.where(move_in.unsqueeze(-1), rows_z - j_origin, offset)
+    label = torch.where(move_in, j_label, label)
+    same = (j_label == label) & (label >= 0)
+    target = torch.where(same.unsqueeze(-1), take_rows(frames.offset, arg), take_rows(keys, arg) - origin)
     if bool(tied.any()):
         b, i = tied.nonzero(as_tuple=True)
-        k = keys[b]  # (ties, m, d)
-        row = torch.baddbmm(_score_bias(weights[b] > 0, keys.dtype), queries[b, i].unsqueeze(1),
-                            k.transpose(-1, -2)).squeeze(1)
-        in_c = row >= row.amax(dim=-1, keepdim=True) - tol[b, i].unsqueeze(-1)
-        p = in_c * weights[b]
-        target[b, i] = (p.unsqueeze(1) @ k).squeeze(1) / p.sum(-1, keepdim=True)
-    return _Rows(target, leader, own, other)
+        p = members[b, i] * weights[b]  # (T, m)
+        k_same = (frames.label[b] == label[b, i].unsqueeze(1)) & (label[b, i] >= 0).unsqueeze(1)
+        rel = torch.where(k_same.unsqueeze(-1), frames.offset[b], keys[b] - origin[b, i].unsqueeze(1))
+        target[b, i] = (p.unsqueeze(1) @ rel).squeeze(1) / p.sum(-1, keepdim=True)
+    return _Rows(target, leader, own, other, Frames(origin, offset, label))
 
 
-def _hardmax_rows(tokens: Tensor, weights: Tensor, A: Tensor | None, tie_rtol: float) -> _Rows:
-    """Hardmax targets of every token, which tokens are leaders, and each row's own and best other score."""
+def _hardmax_rows(tokens: Tensor, weights: Tensor, A: Tensor | None, tie_rtol: float,
+                  frames: Frames | None = None) -> _Rows:
+    """Hardmax targets of every token, which tokens are leaders, and each row's own and best other score.
+
+    tokens are positions; with `frames`, targets come in each row's (possibly new) frame.
+    """
     queries = tokens if A is None else tokens @ A
     present = weights > 0
     s = torch.baddbmm(_score_bias(present, tokens.dtype), queries, tokens.transpose(-1, -2))  # (batch, m, m)
-    return _select(s, tokens, queries, weights, _tie_tolerance(queries, tokens, present, tie_rtol), present)
+    return _select(s, tokens, queries, weights, present, tie_rtol, frames, A)
 
 
 def _hardmax_targets(tokens: Tensor, weights: Tensor, A: Tensor | None, tie_rtol: float) -> Tensor:
     """(batch, m, d) hardmax targets Σ_j P_ij z_j of every token."""
     return _hardmax_rows(tokens, weights, A, tie_rtol).target
+
+
+def _hardmax_sets(tokens: Tensor, weights: Tensor, A: Tensor | None, tie_rtol: float) -> Tensor:
+    """(batch, m, m) bool attention sets C_i of every present token (rule (★) of `ties`)."""
+    queries = tokens if A is None else tokens @ A
+    present = weights > 0
+    s = torch.baddbmm(_score_bias(present, tokens.dtype), queries, tokens.transpose(-1, -2))
+    wabs = abs_queries(tokens, A)
+    tol = coarse_tolerance(wabs, tokens, present, tie_rtol)
+    return _attention_sets(s, tokens, queries, wabs, present, tol, tie_rtol, None)
 
 
 def _move(tokens: Tensor, target: Tensor, gamma, present: Tensor) -> Tensor:

@@ -1,0 +1,123 @@
+"""The hardmax tie rule: which scores are equal, decided from differences of tokens, at any depth.
+
+C_i = argmax_j ⟨A z_i, z_j⟩ keeps every maximiser. In floating point two scores of an exact tie differ
+by rounding, so a tolerance is unavoidable; the question is what it is relative to. Comparing the
+scores s_ij and s_il themselves loses all precision once z_j and z_l are close: a follower converging
+to its leader v becomes "tied" with v for every query once ⟨A z_i, z_f − v⟩ drops below the rounding
+of a score (after ~78 layers in float64 and ~28 in float32 at α = 1/2), then counts as a second copy
+of v and tips every exact tie v takes part in. The rule here decides a near-tie from the *difference*
+of the two candidates instead, whose rounding error is relative to their distance, not to their norms:
+
+    m = the maximiser,  Δ_j = z_m − z_j,  gap_j = ⟨A z_i, Δ_j⟩ ≥ 0 in exact arithmetic,
+    j ∈ C_i  ⟺  gap_j ≤ tie_rtol · Σ_k (|A| |z_i|)_k |Δ_jk|                                   (★)
+
+(|A| |z_i| the entrywise absolute matrix times the absolute vector). The right-hand side bounds the
+rounding of the dot product, of A z_i and of z_i's own position, so an exact tie stays a tie; it
+scales with Δ_j, so a strict inequality stays strict as long as the two candidates are distinct in
+the representation. That is the second half of the design: *frames*. A token that follows a leader
+(C_i = {ℓ}, or a token that already lives in ℓ's frame) is stored as ``origin + offset`` with origin
+= ℓ's position, frozen when ℓ became a leader. Its offset shrinks like (1+α)^-k with full relative
+precision, so z_f − ℓ (the offset itself) never rounds to 0 even when z_f rounds to ℓ, and (★) keeps
+the follower out of every tie it takes no part in. Candidates in the same frame are differenced
+offset − offset; others position − position (they are far apart, so nothing is lost).
+
+Only rows whose scores come within a coarse, Cauchy–Schwarz tolerance of their maximum are refined
+with (★); every other row is decided by the one max of its scores, so the common case costs nothing.
+
+Used by `step` (one layer, no frames: every offset is the position) and `layers` (frames carried
+over layers); `kernel` is a compiled copy of the same rule.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+
+class Frames(NamedTuple):
+    """Positions of tokens as origin + offset (see the module docstring).
+
+    Attributes:
+        origin: (batch, m, d) the frame's origin: the position its leader had when it became one; 0
+            for tokens in the absolute frame.
+        offset: (batch, m, d) position − origin.
+        label: (batch, m) int64 frame id, the leader's token label; −1 for the absolute frame.
+    """
+
+    origin: Tensor
+    offset: Tensor
+    label: Tensor
+
+    @staticmethod
+    def absolute(tokens: Tensor) -> Frames:
+        return Frames(torch.zeros_like(tokens), tokens, torch.full(tokens.shape[:-1], -1, dtype=torch.long,
+                                                                    device=tokens.device))
+
+    def positions(self) -> Tensor:
+        """(batch, m, d) origin + offset (the absolute frame's positions exactly)."""
+        return torch.where((self.label >= 0).unsqueeze(-1), self.origin + self.offset, self.offset)
+
+
+def abs_queries(tokens: Tensor, A: Tensor | None) -> Tensor:
+    """(batch, r, d) |A| |z_i|, the weights of the rounding bound in (★)."""
+    return tokens.abs() if A is None else tokens.abs() @ A.abs()
+
+
+def coarse_tolerance(wabs: Tensor, tokens: Tensor, present: Tensor, tie_rtol: float) -> Tensor:
+    """(batch, r) a tolerance on raw scores that admits every j that (★) could keep.
+
+    Σ_k w_k |Δ_k| ≤ ‖w‖ ‖Δ‖ ≤ 2 ‖w‖ max_j ‖z_j‖, and the scores' own rounding is below d·eps·‖w‖ max ‖z_j‖
+    per score, so 2 (tie_rtol + d·eps) ‖w_i‖ max_j ‖z_j‖ is a superset bound.
+    sqrt(a)·sqrt(b) rather than sqrt(a·b): the product overflows float32 for norms above ~4e9.
+    """
+    d = tokens.shape[-1]
+    eps = torch.finfo(tokens.dtype).eps
+    norms = torch.where(present, tokens.norm(dim=-1), 0.0)
+    largest = norms.amax(dim=-1, keepdim=True) if norms.shape[-1] else norms.new_zeros(norms.shape[0], 1)
+    return 2 * (tie_rtol + d * eps) * wabs.norm(dim=-1) * largest
+
+
+def refine(candidates: Tensor, scores: Tensor, queries: Tensor, wabs: Tensor, keys: Tensor, frames: Frames | None,
+           b: Tensor, tie_rtol: float) -> Tensor:
+    """(T, m) bool: the attention sets of T rows with several coarse candidates, decided by (★).
+
+    A candidate j is kept unless another candidate l beats it: ⟨A z_i, z_l − z_j⟩ > tie_rtol ·
+    Σ_k (|A| |z_i|)_k |z_l − z_j|_k, with z_l − z_j taken offset − offset when l and j share a frame.
+    Pairwise, not only against the maximiser, so that a follower is always compared with its own
+    leader (precisely, in their frame) and never only with a leader of another frame, whose
+    difference would round its offset away. Should rounding leave no candidate unbeaten, the
+    largest raw score is kept.
+
+    Args:
+        candidates: (T, m) bool, keys within the coarse tolerance of the row's maximum (present only).
+        scores: (T, m) the rows' raw scores. queries, wabs: (T, d) A z_i and |A| |z_i|.
+        keys: (batch, m, d) positions of the keys; frames: their frames (None: all absolute).
+        b: (T,) each row's sequence.
+    """
+    T, m = candidates.shape
+    c = int(candidates.sum(1).max())
+    # The (at most c) candidates of each row, in key order.
+    idx = torch.sort(candidates.to(torch.uint8), dim=1, descending=True, stable=True).indices[:, :c]  # (T, c)
+    valid = candidates.gather(1, idx)
+    d = keys.shape[-1]
+    take = idx.unsqueeze(-1).expand(-1, -1, d)
+    pos = keys[b].gather(1, take)  # (T, c, d)
+    delta = pos.unsqueeze(2) - pos.unsqueeze(1)  # [t, l, j] = z_l − z_j
+    if frames is not None:
+        off = frames.offset[b].gather(1, take)
+        lab = frames.label[b].gather(1, idx)
+        same = (lab.unsqueeze(2) == lab.unsqueeze(1)) & (lab >= 0).unsqueeze(2)
+        delta = torch.where(same.unsqueeze(-1), off.unsqueeze(2) - off.unsqueeze(1), delta)
+    gap = (queries.view(T, 1, 1, d) * delta).sum(-1)
+    bound = tie_rtol * (wabs.view(T, 1, 1, d) * delta.abs()).sum(-1)
+    beaten = (valid.unsqueeze(2) & (gap > bound)).any(dim=1)  # (T, c): some l beats j
+    keep_c = valid & ~beaten
+    none = ~keep_c.any(dim=1)
+    if bool(none.any()):
+        best = torch.where(valid, scores.gather(1, idx), -math.inf).argmax(dim=1)
+        keep_c[none, best[none]] = True
+    keep = torch.zeros_like(candidates)
+    return keep.scatter_(1, idx, keep_c)
