@@ -9,8 +9,9 @@ checked against the equation:
 
 Masked tokens (mask False) are left out of every C_i and every softmax sum, and do not move.
 
-- `simulate`, `attention_matrix`: float64 NumPy, ties up to the library's documented tolerance
-  tie_rtol · ||z_i||_A · max_j ||z_j||_A.
+- `simulate`, `attention_matrix`: float64 NumPy, ties by the library's documented rule (★) on positions
+  (one layer, no frames): j ∈ C_i unless another token l beats it,
+  ⟨A z_i, z_l − z_j⟩ > tie_rtol · ‖ |A| |z_i| ‖ · ‖ |z_l| + |z_j| ‖.
 - `simulate_exact`: `fractions.Fraction` arithmetic for rational inputs, where ties are exact.
 
 Nothing here imports hardmax: this is the oracle the library is tested against.
@@ -52,8 +53,6 @@ def attention_matrix(
     P = np.zeros((n, n))
     if not keys:
         return P
-    # ||z_j||_A, the Cauchy-Schwarz scale of the scores.
-    norm_max = max(math.sqrt(max(float(z[j] @ A @ z[j]), 0.0)) for j in keys)
     for i in range(n):
         if not real[i]:
             continue
@@ -61,9 +60,16 @@ def attention_matrix(
         # Every copy of a token gets the very same score: same vectors, same operations.
         s = {j: float(query @ z[j]) for j in keys}
         if attention == "hardmax":
-            top = max(s.values())
-            tolerance = tie_rtol * math.sqrt(max(float(query @ z[i]), 0.0)) * norm_max
-            members = [j for j in keys if s[j] >= top - tolerance]
+            # Rule (★) on positions: j is in C_i unless some l beats it,
+            # ⟨A z_i, z_l − z_j⟩ > tie_rtol ‖ |A||z_i| ‖ ‖ |z_l| + |z_j| ‖.
+            size = float(np.linalg.norm(np.abs(A) @ np.abs(z[i])))
+            members = [
+                j for j in keys
+                if not any(float(query @ (z[l] - z[j])) > tie_rtol * size * float(np.linalg.norm(np.abs(z[l]) + np.abs(z[j])))
+                           for l in keys)
+            ]
+            if not members:  # rounding beat every candidate: the largest score
+                members = [max(keys, key=lambda j: s[j])]
             for j in members:
                 P[i, j] = 1.0 / len(members)
         elif attention == "softmax":

@@ -111,15 +111,21 @@ def _scores(rows, count, q, zT, m, S):
 
 
 @numba.njit(cache=True)
-def _difference(top, j, zc, off, lab, delta):
-    """delta (d,) = z_top − z_j: offset − offset in a shared frame, else position − position."""
+def _difference(top, j, zc, off, lab, delta, scale):
+    """delta (d,) = z_top − z_j: offset − offset in a shared frame (scale = |delta|), else position −
+    position (scale = |z_top| + |z_j|, the size of their rounding)."""
     same = lab[j] >= 0 and lab[j] == lab[top]
     for k in range(zc.shape[1]):
-        delta[k] = off[top, k] - off[j, k] if same else zc[top, k] - zc[j, k]
+        if same:
+            delta[k] = off[top, k] - off[j, k]
+            scale[k] = abs(delta[k])
+        else:
+            delta[k] = zc[top, k] - zc[j, k]
+            scale[k] = abs(zc[top, k]) + abs(zc[j, k])
 
 
 @numba.njit(cache=True)
-def _decide(i, srow, zc, off, lab, m, qi, wi, tol, rtol, member, delta, cand, keep, lowest):
+def _decide(i, srow, zc, off, lab, m, qi, wi, tol, rtol, member, delta, scale, cand, keep, lowest):
     """The attention set C_i from row i's scores srow (m,), rule (★) of `ties`, into member (m,) bool.
 
     qi, wi (d,): A z_i and |A| |z_i|; tol: the coarse tolerance. Returns (own, other, count, single):
@@ -154,6 +160,10 @@ def _decide(i, srow, zc, off, lab, m, qi, wi, tol, rtol, member, delta, cand, ke
     # Several candidates: j stays unless another candidate l beats it by (★), on differences of
     # tokens (offset − offset within a frame), pairwise as in `ties.refine`.
     d = zc.shape[1]
+    wn = wi[0] * wi[0]
+    for k in range(1, d):
+        wn += wi[k] * wi[k]
+    wn = np.sqrt(wn)
     c = 0
     for j in range(m):
         if member[j]:
@@ -167,13 +177,13 @@ def _decide(i, srow, zc, off, lab, m, qi, wi, tol, rtol, member, delta, cand, ke
         for r in range(c):
             if r == p:
                 continue
-            _difference(cand[r], j, zc, off, lab, delta)
+            _difference(cand[r], j, zc, off, lab, delta, scale)
             gap = qi[0] * delta[0]
-            bound = wi[0] * abs(delta[0])
+            bound = scale[0] * scale[0]
             for k in range(1, d):
                 gap += qi[k] * delta[k]
-                bound += wi[k] * abs(delta[k])
-            if gap > rtol * bound:
+                bound += scale[k] * scale[k]
+            if gap > rtol * wn * np.sqrt(bound):
                 beaten = True
                 break
         keep[p] = not beaten
@@ -298,6 +308,7 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, out):
     cand = np.empty(m, np.int64)
     keep = np.empty(m, np.bool_)
     delta = np.empty(d, z.dtype)
+    scale = np.empty(d, z.dtype)
     target = np.empty(d, z.dtype)
     own = np.empty(m, z.dtype)
     other = np.empty(m, z.dtype)
@@ -346,7 +357,7 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, out):
                     _scores(one, 1, q, uT, m, row)
                     _row_weights(j, zc, q, A, Aabs, identity, wi)
                     _, _, c, single = _decide(j, row[0], zc, off, lab, m, q[j], wi, coarse * wnorm[j] * largest,
-                                              rtol, member, delta, cand, keep, lowest)
+                                              rtol, member, delta, scale, cand, keep, lowest)
                     if c != 1 or single != j:
                         broke = 1
             if broke:  # from here on, every row at every layer
@@ -361,7 +372,7 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, out):
             i = rows[p]
             _row_weights(i, zc, q, A, Aabs, identity, wi)
             own_i, other_i, c, single = _decide(i, S[p], zc, off, lab, m, q[i], wi, coarse * wnorm[i] * largest,
-                                                rtol, member, delta, cand, keep, lowest)
+                                                rtol, member, delta, scale, cand, keep, lowest)
             if layer == 0:
                 own[i] = own_i
                 other[i] = other_i

@@ -8,18 +8,22 @@ of a score (after ~78 layers in float64 and ~28 in float32 at α = 1/2), then co
 of v and tips every exact tie v takes part in. The rule here decides a near-tie from the *difference*
 of the two candidates instead, whose rounding error is relative to their distance, not to their norms:
 
-    m = the maximiser,  Δ_j = z_m − z_j,  gap_j = ⟨A z_i, Δ_j⟩ ≥ 0 in exact arithmetic,
-    j ∈ C_i  ⟺  gap_j ≤ tie_rtol · Σ_k (|A| |z_i|)_k |Δ_jk|                                   (★)
+    j ∈ C_i  ⟺  no candidate l beats j:
+    ⟨A z_i, z_l − z_j⟩ > tie_rtol · ‖ |A| |z_i| ‖ · ‖r_lj‖                                       (★)
 
-(|A| |z_i| the entrywise absolute matrix times the absolute vector). The right-hand side bounds the
-rounding of the dot product, of A z_i and of z_i's own position, so an exact tie stays a tie; it
-scales with Δ_j, so a strict inequality stays strict as long as the two candidates are distinct in
-the representation. That is the second half of the design: *frames*. A token that follows a leader
-(C_i = {ℓ}, or a token that already lives in ℓ's frame) is stored as ``origin + offset`` with origin
+with r_lj = |z_l − z_j| (entrywise) when l and j live in the same frame (below) and their difference
+is taken offset − offset, and r_lj = |z_l| + |z_j| otherwise (what the rounding of two positions
+scales with). The right-hand side bounds the rounding of the dot product, of A z_i and of the
+positions, so an exact tie stays a tie; within a frame it scales with the distance of the two
+candidates, so a strict inequality stays strict however close they come. Pairwise, not only against
+the maximiser: a follower is then always compared with its own leader, in their frame.
+
+The second half of the design is *frames*. A token that follows a leader (C_i = {ℓ}, or a token that
+already lives in ℓ's frame) is stored as ``origin + offset`` with origin
 = ℓ's position, frozen when ℓ became a leader. Its offset shrinks like (1+α)^-k with full relative
 precision, so z_f − ℓ (the offset itself) never rounds to 0 even when z_f rounds to ℓ, and (★) keeps
 the follower out of every tie it takes no part in. Candidates in the same frame are differenced
-offset − offset; others position − position (they are far apart, so nothing is lost).
+offset − offset; others position − position.
 
 Only rows whose scores come within a coarse, Cauchy–Schwarz tolerance of their maximum are refined
 with (★); every other row is decided by the one max of its scores, so the common case costs nothing.
@@ -85,7 +89,9 @@ def refine(candidates: Tensor, scores: Tensor, queries: Tensor, wabs: Tensor, ke
     """(T, m) bool: the attention sets of T rows with several coarse candidates, decided by (★).
 
     A candidate j is kept unless another candidate l beats it: ⟨A z_i, z_l − z_j⟩ > tie_rtol ·
-    Σ_k (|A| |z_i|)_k |z_l − z_j|_k, with z_l − z_j taken offset − offset when l and j share a frame.
+    ‖ |A| |z_i| ‖ ‖r‖, with r = |o_l − o_j| and z_l − z_j taken offset − offset when l and j share a
+    frame, else r = |z_l| + |z_j| (positions carry rounding of that size). Norms, not Σ_k w_k r_k: a
+    query coordinate that should be 0 carries rounding of the size of the whole query.
     Pairwise, not only against the maximiser, so that a follower is always compared with its own
     leader (precisely, in their frame) and never only with a leader of another frame, whose
     difference would round its offset away. Should rounding leave no candidate unbeaten, the
@@ -106,13 +112,15 @@ def refine(candidates: Tensor, scores: Tensor, queries: Tensor, wabs: Tensor, ke
     take = idx.unsqueeze(-1).expand(-1, -1, d)
     pos = keys[b].gather(1, take)  # (T, c, d)
     delta = pos.unsqueeze(2) - pos.unsqueeze(1)  # [t, l, j] = z_l − z_j
+    scale = pos.abs().unsqueeze(2) + pos.abs().unsqueeze(1)  # what rounding of the positions scales with
     if frames is not None:
         off = frames.offset[b].gather(1, take)
         lab = frames.label[b].gather(1, idx)
-        same = (lab.unsqueeze(2) == lab.unsqueeze(1)) & (lab >= 0).unsqueeze(2)
-        delta = torch.where(same.unsqueeze(-1), off.unsqueeze(2) - off.unsqueeze(1), delta)
+        same = ((lab.unsqueeze(2) == lab.unsqueeze(1)) & (lab >= 0).unsqueeze(2)).unsqueeze(-1)
+        delta = torch.where(same, off.unsqueeze(2) - off.unsqueeze(1), delta)
+        scale = torch.where(same, delta.abs(), scale)
     gap = (queries.view(T, 1, 1, d) * delta).sum(-1)
-    bound = tie_rtol * (wabs.view(T, 1, 1, d) * delta.abs()).sum(-1)
+    bound = tie_rtol * wabs.norm(dim=-1).view(T, 1, 1) * scale.norm(dim=-1)
     beaten = (valid.unsqueeze(2) & (gap > bound)).any(dim=1)  # (T, c): some l beats j
     keep_c = valid & ~beaten
     none = ~keep_c.any(dim=1)
