@@ -11,7 +11,7 @@ Masked tokens (mask False) are left out of every C_i and every softmax sum, and 
 
 - `simulate`, `attention_matrix`: float64 NumPy, ties by the library's documented rule (★) on positions
   (one layer, no frames): j ∈ C_i unless another token l beats it,
-  ⟨A z_i, z_l − z_j⟩ > tie_rtol · ‖ |A| |z_i| ‖ · ‖ |z_l| + |z_j| ‖.
+  ⟨A z_i, z_l − z_j⟩ > tie_rtol · W · ‖ |z_l| + |z_j| ‖, W = max_j ‖ |A| |z_j| ‖.
 - `simulate_exact`: `fractions.Fraction` arithmetic for rational inputs, where ties are exact.
 
 Nothing here imports hardmax: this is the oracle the library is tested against.
@@ -61,11 +61,12 @@ def attention_matrix(
         s = {j: float(query @ z[j]) for j in keys}
         if attention == "hardmax":
             # Rule (★) on positions: j is in C_i unless some l beats it,
-            # ⟨A z_i, z_l − z_j⟩ > tie_rtol ‖ |A||z_i| ‖ ‖ |z_l| + |z_j| ‖.
-            size = float(np.linalg.norm(np.abs(A) @ np.abs(z[i])))
+            # ⟨A z_i, z_l − z_j⟩ > tie_rtol · W · ‖ |z_l| + |z_j| ‖, W = max_j ‖ |A||z_j| ‖.
+            size = max(float(np.linalg.norm(np.abs(A) @ np.abs(z[j]))) for j in keys)
             members = [
                 j for j in keys
-                if not any(float(query @ (z[l] - z[j])) > tie_rtol * size * float(np.linalg.norm(np.abs(z[l]) + np.abs(z[j])))
+                if not any(float(query @ (z[l] - z[j]))
+                           > tie_rtol * size * float(np.linalg.norm(np.abs(z[l]) + np.abs(z[j])))
                            for l in keys)
             ]
             if not members:  # rounding beat every candidate: the largest score

@@ -144,13 +144,14 @@ def test_tie_tolerance_is_relative_to_the_score_scale():
 
     decimal = as_floats(TIED["decimal"])
     assert follower_row(decimal) == [0.5, 0.5, 0.0]
-    # b = (0, 1 + δ): rule (★) compares the gap ⟨c, b − a⟩ = δ/4 with tie_rtol · Σ_k |c_k| |b − a|_k
-    # = tie_rtol (2 + δ)/4: a tie exactly when tie_rtol ≥ δ/(2 + δ) ≈ δ/2, at any scale.
+    # b = (0, 1 + δ): rule (★) compares the gap ⟨c, b − a⟩ = δ/4 with tie_rtol · W · ‖|a| + |b|‖, W the
+    # largest ‖z_j‖ = 1 + δ: a tie exactly when tie_rtol ≳ δ/(4√2), at any scale.
     delta = 1e-10
     near = np.array([[1.0, 0.0], [0.0, 1.0 + delta], [0.25, 0.25]])
-    assert follower_row(near, tie_rtol=1.2 * delta / 2) == [0.5, 0.5, 0.0]
-    assert follower_row(near, tie_rtol=0.8 * delta / 2) == [0.0, 1.0, 0.0]
-    assert follower_row(near * 1e6, tie_rtol=1.2 * delta / 2) == [0.5, 0.5, 0.0]  # scale-free
+    threshold = delta / (4 * np.sqrt(2))
+    assert follower_row(near, tie_rtol=1.2 * threshold) == [0.5, 0.5, 0.0]
+    assert follower_row(near, tie_rtol=0.8 * threshold) == [0.0, 1.0, 0.0]
+    assert follower_row(near * 1e6, tie_rtol=1.2 * threshold) == [0.5, 0.5, 0.0]  # scale-free
     assert follower_row(near) == [0.0, 1.0, 0.0]  # 1e-10 is far above the default 64 eps
 
 

@@ -32,7 +32,7 @@ def run_engine(tokens, alpha, layers, A, dtype, backend) -> np.ndarray:
     return simulate(z, alpha=float(Fraction(alpha)), layers=layers, A=A_t, backend=backend).final.double().numpy()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def exact(tokens: tuple, alpha: Fraction, A: tuple | None) -> tuple[np.ndarray, np.ndarray]:
     """Exact positions after 40 and after 150 layers."""
     path = reference.simulate_exact_integer([list(r) for r in tokens], alpha=alpha, layers=150,

@@ -125,10 +125,11 @@ def _difference(top, j, zc, off, lab, delta, scale):
 
 
 @numba.njit(cache=True)
-def _decide(i, srow, zc, off, lab, m, qi, wi, tol, rtol, member, delta, scale, cand, keep, lowest):
+def _decide(i, srow, zc, off, lab, m, qi, wn, tol, rtol, member, delta, scale, cand, keep, lowest):
     """The attention set C_i from row i's scores srow (m,), rule (★) of `ties`, into member (m,) bool.
 
-    qi, wi (d,): A z_i and |A| |z_i|; tol: the coarse tolerance. Returns (own, other, count, single):
+    qi (d,): A z_i; wn: W = max_j ‖ |A| |z_j| ‖ (`ties.query_size`); tol: the coarse tolerance.
+    Returns (own, other, count, single):
     s_ii, max_{j≠i} s_ij, |C_i| counted once per distinct token, and its member when there is one.
     """
     own = srow[i]
@@ -160,10 +161,6 @@ def _decide(i, srow, zc, off, lab, m, qi, wi, tol, rtol, member, delta, scale, c
     # Several candidates: j stays unless another candidate l beats it by (★), on differences of
     # tokens (offset − offset within a frame), pairwise as in `ties.refine`.
     d = zc.shape[1]
-    wn = wi[0] * wi[0]
-    for k in range(1, d):
-        wn += wi[k] * wi[k]
-    wn = np.sqrt(wn)
     c = 0
     for j in range(m):
         if member[j]:
@@ -337,9 +334,13 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, out):
                 v += zc[i, k] * zc[i, k]
             norm[i] = np.sqrt(v)
         largest = norm[0]
+        wmax = wnorm[0]
         for i in range(1, m):
             if norm[i] > largest:
                 largest = norm[i]
+            if wnorm[i] > wmax:
+                wmax = wnorm[i]
+        tol = coarse * wmax * largest
         _scores(rows, count, q, uT, m, S)
         if not full:
             # A leader stays one while no score in its row comes near its own: its best score on
@@ -352,11 +353,10 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, out):
                     if S[p, j] > reach[j]:
                         reach[j] = S[p, j]
             for j in range(m):
-                if leader[j] and reach[j] >= own[j] - coarse * wnorm[j] * largest:
+                if leader[j] and reach[j] >= own[j] - tol:
                     one[0] = j
                     _scores(one, 1, q, uT, m, row)
-                    _row_weights(j, zc, q, A, Aabs, identity, wi)
-                    _, _, c, single = _decide(j, row[0], zc, off, lab, m, q[j], wi, coarse * wnorm[j] * largest,
+                    _, _, c, single = _decide(j, row[0], zc, off, lab, m, q[j], wmax, tol,
                                               rtol, member, delta, scale, cand, keep, lowest)
                     if c != 1 or single != j:
                         broke = 1
@@ -370,8 +370,7 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, out):
                 _scores(rows, count, q, uT, m, S)
         for p in range(count):
             i = rows[p]
-            _row_weights(i, zc, q, A, Aabs, identity, wi)
-            own_i, other_i, c, single = _decide(i, S[p], zc, off, lab, m, q[i], wi, coarse * wnorm[i] * largest,
+            own_i, other_i, c, single = _decide(i, S[p], zc, off, lab, m, q[i], wmax, tol,
                                                 rtol, member, delta, scale, cand, keep, lowest)
             if layer == 0:
                 own[i] = own_i

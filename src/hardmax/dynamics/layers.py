@@ -9,7 +9,7 @@ from torch import Tensor
 
 from hardmax.dynamics.dedup import take_rows
 from hardmax.dynamics.step import _hardmax_rows, _move, _Rows, _score_bias, _select, default_tie_rtol
-from hardmax.dynamics.ties import Frames, abs_queries, coarse_tolerance, refine
+from hardmax.dynamics.ties import Frames, coarse_tolerance, query_size, refine
 
 
 class _Run(NamedTuple):
@@ -58,10 +58,10 @@ def _leaders_hold(z: Tensor, frames: Frames, weights: Tensor, A: Tensor | None, 
     q = z[b, i] if A is None else z[b, i] @ A
     present = weights > 0
     s = torch.baddbmm(_score_bias(present[b], z.dtype), q.unsqueeze(1), z[b].transpose(-1, -2)).squeeze(1)
-    wabs = abs_queries(z[b, i], A)
-    tol = coarse_tolerance(wabs.unsqueeze(1), z[b], present[b], tie_rtol).squeeze(1)
+    size = query_size(z[b], present[b], A)
+    tol = coarse_tolerance(size, z[b], present[b], tie_rtol).squeeze(1)
     candidates = s >= (s.amax(-1) - tol).unsqueeze(-1)
-    members = refine(candidates, s, q, wabs, z, frames, b, tie_rtol)
+    members = refine(candidates, s, q, size.squeeze(1), z, frames, b, tie_rtol)
     return bool((members.sum(-1) == 1).all() and members[torch.arange(b.shape[0], device=b.device), i].all())
 
 
@@ -98,9 +98,8 @@ def _hardmax_run(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | No
     w, p = weights.gather(1, order), present.gather(1, order)
     bias = _score_bias(p, tokens.dtype)
     row_present, lead_present = p[:, :f], p[:, f:]
-    # A leader's own score and its best score on another token at layer 1, and its rounding weights.
+    # A leader's own score and its best score on another token at layer 1.
     lead_own, lead_other = first.own.gather(1, order)[:, f:], first.other.gather(1, order)[:, f:]
-    lead_wabs = abs_queries(z[:, f:], A)
     later = z.new_empty(layers - 1, batch, f, d)
     for k in range(1, layers):
         rows = z[:, :f]
@@ -112,7 +111,7 @@ def _hardmax_run(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | No
             # followers' (read from their rows) and the other leaders' (fixed). Near ones are decided
             # in full by rule (★).
             reach = torch.maximum(s[:, :, f:].amax(1), lead_other)
-            near = lead_present & (reach >= lead_own - coarse_tolerance(lead_wabs, z, p, tie_rtol))
+            near = lead_present & (reach >= lead_own - coarse_tolerance(query_size(z, p, A), z, p, tie_rtol))
             if bool(near.any()):
                 b, i = near.nonzero(as_tuple=True)
                 if not _leaders_hold(z, frames, w, A, tie_rtol, b, i + f):

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from hardmax.dynamics.dedup import take_rows
-from hardmax.dynamics.ties import Frames, abs_queries, coarse_tolerance, refine
+from hardmax.dynamics.ties import Frames, coarse_tolerance, query_size, refine
 
 Attention = Literal["hardmax", "softmax"]
 ATTENTIONS: tuple[str, ...] = ("hardmax", "softmax")
@@ -97,7 +97,7 @@ def _score_bias(present: Tensor, dtype: torch.dtype) -> Tensor:
     return torch.where(present, 0.0, -math.inf).to(dtype).unsqueeze(-2)
 
 
-def _attention_sets(s: Tensor, keys: Tensor, queries: Tensor, wabs: Tensor, row_present: Tensor, tol: Tensor,
+def _attention_sets(s: Tensor, keys: Tensor, queries: Tensor, size: Tensor, row_present: Tensor, tol: Tensor,
                     tie_rtol: float, frames: Frames | None) -> Tensor:
     """(batch, r, m) bool: C_i of the first r keys from their scores s (batch, r, m), rule (★) of `ties`.
 
@@ -108,7 +108,7 @@ def _attention_sets(s: Tensor, keys: Tensor, queries: Tensor, wabs: Tensor, row_
     multi = members.sum(-1) >= 2
     if bool(multi.any()):
         b, i = multi.nonzero(as_tuple=True)
-        members[b, i] = refine(members[b, i], s[b, i], queries[b, i], wabs[b, i], keys, frames, b, tie_rtol)
+        members[b, i] = refine(members[b, i], s[b, i], queries[b, i], size[b, 0], keys, frames, b, tie_rtol)
     return members
 
 
@@ -122,9 +122,9 @@ def _select(s: Tensor, keys: Tensor, queries: Tensor, weights: Tensor, row_prese
     """
     r, m = s.shape[1:]
     rows_z = keys[:, :r]
-    wabs = abs_queries(rows_z, A)
-    tol = coarse_tolerance(wabs, keys, weights > 0, tie_rtol)
-    members = _attention_sets(s, keys, queries, wabs, row_present, tol, tie_rtol, frames)
+    size = query_size(keys, weights > 0, A)
+    tol = coarse_tolerance(size, keys, weights > 0, tie_rtol)
+    members = _attention_sets(s, keys, queries, size, row_present, tol, tie_rtol, frames)
     diagonal = s.diagonal(dim1=1, dim2=2)
     own = diagonal.clone()
     diagonal.fill_(-math.inf)
@@ -189,9 +189,9 @@ def _hardmax_sets(tokens: Tensor, weights: Tensor, A: Tensor | None, tie_rtol: f
     queries = tokens if A is None else tokens @ A
     present = weights > 0
     s = torch.baddbmm(_score_bias(present, tokens.dtype), queries, tokens.transpose(-1, -2))
-    wabs = abs_queries(tokens, A)
-    tol = coarse_tolerance(wabs, tokens, present, tie_rtol)
-    return _attention_sets(s, tokens, queries, wabs, present, tol, tie_rtol, None)
+    size = query_size(tokens, present, A)
+    tol = coarse_tolerance(size, tokens, present, tie_rtol)
+    return _attention_sets(s, tokens, queries, size, present, tol, tie_rtol, None)
 
 
 def _move(tokens: Tensor, target: Tensor, gamma, present: Tensor) -> Tensor:

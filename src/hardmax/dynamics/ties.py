@@ -9,14 +9,16 @@ of v and tips every exact tie v takes part in. The rule here decides a near-tie 
 of the two candidates instead, whose rounding error is relative to their distance, not to their norms:
 
     j ∈ C_i  ⟺  no candidate l beats j:
-    ⟨A z_i, z_l − z_j⟩ > tie_rtol · ‖ |A| |z_i| ‖ · ‖r_lj‖                                       (★)
+    ⟨A z_i, z_l − z_j⟩ > tie_rtol · W · ‖r_lj‖,   W = max_j ‖ |A| |z_j| ‖                          (★)
 
 with r_lj = |z_l − z_j| (entrywise) when l and j live in the same frame (below) and their difference
 is taken offset − offset, and r_lj = |z_l| + |z_j| otherwise (what the rounding of two positions
-scales with). The right-hand side bounds the rounding of the dot product, of A z_i and of the
-positions, so an exact tie stays a tie; within a frame it scales with the distance of the two
-candidates, so a strict inequality stays strict however close they come. Pairwise, not only against
-the maximiser: a follower is then always compared with its own leader, in their frame.
+scales with), and W the largest query (a query coordinate that should be 0, as the mean of a
+symmetric tie, carries rounding of the size of the tokens averaged). The right-hand side bounds the
+rounding of the dot product, of A z_i and of the positions, so an exact tie stays a tie; within a
+frame it scales with the distance of the two candidates, so a strict inequality stays strict however
+close they come. Pairwise, not only against the maximiser: a follower is then always compared with
+its own leader, in their frame.
 
 The second half of the design is *frames*. A token that follows a leader (C_i = {ℓ}, or a token that
 already lives in ℓ's frame) is stored as ``origin + offset`` with origin
@@ -66,30 +68,40 @@ class Frames(NamedTuple):
 
 
 def abs_queries(tokens: Tensor, A: Tensor | None) -> Tensor:
-    """(batch, r, d) |A| |z_i|, the weights of the rounding bound in (★)."""
+    """(batch, r, d) |A| |z_i| (entrywise absolute values)."""
     return tokens.abs() if A is None else tokens.abs() @ A.abs()
 
 
-def coarse_tolerance(wabs: Tensor, tokens: Tensor, present: Tensor, tie_rtol: float) -> Tensor:
+def query_size(tokens: Tensor, present: Tensor, A: Tensor | None) -> Tensor:
+    """(batch, 1) W = max_j ‖ |A| |z_j| ‖ over present tokens: the rounding scale of any query.
+
+    Not the row's own ‖ |A| |z_i| ‖: a token whose coordinates should be 0 (the mean of a symmetric tie,
+    a token at the origin) carries rounding of the size of the tokens it was averaged from.
+    """
+    size = torch.where(present, abs_queries(tokens, A).norm(dim=-1), 0.0)
+    return size.amax(dim=-1, keepdim=True) if size.shape[-1] else size.new_zeros(size.shape[0], 1)
+
+
+def coarse_tolerance(size: Tensor, tokens: Tensor, present: Tensor, tie_rtol: float) -> Tensor:
     """(batch, r) a tolerance on raw scores that admits every j that (★) could keep.
 
-    Σ_k w_k |Δ_k| ≤ ‖w‖ ‖Δ‖ ≤ 2 ‖w‖ max_j ‖z_j‖, and the scores' own rounding is below d·eps·‖w‖ max ‖z_j‖
-    per score, so 2 (tie_rtol + d·eps) ‖w_i‖ max_j ‖z_j‖ is a superset bound.
-    sqrt(a)·sqrt(b) rather than sqrt(a·b): the product overflows float32 for norms above ~4e9.
+    (★)'s bound is at most tie_rtol W ‖|z_l| + |z_j|‖ ≤ 2 tie_rtol W max_j ‖z_j‖, and the scores' own
+    rounding is below d·eps·W max ‖z_j‖ per score, so 2 (tie_rtol + d·eps) W max_j ‖z_j‖ is a
+    superset bound. size: (batch, r) or (batch, 1) W (`query_size`).
     """
     d = tokens.shape[-1]
     eps = torch.finfo(tokens.dtype).eps
     norms = torch.where(present, tokens.norm(dim=-1), 0.0)
     largest = norms.amax(dim=-1, keepdim=True) if norms.shape[-1] else norms.new_zeros(norms.shape[0], 1)
-    return 2 * (tie_rtol + d * eps) * wabs.norm(dim=-1) * largest
+    return 2 * (tie_rtol + d * eps) * size * largest
 
 
-def refine(candidates: Tensor, scores: Tensor, queries: Tensor, wabs: Tensor, keys: Tensor, frames: Frames | None,
+def refine(candidates: Tensor, scores: Tensor, queries: Tensor, size: Tensor, keys: Tensor, frames: Frames | None,
            b: Tensor, tie_rtol: float) -> Tensor:
     """(T, m) bool: the attention sets of T rows with several coarse candidates, decided by (★).
 
     A candidate j is kept unless another candidate l beats it: ⟨A z_i, z_l − z_j⟩ > tie_rtol ·
-    ‖ |A| |z_i| ‖ ‖r‖, with r = |o_l − o_j| and z_l − z_j taken offset − offset when l and j share a
+    W ‖r‖ (W = `query_size`), with r = |o_l − o_j| and z_l − z_j taken offset − offset when l and j share a
     frame, else r = |z_l| + |z_j| (positions carry rounding of that size). Norms, not Σ_k w_k r_k: a
     query coordinate that should be 0 carries rounding of the size of the whole query.
     Pairwise, not only against the maximiser, so that a follower is always compared with its own
@@ -99,7 +111,7 @@ def refine(candidates: Tensor, scores: Tensor, queries: Tensor, wabs: Tensor, ke
 
     Args:
         candidates: (T, m) bool, keys within the coarse tolerance of the row's maximum (present only).
-        scores: (T, m) the rows' raw scores. queries, wabs: (T, d) A z_i and |A| |z_i|.
+        scores: (T, m) the rows' raw scores. queries: (T, d) A z_i. size: (T,) W of the row's sequence.
         keys: (batch, m, d) positions of the keys; frames: their frames (None: all absolute).
         b: (T,) each row's sequence.
     """
@@ -120,7 +132,7 @@ def refine(candidates: Tensor, scores: Tensor, queries: Tensor, wabs: Tensor, ke
         delta = torch.where(same, off.unsqueeze(2) - off.unsqueeze(1), delta)
         scale = torch.where(same, delta.abs(), scale)
     gap = (queries.view(T, 1, 1, d) * delta).sum(-1)
-    bound = tie_rtol * wabs.norm(dim=-1).view(T, 1, 1) * scale.norm(dim=-1)
+    bound = tie_rtol * size.view(T, 1, 1) * scale.norm(dim=-1)
     beaten = (valid.unsqueeze(2) & (gap > bound)).any(dim=1)  # (T, c): some l beats j
     keep_c = valid & ~beaten
     none = ~keep_c.any(dim=1)

@@ -228,9 +228,19 @@ def _rate_check(out: _Seq, Z, T, followers, settle, alpha) -> None:
     K = len(alpha)
     if K == 0 or len(followers) == 0:
         return
-    x_star = T[K - 1, followers]
+    # Snapshot targets are trusted while tokens distinct at layer 0 stay more than atol apart: closer,
+    # a snapshot (positions only) sees a follower that converged onto its leader as a second copy of
+    # it, which changes its neighbours' snapshot targets although the engine kept the two apart (it
+    # carries followers as offsets from their leader, `dynamics.ties`).
+    apart = np.linalg.norm(Z[0][:, None] - Z[0][None], axis=-1) > 0
+    gaps = np.array([np.linalg.norm(Z[k][:, None] - Z[k][None], axis=-1)[apart].min(initial=np.inf)
+                     for k in range(K + 1)])
+    merged = np.nonzero(gaps <= out.atol)[0]
+    last = merged[0] - 1 if len(merged) else K
+    trusted = np.arange(K) < last
+    x_star = T[min(last, K) - 1, followers]
     e = np.linalg.norm(Z[:, followers] - x_star, axis=-1)  # (K+1, f)
-    valid = (np.arange(K)[:, None] >= settle) & (e[1:] >= _RATE_FLOOR * out.atol)
+    valid = (np.arange(K)[:, None] >= settle) & trusted[:, None] & (e[1:] >= _RATE_FLOOR * out.atol)
     if not valid.any():
         return
     ratio = (e[1:] / np.where(e[:-1] > 0, e[:-1], 1.0))[valid]
