@@ -64,10 +64,11 @@ def _figure2() -> list[Problem]:
     em_limits = np.array([[0, 8], [-4, 0], [13 / 6, 1 / 3], [0, 8], [0, 8]], dtype=np.float64)
     # (±1/2, 0) ties exactly between the two vertices on its side and stays on the x-axis: x ← x + γ(1 − x).
     nl_limits = np.array(nl[:4].tolist() + [[1, 0], [-1, 0]], dtype=np.float64)
-    square_S = np.array([[-1, -1], [-1, 0], [-1, 1], [0, -1], [0, 0], [0, 1], [1, -1], [1, 0], [1, 1]], float)
+    # S of the square: vertices and edge midpoints; not the origin (the projection onto K itself).
+    square_S = np.array([[-1, -1], [-1, 0], [-1, 1], [0, -1], [0, 1], [1, -1], [1, 0], [1, 1]], float)
     return [
         Problem("figure2_triangle", tri, tri[tri_target], (0, 0, 0) + (-1,) * 11,
-                limit_set=np.array([[-1, -2], [-1, 0], [-1, 2], [0, 0], [8 / 13, -12 / 13], [8 / 13, 12 / 13],
+                limit_set=np.array([[-1, -2], [-1, 0], [-1, 2], [8 / 13, -12 / 13], [8 / 13, 12 / 13],
                                     [2, 0]], dtype=np.float64)),
         Problem("figure2_emerging_leader", em, em_limits, (0, 0, 1, -1, -1)),
         Problem("figure2_square", sq, sq[sq_target], (0, 0, 0, 0) + (-1,) * 7, limit_set=square_S),
@@ -89,11 +90,11 @@ def ties_with_multiplicity() -> Problem:
 
 
 def one_dimensional() -> Problem:
-    """d = 1: positive tokens go to the largest, negative ones to the smallest. S = {−2, 0, 3}."""
+    """d = 1: positive tokens go to the largest, negative ones to the smallest. S = {−2, 3} (not 0)."""
     tokens = np.array([[-2.0], [-1.0], [0.5], [3.0]])
     limits = np.array([[-2.0], [-2.0], [3.0], [3.0]])
     return Problem("one_dimensional", tokens, limits, (0, -1, -1, 0), attention_sets=((0,), (0,), (3,), (3,)),
-                   limit_set=np.array([[-2.0], [0.0], [3.0]]))
+                   limit_set=np.array([[-2.0], [3.0]]))
 
 
 def a_norm_projection() -> Problem:
@@ -107,20 +108,18 @@ def a_norm_projection() -> Problem:
     tokens = np.array([[1, 0], [1, -1], [-1, 0], [0.5, -0.25]], dtype=np.float64)
     limits = np.array([[1, 0], [1, -1], [-1, 0], [1, -0.5]], dtype=np.float64)
     # S of the triangle v1 v2 v3 (v3 = (−1, 0)) under A: the vertices; m on v1v2; on v1v3, ‖(x, 0)‖_A² = 2x²
-    # gives the origin (also the projection onto aff K = R²); on v3v2, (−1 + 2s, −s) has ‖·‖_A² =
-    # 2 − 6s + 6s², minimal at s = 1/2: (0, −1/2).
+    # gives the origin (also the projection onto aff K = R²), which S excludes (no token reaches 0); on
+    # v3v2, (−1 + 2s, −s) has ‖·‖_A² = 2 − 6s + 6s², minimal at s = 1/2: (0, −1/2), self-consistent
+    # (⟨A p, v − p⟩ = −1, 0, 0 for v1, v2, v3).
     return Problem("a_norm_projection", tokens, limits, (0, 0, 0, -1), A=A,
                    attention_sets=((0,), (1,), (2,), (0, 1)),
-                   limit_set=np.array([[-1, 0], [0, -0.5], [0, 0], [1, -1], [1, -0.5], [1, 0]], dtype=np.float64))
+                   limit_set=np.array([[-1, 0], [0, -0.5], [1, -1], [1, -0.5], [1, 0]], dtype=np.float64))
 
 
 def segment_in_3d() -> Problem:
     """K is a segment in R^3: v1 = (1,1,1), v2 = (1,−1,−1). (1/2, 1/4, −1/4) and (1/4, 1/8, −1/8) tie
     between them (⟨x, v1⟩ = ⟨x, v2⟩ = x1 when x3 = −x2) and keep x3 = −x2, converging to (1, 0, 0), the
     projection of 0 onto the line through v1 and v2.
-
-    (No token here converges to v1 or v2: one that did would come within the engine's tie tolerance of
-    its leader, count as a second copy of it, and tip the tokens on the tie towards that vertex.)
     """
     tokens = np.array([[1, 1, 1], [1, -1, -1], [0.5, 0.25, -0.25], [0.25, 0.125, -0.125]], dtype=np.float64)
     limits = np.array([[1, 1, 1], [1, -1, -1], [1, 0, 0], [1, 0, 0]], dtype=np.float64)

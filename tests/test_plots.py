@@ -85,14 +85,14 @@ def test_plot_layers_marks_leaders_and_limit_points(run2d):
 
 
 def test_above_the_plane_only_reached_points_of_S_are_marked():
-    # The square of SQUARE in the plane z = 0 of R^3: S has the origin and the four midpoints of the
-    # sides, but only (±1, 0, 0) are limits of tokens.
+    # The square of SQUARE in the plane z = 0 of R^3: S has the four midpoints of the sides (not the
+    # origin: S is tight), but only (±1, 0, 0) are limits of tokens.
     tokens = np.pad(SQUARE, ((0, 0), (0, 1)))
     scene = _scene(simulate(tokens, alpha=0.5, layers=40), 3)
     assert scene.reached_only
     np.testing.assert_allclose(scene.limit[np.argsort(scene.limit[:, 0])], [[-1, 0, 0], [1, 0, 0]], atol=1e-12)
     planar = _scene(simulate(SQUARE, alpha=0.5, layers=40), 2)
-    assert not planar.reached_only and len(planar.limit) == 5
+    assert not planar.reached_only and len(planar.limit) == 4
 
 
 def test_plot_layers_into_given_axes(run2d):

@@ -277,12 +277,13 @@ def test_polytope_refuses_huge_face_lattices(rng):
 
 
 def test_limit_set_known_shapes():
-    # Square: vertices, midpoints of the sides, and the origin (projection onto aff K = R², inside K).
-    expected = [[-1, -1], [-1, 0], [-1, 1], [0, -1], [0, 0], [0, 1], [1, -1], [1, 0], [1, 1]]
+    # Square: vertices and midpoints of the sides; not the origin (the projection onto aff K = R², inside
+    # K, but no nonzero token reaches it: ‖z‖_A never decreases).
+    expected = [[-1, -1], [-1, 0], [-1, 1], [0, -1], [0, 1], [1, -1], [1, 0], [1, 1]]
     np.testing.assert_allclose(limit_set(polytope(SQUARE)), expected, atol=1e-15)
-    # Cube: the centres of all 27 faces (vertices, edges, squares, the cube itself).
-    np.testing.assert_allclose(limit_set(polytope(CUBE)), np.array(list(itertools.product([-1, 0, 1], repeat=3))),
-                               atol=1e-15)
+    # Cube: the centres of its 26 proper faces (vertices, edges, squares), not of the cube itself.
+    centres = [p for p in itertools.product([-1, 0, 1], repeat=3) if any(p)]
+    np.testing.assert_allclose(limit_set(polytope(CUBE)), np.array(centres), atol=1e-15)
     # A triangle away from the origin: only one side's projection lands inside it.
     S = limit_set(polytope(np.array([[1, 1], [3, 1], [2, 3]], float)))
     np.testing.assert_allclose(S, [[1, 1], [2, 3], [2.8, 1.4], [3, 1]], atol=1e-14)
@@ -290,7 +291,7 @@ def test_limit_set_known_shapes():
     S = limit_set(polytope(np.array([[2, 0], [0, 2]], float)), np.diag([1.0, 4.0]))
     np.testing.assert_allclose(S, [[0, 2], [1.6, 0.4], [2, 0]], atol=1e-14)
     # d = 1 and a single point.
-    np.testing.assert_allclose(limit_set(polytope(np.array([[-1.0], [2.0]]))), [[-1], [0], [2]], atol=1e-15)
+    np.testing.assert_allclose(limit_set(polytope(np.array([[-1.0], [2.0]]))), [[-1], [2]], atol=1e-15)
     np.testing.assert_array_equal(limit_set(polytope(np.array([[3.0, -3.0]]))), [[3, -3]])
     with pytest.raises(ValueError, match="positive definite"):
         limit_set(polytope(SQUARE), -np.eye(2))
@@ -308,10 +309,53 @@ def _reference_limit_set(K, A) -> np.ndarray:
         p = V.T @ lam
         res = linprog(np.zeros(m), A_eq=np.vstack([V.T, np.ones((1, m))]), b_eq=np.append(p, 1.0),
                       bounds=[(0, None)] * m)
-        if res.status == 0:
+        # Tight S: the vertices, and points that are not the origin and are self-consistent.
+        if m == 1 or (res.status == 0 and np.linalg.norm(p) > 1e-9 and ((K.vertices - p) @ (A @ p)).max() <= 1e-9):
             found.append(p)
-    S = np.unique(np.round(np.array(found), 9), axis=0)
+    S = np.unique(np.round(np.array(found).reshape(-1, K.vertices.shape[1]), 9), axis=0)
     return S
+
+
+def _brute_force_limit_set(V: np.ndarray, A: np.ndarray) -> np.ndarray:
+    """The vertices, and for every subset of two or more vertices the A-projection of 0 onto its affine
+    hull (plain KKT solve), kept when it lies in K (LP over all vertices), is not the origin and is
+    self-consistent."""
+    found = list(V)
+    for size in range(2, len(V) + 1):
+        for subset in itertools.combinations(range(len(V)), size):
+            W = V[list(subset)]
+            m = len(W)
+            kkt = np.block([[2 * W @ A @ W.T, np.ones((m, 1))], [np.ones((1, m)), np.zeros((1, 1))]])
+            p = W.T @ np.linalg.lstsq(kkt, np.append(np.zeros(m), 1.0), rcond=None)[0][:m]
+            inside = linprog(np.zeros(len(V)), A_eq=np.vstack([V.T, np.ones((1, len(V)))]), b_eq=np.append(p, 1.0),
+                             bounds=[(0, None)] * len(V)).status == 0
+            if inside and np.linalg.norm(p) > 1e-9 and ((V - p) @ (A @ p)).max() <= 1e-9:
+                found.append(p)
+    return np.unique(np.round(np.array(found), 9), axis=0)
+
+
+ISSUE_3D = np.array([[1, 0, 1], [1, 0, -1], [1, 1, 0], [-1, 0, 0], [-0.5, -1, 0], [-0.5, 0.5, 1]], dtype=np.float64)
+
+
+@pytest.mark.parametrize("name", ["square", "cube", "triangle", "issue_3d", "random_2d", "random_3d"])
+def test_limit_set_equals_a_brute_force_over_vertex_subsets(name, rng):
+    shapes = {"square": (SQUARE, np.eye(2)), "cube": (CUBE, np.eye(3)),
+              "triangle": (np.array([[1, 1], [3, 1], [2, 3]], float), np.diag([1.0, 3.0])),
+              "issue_3d": (ISSUE_3D, np.eye(3)),
+              "random_2d": (rng.normal(size=(7, 2)), np.array([[2.0, 0.5], [0.5, 1.0]])),
+              "random_3d": (rng.normal(size=(7, 3)), np.eye(3))}
+    points, A = shapes[name]
+    K = polytope(points)
+    S = limit_set(K, A)
+    np.testing.assert_allclose(np.unique(np.round(S, 9), axis=0), _brute_force_limit_set(K.vertices, A), atol=1e-9)
+    assert (np.linalg.norm(S, axis=1) > 0).all()  # never the origin
+
+
+def test_a_limit_on_the_relative_boundary_of_its_face_is_in_S():
+    """The issue's example: (1, 0, 0) lies on the boundary of the face x = 1 and is a limit (the
+    follower (1/2, −1/10, 0) converges to it, exact arithmetic in test_exactness), so it is in S."""
+    S = limit_set(polytope(ISSUE_3D))
+    assert np.linalg.norm(S - np.array([1.0, 0.0, 0.0]), axis=1).min() < 1e-12
 
 
 def test_limit_set_matches_a_kkt_and_lp_reference(rng):

@@ -15,10 +15,11 @@ nonzero distinct tokens. Under z_i ← z_i + α/(1+α)(mean_{j∈C_i} z_j − z_
   1. every token converges;
   2. the leaders (tokens with C_i = {i}) reach, in finitely many layers, distinct vertices of a convex
      polytope K, and stay there;
-  3. every other token converges to a vertex of K or to a point of S, where (the definition used here)
-         S = { p_F : F a face of K (any dimension, K included), p_F ∈ F },
+  3. every other token converges to a vertex of K or to a point of S, where (the tight set used here)
+         S = { p_F : F a face of K, p_F ∈ F, p_F ≠ 0, ⟨A p_F, v − p_F⟩ ≤ 0 for every vertex v } ∪ vertices,
          p_F = argmin { ‖x‖_A : x ∈ aff(F) },   ‖x‖_A² = ⟨A x, x⟩,
-     the A-norm projection of the origin onto the affine hull of F. Vertices are in S (0-faces).
+     the A-norm projections of the origin onto the affine hulls of faces that some token can reach: never
+     the origin (‖z_i‖_A never decreases) and only where p_F lies on the face ⟨A p_F, ·⟩ exposes.
 
 Numerical conventions (why there are tolerances at all):
   * R = max_i ‖z_i^0‖ per sequence. Every later token lies in conv(Z^0), so R bounds all norms.
@@ -29,11 +30,13 @@ Numerical conventions (why there are tolerances at all):
     exact equality cannot tell "converged" from "distinct".
   * A token is a *leader* when every token of its attention set lies within `atol` of it (so identical
     tokens can be leaders, and a leader stays one when a converged follower sits on top of it).
-  * Points of S that are not vertices are reached only through exact ties, which the engine keeps within
-    tie_rtol. A follower of one of the tied leaders that comes within tie_rtol of it counts as a second
-    copy and can tip the tie towards that vertex (tests/problems.py, `segment_in_3d`, says how).
+  * Points of S that are not vertices are reached only through exact ties. The engine decides ties by
+    rule (★) of `hardmax.dynamics.ties` and carries followers as offsets from their leader, so a
+    follower converging to a vertex never tips a tie it takes no part in (tests/test_exactness.py).
+    A snapshot of positions alone cannot tell a follower that converged to the last bit from its
+    leader: there it is a copy (`leader_layers` uses the history).
   * The dynamics never reaches the origin: ‖z_i^k‖_A is nondecreasing (checked by `check_theorem`), which
-    is why the origin — in S whenever 0 ∈ K and K is full-dimensional — is never a limit of nonzero tokens.
+    is why S excludes it.
 """
 
 from hardmax.theory.check import TheoremReport, check_theorem

@@ -150,17 +150,22 @@ def polytope(points, *, atol: float | None = None, max_faces: int = 20_000) -> P
 
 
 def limit_set(K: Polytope, A=None, *, atol: float | None = None, max_faces: int = 20_000) -> np.ndarray:
-    """The set S of Theorem 2.1: A-norm projections of the origin onto the affine hulls of the faces of K
-    that lie in their face.
+    """The set S of Theorem 2.1, tight: the points some token with these leaders can converge to.
 
-        S = { p_F : F face of K, p_F ∈ F },   p_F = argmin_{x ∈ aff F} ⟨A x, x⟩
+        S = { p_F : F face of K, p_F ∈ F, p_F ≠ 0, ⟨A p_F, v − p_F⟩ ≤ 0 for every vertex v },
+        p_F = argmin_{x ∈ aff F} ⟨A x, x⟩
 
-    Every vertex is in S (a 0-face projects onto itself); the face K itself contributes the origin when
-    K is full-dimensional and contains it (a point the dynamics never reaches from nonzero tokens).
+    Every vertex is in S (a 0-face projects onto itself; a vertex of K = conv(leaders) is a leader, its
+    own strict maximiser; vertices of other polytopes are kept too). The two extra conditions are necessary for a limit p of a token z_i → p that
+    is not a leader: ‖z_i‖_A never decreases, so p ≠ 0; and the face p lies on must be the set of
+    maximisers of ⟨A p, ·⟩ over K (the token's attention set near p), i.e. ⟨A p, v − p⟩ ≤ 0 for every
+    vertex v. Without them the projection of 0 onto K itself (the origin, whenever 0 ∈ K) and
+    projections onto faces that ⟨A p, ·⟩ does not expose would be listed although nothing reaches them.
 
     Args:
         K: a `Polytope`. A: (d, d) SPD, None for the identity.
-        atol: membership/duplicate tolerance, default sqrt(eps)·max ‖v‖.
+        atol: membership/duplicate tolerance, default sqrt(eps)·max ‖v‖; a point counts as the origin
+            when ‖p‖ ≤ atol, and as self-consistent when ⟨A p, v − p⟩ ≤ atol ‖A p‖ for every vertex v.
         max_faces: raise ValueError when K has more faces (one small solve per face).
 
     Returns:
@@ -179,7 +184,9 @@ def limit_set(K: Polytope, A=None, *, atol: float | None = None, max_faces: int 
     for face in K.faces:
         F = V[list(face)]
         p = _project_origin(F, A_np, tol)
-        if _hull_distance(p, F) <= tol:
+        Ap = A_np @ p
+        if len(face) == 1 or (_hull_distance(p, F) <= tol and np.linalg.norm(p) > tol
+                              and float(((V - p) @ Ap).max()) <= tol * float(np.linalg.norm(Ap))):
             found.append(p)
     S = np.array(found).reshape(-1, d)
     if len(S) == 0:
