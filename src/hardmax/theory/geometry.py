@@ -156,11 +156,12 @@ def limit_set(K: Polytope, A=None, *, atol: float | None = None, max_faces: int 
         p_F = argmin_{x ∈ aff F} ⟨A x, x⟩
 
     Every vertex is in S (a 0-face projects onto itself; a vertex of K = conv(leaders) is a leader, its
-    own strict maximiser; vertices of other polytopes are kept too). The two extra conditions are necessary for a limit p of a token z_i → p that
-    is not a leader: ‖z_i‖_A never decreases, so p ≠ 0; and the face p lies on must be the set of
-    maximisers of ⟨A p, ·⟩ over K (the token's attention set near p), i.e. ⟨A p, v − p⟩ ≤ 0 for every
-    vertex v. Without them the projection of 0 onto K itself (the origin, whenever 0 ∈ K) and
-    projections onto faces that ⟨A p, ·⟩ does not expose would be listed although nothing reaches them.
+    own strict maximiser; vertices of other polytopes are kept too). The two extra conditions are
+    necessary for a limit p of a token z_i → p that is not a leader: ‖z_i‖_A never decreases, so p ≠ 0;
+    and the face p lies on must be the set of maximisers of ⟨A p, ·⟩ over K (the token's attention set
+    near p), i.e. ⟨A p, v − p⟩ ≤ 0 for every vertex v. Without them the projection of 0 onto K itself
+    (the origin, whenever 0 ∈ K) and projections onto faces that ⟨A p, ·⟩ does not expose would be
+    listed although nothing reaches them.
 
     Args:
         K: a `Polytope`. A: (d, d) SPD, None for the identity.
