@@ -511,6 +511,41 @@ def test_doctored_trajectories_fail(name: str):
     assert "NO" in report.table()
 
 
+ISSUE_DOCTORED = {
+    # name: (edit of the (L, n, d) tokens of figure2_non_leader_clusters, or "alpha"; the check that must fail)
+    "wrong_alpha": ("alpha", "rate_ok"),
+    "token_moved_by_0.1": (lambda t: t[-1, 4].add_(torch.tensor([0.0, 0.1], dtype=t.dtype)), "limits_ok"),
+    # the issue's tipped tie: (1/2, 0) ending at (1, 0.59) instead of (1, 0), converged there
+    "tipped_tie": (lambda t: t[-3:, 4].copy_(torch.tensor([1.0, 0.59], dtype=t.dtype)), "limits_ok"),
+    "token_at_origin": (lambda t: t[-3:, 5].zero_(), "limits_ok"),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("name", list(ISSUE_DOCTORED))
+def test_doctored_trajectories_fail_the_right_check_in_both_dtypes(name, dtype):
+    """The issue's doctored runs: each fails the named check, in float32 as in float64 (the tolerance
+    follows the token's measured convergence, not the diameter)."""
+    problem = by_name("figure2_non_leader_clusters")
+    trajectory = simulate(torch.tensor(problem.tokens, dtype=dtype), alpha=problem.alpha, layers=40)
+    assert check_theorem(trajectory).passed
+    edit, check = ISSUE_DOCTORED[name]
+    if edit == "alpha":
+        bad = dataclasses.replace(trajectory, alpha=trajectory.alpha * 1.2)
+    else:
+        bad = doctor(trajectory, edit)
+    report = check_theorem(bad)
+    assert not report.passed and not getattr(report, check), report.table()
+
+
+def test_a_check_without_samples_is_not_tested_not_passed():
+    """Leaders only: no follower, so the rate check has no sample and says so."""
+    report = check_theorem(simulate(SQUARE, alpha=0.5, layers=5))
+    assert report.rate_samples == 0 and not report.rate_tested
+    assert "| 4. follower rate per layer | no samples |" in report.table()
+    assert "not tested" in report.table().splitlines()[7]
+
+
 def test_exact_hull_check_sees_a_point_just_outside_an_edge():
     """Move one token 1e-4 beyond the edge from (2, 0) to (−1, 2) of the triangle, at the last layer."""
     trajectory = run(by_name("figure2_triangle"), layers=60)
