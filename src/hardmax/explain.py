@@ -16,6 +16,7 @@ from torch import Tensor
 
 from hardmax.dynamics import attention_weights
 from hardmax.models import HardmaxClassifier, ModelTrace
+from hardmax.theory import find_leaders
 
 __all__ = [
     "Explanation",
@@ -27,17 +28,19 @@ __all__ = [
 ]
 
 
-def leader_masks(trace: ModelTrace, *, tie_rtol: float | None = None) -> Tensor:
-    """Bool (layers + 1, batch, m): distinct token i is a leader at layer k (C_i = {i}).
+def leader_masks(trace: ModelTrace, *, layers: tuple[int, ...] | None = None,
+                 tie_rtol: float | None = None) -> Tensor:
+    """Bool (len(layers), batch, m): distinct token i is a leader at layer k (C_i = {i}).
 
-    Computed with the engine's own hardmax attention matrix, so the tie rule is the one used in
-    the forward pass. P_ii = w_i / Σ_{j∈C_i} w_j equals 1 exactly iff C_i = {i}.
+    The one leader rule of the library, `hardmax.theory.find_leaders`, with exact identity (atol = 0):
+    the trace's tokens are already distinct words (copies merged with a multiplicity), so a leader
+    is a token whose attention set holds only itself. `layers`: which layers (default all, 0..K).
     """
-    out = []
-    for z in trace.tokens:
-        p = attention_weights(z, trace.weights, A=trace.A, attention="hardmax", tie_rtol=tie_rtol)
-        out.append((torch.diagonal(p, dim1=-2, dim2=-1) == 1) & (trace.weights > 0))
-    return torch.stack(out)
+    chosen = range(trace.tokens.shape[0]) if layers is None else layers
+    present = trace.weights > 0
+    A = None if trace.A is None else trace.A.detach()
+    return torch.stack([find_leaders(trace.tokens[k], A=A, mask=present, tie_rtol=tie_rtol, atol=0.0)
+                        for k in chosen])
 
 
 @dataclass(frozen=True)
@@ -65,8 +68,7 @@ def leader_statistics(model: HardmaxClassifier, ids: Tensor, mask: Tensor, *, ba
     total = 0
     for rows in torch.split(torch.arange(ids.shape[0]), batch_size):
         trace = _trace(model, ids[rows].to(device), mask[rows].to(device))
-        leaders = leader_masks(trace)
-        final, first = leaders[-1], leaders[0]
+        first, final = leader_masks(trace, layers=(0, -1))
         counts.append(final.sum(-1).cpu())
         initial += int((final & first).sum())
         total += int(final.sum())
@@ -103,7 +105,7 @@ def leader_word_counts(model: HardmaxClassifier, ids: Tensor, mask: Tensor, labe
         prob = torch.sigmoid(trace.logits).cpu()
         truth = labels[rows].cpu() > 0.5
         keep = ((prob > 0.5) == truth) & (torch.maximum(prob, 1 - prob) >= confidence)
-        final = leader_masks(trace)[-1].cpu()
+        final = leader_masks(trace, layers=(-1,))[0].cpu()
         for name, side in (("positive", truth), ("negative", ~truth)):
             sel = keep & side
             word_ids = trace.ids.cpu()[sel][final[sel]]
