@@ -220,3 +220,25 @@ def test_explanation_emerged_leader(model):
     assert "2 leader(s) among 3 distinct words" in text
     assert "★ boring: 1 follower(s): nice" in text
     assert "★ quite (emerged): 0 follower(s)" in text
+
+
+def test_leader_word_counts_keep_only_decisive_leaders(model):
+    """A leader counts when its own decoder logit |v·z + b| exceeds `decisive` (the paper's histogram);
+    decisive=None counts every leader. The filter removes exactly the leaders at or below it."""
+    ids, mask, labels = encode(REVIEWS)
+    every = leader_word_counts(model, ids, mask, labels, confidence=0.6, decisive=None)
+    trace = model.trace(ids, mask, attention="hardmax")
+    logit = {}
+    for b in range(ids.shape[0]):
+        for i, w in enumerate(trace.ids[b].tolist()):
+            if trace.weights[b, i] > 0:
+                logit[WORDS[w]] = abs(float(model.decoder(trace.tokens[-1, b, i]).squeeze()))
+    leaders = {w for side in every.values() for w in by_word(side)}
+    cut = sorted(logit[w] for w in leaders)[len(leaders) // 2]  # keeps the leaders strictly above the median
+    kept = leader_word_counts(model, ids, mask, labels, confidence=0.6, decisive=cut)
+    for side in ("positive", "negative"):
+        want = Counter({w: c for w, c in by_word(every[side]).items() if logit[w] > cut})
+        assert by_word(kept[side]) == want
+    assert sum(sum(c.values()) for c in kept.values()) < sum(sum(c.values()) for c in every.values())
+    nothing = leader_word_counts(model, ids, mask, labels, confidence=0.6, decisive=1e9)
+    assert not nothing["positive"] and not nothing["negative"]

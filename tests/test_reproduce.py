@@ -130,7 +130,7 @@ def test_render_report_leaders_words_speed_and_figures(payload):
     assert "| 2 | 3.46 | 1.20 | 1 | 9 | 87.5 % |" in lines
     assert "- d = 2, positive reviews: great (120), love (80)" in lines
     assert "- d = 16, negative reviews: bad (140), waste (60)" in lines
-    assert "- d = 3, positive reviews: (no review this confident)" in lines
+    assert "- d = 3, positive reviews: (no review or leader this decisive)" in lines
     assert "| 16 | 1234 | 1.50 |" in lines
     assert "Data pipeline: 14.0 s (first run, uncached)." in lines
     figures = [line for line in lines if line.startswith("![")]

@@ -91,11 +91,15 @@ def _trace(model: HardmaxClassifier, ids: Tensor, mask: Tensor) -> ModelTrace:
 
 @torch.no_grad()
 def leader_word_counts(model: HardmaxClassifier, ids: Tensor, mask: Tensor, labels: Tensor, *,
-                       confidence: float = 0.9, batch_size: int = 512) -> dict[str, Counter]:
-    """How often each word is a final-layer leader in confidently and correctly classified reviews.
+                       confidence: float = 0.95, decisive: float | None = 2.0,
+                       batch_size: int = 512) -> dict[str, Counter]:
+    """How often each word is a decisive final-layer leader in confidently and correctly classified reviews.
 
-    A review counts when its hardmax prediction is correct and max(p, 1 − p) ≥ `confidence`.
-    Returns {"positive": Counter(word id → reviews), "negative": Counter(...)}, split by true label.
+    The paper's histogram (the authors' code): a review counts when its hardmax prediction is correct
+    and max(p, 1 − p) > `confidence`; a leader counts when its own decoder logit is decisive,
+    |v·z_i + b| > `decisive` (its final position alone would classify the review firmly), so the
+    histogram shows sentiment words rather than the most frequent words. decisive=None counts every
+    leader. Returns {"positive": Counter(word id → reviews), "negative": Counter(...)}, by true label.
     """
     device = next(model.parameters()).device
     out = {"positive": Counter(), "negative": Counter()}
@@ -104,8 +108,11 @@ def leader_word_counts(model: HardmaxClassifier, ids: Tensor, mask: Tensor, labe
         trace = _trace(model, ids[rows].to(device), mask[rows].to(device))
         prob = torch.sigmoid(trace.logits).cpu()
         truth = labels[rows].cpu() > 0.5
-        keep = ((prob > 0.5) == truth) & (torch.maximum(prob, 1 - prob) >= confidence)
-        final = leader_masks(trace, layers=(-1,))[0].cpu()
+        keep = ((prob > 0.5) == truth) & (torch.maximum(prob, 1 - prob) > confidence)
+        final = leader_masks(trace, layers=(-1,))[0]
+        if decisive is not None:
+            final &= model.decoder(trace.tokens[-1]).squeeze(-1).abs() > decisive
+        final = final.cpu()
         for name, side in (("positive", truth), ("negative", ~truth)):
             sel = keep & side
             word_ids = trace.ids.cpu()[sel][final[sel]]
