@@ -33,7 +33,7 @@ from safetensors.torch import save_file
 
 from hardmax import ModelConfig, TrainConfig, __version__, evaluate, load_run, predict
 from hardmax.io import CheckpointError, load_tensors
-from hardmax.training import epoch_batches, train, word_dropout
+from hardmax.training import EpochRecord, epoch_batches, train, word_dropout
 
 TESTS = Path(__file__).resolve().parent
 DATA_INFO = {"corpus": "tests/corpus.py", "seed": 0}
@@ -115,9 +115,15 @@ def test_run_directory(trained, splits):
 
 
 def test_load_run_round_trip(trained, splits):
-    model, record = load_run(trained.run_dir)
+    run = load_run(trained.run_dir)
+    model = run.model
     assert not model.training
-    assert record == json.loads((trained.run_dir / "config.json").read_text())
+    assert run.record == json.loads((trained.run_dir / "config.json").read_text())
+    assert run.path == trained.run_dir and run.best_epoch == trained.best_epoch
+    assert run.model_config == model_config(splits) and run.train_config == TRAIN
+    assert run.vocab is None  # trained without a vocabulary
+    assert [asdict(h) for h in run.history] == trained.history
+    assert all(isinstance(h, EpochRecord) for h in run.history)
     assert model.config == trained.model.config
     val = splits[1]
     for attention in ("hardmax", "softmax"):
@@ -166,7 +172,7 @@ torch.set_num_threads(1)
 torch.use_deterministic_algorithms(True, warn_only=True)
 import importlib
 # Not `import hardmax.training as T`: the package re-exports the function `train` under that name.
-T = importlib.import_module("hardmax.training")
+T = importlib.import_module("hardmax.training.loop")
 from corpus import train_val
 from hardmax import ModelConfig, TrainConfig
 
@@ -186,8 +192,8 @@ def kill_mid_epoch(splits, run_dir: Path, *, timeout: float = 120.0) -> dict:
 
     Returns the state saved in the checkpoint it left behind.
     """
-    train_module = importlib.import_module("hardmax.training")
-    assert hasattr(train_module, "_save_checkpoint"), "the subprocess throttles hardmax.training._save_checkpoint"
+    train_module = importlib.import_module("hardmax.training.loop")
+    assert hasattr(train_module, "_save_checkpoint"), "the subprocess throttles hardmax.training.loop._save_checkpoint"
     script = KILLED_RUN.format(tests=str(TESTS), model=model_config(splits).to_dict(), train=asdict(TRAIN),
                                run_dir=str(run_dir), data_info=DATA_INFO)
     ckpt = run_dir / "checkpoint.safetensors"

@@ -8,8 +8,12 @@ What is saved is decided by `hardmax.training`; this module only knows how to wr
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
+import logging
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -27,12 +31,20 @@ __all__ = [
     "optimizer_from_tensors",
     "optimizer_to_tensors",
     "read_json",
+    "remove_stale_temp_files",
     "save_tensors",
+    "tensors_sha256",
     "write_json",
     "write_text",
 ]
 
 FORMAT_VERSION = 1  # bump when the layout of a run directory changes
+
+logger = logging.getLogger(__name__)
+
+# The name `atomic_write` gives its temporary file: "." + stem + "." + mkstemp's 8 random characters +
+# ".tmp" + the target's suffix. A process killed between mkstemp and os.replace leaves one behind.
+_TEMP_NAME = re.compile(r"\..+\.[A-Za-z0-9_]{8}\.tmp(\.[^.]+)?")
 
 
 class CheckpointError(ValueError):
@@ -57,6 +69,25 @@ def atomic_write(path: str | Path, write: Callable[[str], None]) -> Path:
             os.unlink(tmp)
         raise
     return path
+
+
+def remove_stale_temp_files(directory: str | Path) -> list[Path]:
+    """Delete the temporary files that writes killed before their `os.replace` left in `directory`.
+
+    Only safe while no other process writes `directory` (a run directory under its lock): a live
+    writer's temporary file has the same name pattern. Returns the paths removed.
+    """
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    removed = []
+    for entry in directory.iterdir():
+        if _TEMP_NAME.fullmatch(entry.name) and entry.is_file():
+            entry.unlink(missing_ok=True)
+            removed.append(entry)
+    if removed:
+        logger.warning("removed %d temporary file(s) left in %s by an interrupted write", len(removed), directory)
+    return removed
 
 
 def _umask() -> int:
@@ -96,11 +127,38 @@ def read_json(path: str | Path) -> dict:
         raise CheckpointError(f"{path} is not valid JSON ({e})") from None
 
 
+def tensors_sha256(tensors: dict[str, Tensor]) -> str:
+    """SHA-256 of named tensors: names, dtypes, shapes and bytes, in name order (~2 ms per MB)."""
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name].detach().contiguous().cpu()
+        digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
 def save_tensors(path: str | Path, tensors: dict[str, Tensor], metadata: dict | None = None) -> Path:
-    """Save tensors as safetensors (atomically), with a JSON `metadata` dict stored in the header."""
+    """Save tensors as safetensors (atomically), with a JSON `metadata` dict stored in the header.
+
+    The header also holds the SHA-256 of the tensors (`tensors_sha256`), which `load_tensors` checks:
+    a flipped bit or an edited weight is refused instead of being evaluated.
+
+    Raises:
+        OSError: the file cannot be written (disk full, no permission); nothing is left behind.
+    """
+    path = Path(path)
     tensors = {k: v.detach().contiguous().cpu() for k, v in tensors.items()}
-    meta = {"hardmax": json.dumps({"format": FORMAT_VERSION, **(metadata or {})}, default=_json_default)}
-    return atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata=meta))
+    meta = {"hardmax": json.dumps({"format": FORMAT_VERSION, **(metadata or {})}, default=_json_default),
+            "hardmax.sha256": tensors_sha256(tensors)}
+
+    def write(tmp: str) -> None:
+        try:
+            save_file(tensors, tmp, metadata=meta)
+        except SafetensorError as e:  # the Rust writer's I/O errors (ENOSPC, EFBIG...) are not OSErrors
+            code = errno.ENOSPC if "StorageFull" in str(e) or "No space" in str(e) else errno.EIO
+            raise OSError(code, f"could not write {path} ({' '.join(str(e).split())})") from None
+
+    return atomic_write(path, write)
 
 
 def load_tensors(path: str | Path, device: str | torch.device = "cpu") -> tuple[dict[str, Tensor], dict]:
@@ -116,16 +174,25 @@ def load_tensors(path: str | Path, device: str | torch.device = "cpu") -> tuple[
         # One open for tensors and metadata: a writer may replace the file between two opens, and
         # the tensors of one save must never be paired with the metadata of the next.
         with safe_open(str(path), framework="pt", device=str(device)) as f:
-            raw = (f.metadata() or {}).get("hardmax")
+            header = f.metadata() or {}
+            raw, stored = header.get("hardmax"), header.get("hardmax.sha256")
             tensors = {name: f.get_tensor(name) for name in f.keys()}
     except (SafetensorError, OSError, ValueError) as e:
         raise CheckpointError(f"{path} is not a readable safetensors file ({e})") from None
     if raw is None:
         raise CheckpointError(f"{path} was not written by hardmax (no 'hardmax' metadata)")
-    meta = json.loads(raw)
-    if meta.get("format") != FORMAT_VERSION:
-        raise CheckpointError(f"{path} has checkpoint format {meta.get('format')}, this hardmax reads "
+    try:
+        meta = json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{path} is damaged: its 'hardmax' metadata is not JSON ({e})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT_VERSION:
+        found = meta.get("format") if isinstance(meta, dict) else None
+        raise CheckpointError(f"{path} has checkpoint format {found}, this hardmax reads "
                               f"format {FORMAT_VERSION}; retrain or use the matching hardmax version")
+    # Files written before the checksum existed have none; they are read as before.
+    if stored is not None and stored != tensors_sha256(tensors):
+        raise CheckpointError(f"{path} is damaged or was edited: its tensors do not match the SHA-256 "
+                              "stored with them; re-train or restore the file")
     return tensors, meta
 
 

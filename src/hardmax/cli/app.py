@@ -68,7 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except _UsageError as e:
         print(e, file=sys.stderr)
         return 2
-    except (ValueError, OSError) as e:
+    except (ValueError, OSError, FloatingPointError) as e:
+        # ValueError covers DataError and CheckpointError (a run directory locked, damaged or edited);
+        # OSError a disk full or a permission; FloatingPointError a training that diverged.
         command = "hardmax" if args is None else f"hardmax {args.command}"
         print(f"{command}: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2

@@ -125,12 +125,12 @@ def train_or_load(d: int, data: ImdbData, config: ReproduceConfig, run_dir: Path
     Trains with `config.train` (its lr included) in `run_dir` (default: out_dir/d{d}).
     Returns (model, history, best_epoch, run_dir).
     """
-    from hardmax.training import _compatible, _config_record
+    from hardmax.training import config_record, lock_run, settings_differences
 
     run_dir = Path(config.out_dir) / f"d{d}" if run_dir is None else Path(run_dir)
     model_config = _model_config(d, config, len(data.vocab))
     info = data_info(data)
-    wanted = _config_record(model_config, config.train, info)
+    wanted = config_record(model_config, config.train, info)
     try:
         saved = read_json(run_dir / "config.json")
     except CheckpointError:
@@ -145,19 +145,21 @@ def train_or_load(d: int, data: ImdbData, config: ReproduceConfig, run_dir: Path
     same = saved is not None and result_settings(saved) == result_settings(wanted)
     if same and (run_dir / "done.json").exists():
         try:
-            model, _ = load_run(run_dir, device=config.train.device)
+            model = load_run(run_dir, device=config.train.device).model
             return model, read_json(run_dir / "history.json"), read_json(run_dir / "done.json")["best_epoch"], run_dir
         except CheckpointError:
             pass
     resume = (saved is not None and (run_dir / "checkpoint.safetensors").exists()
-              and not (run_dir / "done.json").exists() and not _compatible(saved, wanted))
-    if not resume:
-        for stale in ("model.safetensors", "checkpoint.safetensors", "config.json", "history.json", "done.json"):
-            (run_dir / stale).unlink(missing_ok=True)
-    write_text(run_dir / "vocab.json", data.vocab.to_json())
-    result = train(data.train, data.val, model_config=model_config, train_config=config.train, run_dir=run_dir,
-                   resume=resume, data_info=info, progress=config.progress)
-    write_json(run_dir / "done.json", {"best_epoch": result.best_epoch, "best_val_accuracy": result.best_val_accuracy})
+              and not (run_dir / "done.json").exists() and not settings_differences(saved, wanted))
+    with lock_run(run_dir):  # the stale files are removed and the run trained under one lock
+        if not resume:
+            for stale in ("model.safetensors", "checkpoint.safetensors", "config.json", "history.json", "done.json",
+                          "vocab.json"):
+                (run_dir / stale).unlink(missing_ok=True)
+        result = train(data.train, data.val, model_config=model_config, train_config=config.train,
+                       run_dir=run_dir, resume=resume, data_info=info, vocab=data.vocab, progress=config.progress)
+        write_json(run_dir / "done.json",
+                   {"best_epoch": result.best_epoch, "best_val_accuracy": result.best_val_accuracy})
     return result.model, result.history, result.best_epoch, run_dir
 
 

@@ -1,13 +1,9 @@
-"""Training and evaluation of `HardmaxClassifier`: importable functions, no argparse, no globals.
+"""The training loop of `HardmaxClassifier`, and prediction and evaluation: importable functions, no globals.
 
 `train` fits the model with softmax attention (Adam, BCE-with-logits, gradient clipping), picks the
 epoch with the best *validation* accuracy under exact hardmax (the mode the model is deployed in;
-the test set is never looked at), stops early, and writes everything to a run directory:
-
-    run_dir/config.json        model, training and data settings, hardmax version, format
-    run_dir/history.json       one record per epoch (losses, accuracies, α, throughput)
-    run_dir/model.safetensors  the selected (best-validation) weights
-    run_dir/checkpoint.safetensors   latest state (weights, Adam moments, position) for --resume
+the test set is never looked at), stops early, and writes everything to a run directory (layout and
+checks: `hardmax.training.run`), holding its lock while it writes.
 
 Batches of an epoch are a deterministic function of (seed, epoch), so a run resumed from a
 mid-epoch checkpoint replays exactly the batches an uninterrupted run would have seen, and ends
@@ -16,12 +12,11 @@ with bitwise the same weights on CPU.
 
 from __future__ import annotations
 
-import math
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -34,12 +29,20 @@ from hardmax.io import (
     optimizer_from_tensors,
     optimizer_to_tensors,
     read_json,
+    remove_stale_temp_files,
     save_tensors,
     write_json,
+    write_text,
 )
 from hardmax.models import HardmaxClassifier, ModelConfig
+from hardmax.training.config import TrainConfig, check_device_name
+from hardmax.training.run import EpochRecord, config_record, lock_run, settings_differences, vocab_sha256
 
-__all__ = ["Evaluation", "TrainConfig", "TrainResult", "evaluate", "load_run", "predict", "train"]
+if TYPE_CHECKING:
+    from hardmax.data import Vocabulary
+
+__all__ = ["Evaluation", "TrainResult", "epoch_batches", "evaluate", "left_align", "predict", "resolve_device",
+           "set_threads", "train", "word_dropout"]
 
 
 class LabelledSplit(Protocol):
@@ -48,37 +51,35 @@ class LabelledSplit(Protocol):
     labels: Tensor  # (N,) 0/1
 
 
-@dataclass(frozen=True, kw_only=True)
-class TrainConfig:
-    """Optimisation settings. The defaults are those `hardmax reproduce` starts from (it picks the learning
-    rate per d on validation); the accuracies they reach are in docs/results.md."""
+def resolve_device(name: str | torch.device) -> torch.device:
+    """The torch device `name` ("cpu", "cuda", "cuda:1", "mps"), after checking that this machine has it.
 
-    epochs: int = 12  # maximum number of epochs
-    batch_size: int = 64  # reviews per step
-    lr: float = 1e-2  # Adam learning rate
-    weight_decay: float = 0.0  # Adam (L2) weight decay
-    clip_norm: float = 1.0  # gradient clipping (global L2 norm); 0 disables
-    patience: int = 3  # stop after this many epochs in a row without a better validation accuracy
-    select_on: Literal["hardmax", "softmax"] = "hardmax"  # attention used for model selection
-    seed: int = 0  # initialisation and batch order
-    device: str = "cpu"  # "cpu", "cuda", "cuda:1", ...
-    checkpoint_every: int = 100  # steps between mid-epoch checkpoints (and at every epoch end)
-    eval_batch_size: int = 256  # reviews per evaluation batch (small enough for the scores to stay in cache)
-    bucket: int = 50  # batches sorted by length within windows of this many batches (speed); 1 = off
-    word_dropout: float = 0.3  # share of real tokens hidden in each training batch (regulariser; 0 = off)
+    Raises:
+        ValueError: a misspelt device, or one this machine (or this torch build) does not have.
+    """
+    if isinstance(name, torch.device):
+        name = str(name)
+    check_device_name(name)
+    device = torch.device(name)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+            raise ValueError(f"device {name!r}: no CUDA device is available (torch {torch.__version__}, "
+                             f"{build}); use --device cpu")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ValueError(f"device {name!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    elif device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {name!r}: MPS is not available on this machine; use --device cpu")
+    elif device.type == "xpu" and not (hasattr(torch, "xpu") and torch.xpu.is_available()):
+        raise ValueError(f"device {name!r}: no XPU device is available; use --device cpu")
+    return device
 
-    def __post_init__(self):
-        for name in ("epochs", "batch_size", "checkpoint_every", "eval_batch_size", "bucket"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
-        if not (self.lr > 0 and math.isfinite(self.lr)):
-            raise ValueError(f"lr must be finite and > 0, got {self.lr}")
-        if self.weight_decay < 0 or self.clip_norm < 0 or self.patience < 0:
-            raise ValueError("weight_decay, clip_norm and patience must be ≥ 0")
-        if not 0.0 <= self.word_dropout < 1.0:
-            raise ValueError(f"word_dropout must be in [0, 1), got {self.word_dropout}")
-        if self.select_on not in ("hardmax", "softmax"):
-            raise ValueError(f"select_on must be 'hardmax' or 'softmax', got {self.select_on!r}")
+
+def set_threads(threads: int) -> None:
+    """`torch.set_num_threads(threads)` for CPU work, after checking that `threads` is a positive integer."""
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be a positive integer, got {threads!r}")
+    torch.set_num_threads(threads)
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ class TrainResult:
 
     run_dir: Path
     model: HardmaxClassifier  # with the selected (best-validation) weights
-    history: list[dict] = field(repr=False)
+    history: list[dict] = field(repr=False)  # `EpochRecord.to_dict()` per epoch, as in history.json
     best_epoch: int  # 1-based
     best_val_accuracy: float
     stopped_early: bool
@@ -184,70 +185,78 @@ def epoch_batches(lengths: Tensor, *, batch_size: int, seed: int, epoch: int, bu
     return [batches[i] for i in order.tolist()]
 
 
-def _config_record(model_config: ModelConfig, train_config: TrainConfig, data_info: dict | None) -> dict:
-    from hardmax import __version__
-
-    return {"hardmax_version": __version__, "model": model_config.to_dict(), "train": asdict(train_config),
-            "data": data_info or {}}
-
-
-def _compatible(saved: dict, current: dict) -> list[str]:
-    """Differences that make a saved run incompatible with the current settings."""
-    problems = []
-    for section in ("model", "data"):
-        a, b = saved.get(section, {}), current.get(section, {})
-        for key in sorted(set(a) | set(b)):
-            if a.get(key) != b.get(key):
-                problems.append(f"{section}.{key}: saved {a.get(key)!r}, now {b.get(key)!r}")
-    a, b = saved.get("train", {}), current.get("train", {})
-    for key in sorted(set(a) | set(b)):
-        # epochs and patience may be extended on resume; device and eval batch don't change the result.
-        if key not in ("epochs", "patience", "device", "eval_batch_size") and a.get(key) != b.get(key):
-            problems.append(f"train.{key}: saved {a.get(key)!r}, now {b.get(key)!r}")
-    return problems
-
-
 def train(
     train_split: LabelledSplit,
     val_split: LabelledSplit,
     *,
     model_config: ModelConfig,
-    train_config: TrainConfig = TrainConfig(),
+    train_config: TrainConfig | None = None,
     run_dir: str | Path,
     resume: bool = False,
     data_info: dict | None = None,
+    vocab: Vocabulary | None = None,
     progress: bool = True,
 ) -> TrainResult:
     """Train a `HardmaxClassifier` with softmax attention and select it on validation under hardmax.
 
     Args:
         train_split, val_split: objects with `ids` (N, n) int64, `mask` (N, n) bool, `labels` (N,).
-        model_config, train_config: settings.
+        model_config, train_config: settings (train_config default: `TrainConfig()`).
         run_dir: directory for config, history, weights and checkpoints.
         resume: continue the run in `run_dir` from its last checkpoint (refused if the settings
             differ from the saved ones, except `epochs`/`patience`, which may be extended).
         data_info: JSON-able description of the data (settings, vocabulary size...), stored and
             compared on resume.
+        vocab: the vocabulary the ids refer to; written to vocab.json, and its SHA-256 stored with the
+            weights so that `load_run` refuses a vocab.json that differs.
         progress: show tqdm progress bars.
     Returns:
         `TrainResult` with the best-validation model.
+    Raises:
+        RunLockedError: another process is writing `run_dir`.
+        CheckpointError: `run_dir` holds another run, or a checkpoint that `resume` cannot continue.
+        FloatingPointError: the training loss became NaN or infinite.
+        ValueError: an empty split, or a device this machine does not have.
     """
     run_dir = Path(run_dir)
+    train_config = TrainConfig() if train_config is None else train_config
     for name, split in (("training", train_split), ("validation", val_split)):
         if split.ids.shape[0] == 0:
             raise ValueError(f"the {name} split is empty; model selection needs reviews in both "
                              "(e.g. val_fraction > 0)")
-    device = torch.device(train_config.device)
-    record = _config_record(model_config, train_config, data_info)
+    if vocab is not None and len(vocab) != model_config.vocab_size:
+        raise ValueError(f"the vocabulary has {len(vocab)} words, model_config.vocab_size is {model_config.vocab_size}")
+    device = resolve_device(train_config.device)
+    with lock_run(run_dir):
+        remove_stale_temp_files(run_dir)
+        return _train_locked(train_split, val_split, model_config=model_config, train_config=train_config,
+                             run_dir=run_dir, resume=resume, data_info=data_info, vocab=vocab, progress=progress,
+                             device=device)
+
+
+def _train_locked(train_split: LabelledSplit, val_split: LabelledSplit, *, model_config: ModelConfig,
+                  train_config: TrainConfig, run_dir: Path, resume: bool, data_info: dict | None,
+                  vocab: Vocabulary | None, progress: bool, device: torch.device) -> TrainResult:
+    record = config_record(model_config, train_config, data_info)
+    words_sha256 = None if vocab is None else vocab_sha256(vocab.words)
     ckpt_path = run_dir / "checkpoint.safetensors"
+    header = {"config": record, "vocab_sha256": words_sha256}  # what every weights file is trained with
     if resume:
         if not ckpt_path.exists():
             raise CheckpointError(f"nothing to resume: {ckpt_path} does not exist")
-        problems = _compatible(read_json(run_dir / "config.json"), record)
+        ckpt_tensors, ckpt_meta = load_tensors(ckpt_path, device=device)
+        # The checkpoint's own record is what its weights were trained with; config.json may come from
+        # another process (older checkpoints have no record: config.json is all there is).
+        saved = ckpt_meta.get("config") or read_json(run_dir / "config.json")
+        problems = settings_differences(saved, record)
+        if "vocab_sha256" in ckpt_meta and ckpt_meta["vocab_sha256"] != words_sha256:
+            problems.append("the vocabulary differs (words added, removed or reordered)")
         if problems:
             raise CheckpointError(f"cannot resume {run_dir}: its settings differ: " + "; ".join(problems))
     elif ckpt_path.exists() or (run_dir / "model.safetensors").exists():
         raise CheckpointError(f"{run_dir} already holds a run; pass resume=True (--resume) or use a new directory")
+    if vocab is not None:
+        write_text(run_dir / "vocab.json", vocab.to_json())
     write_json(run_dir / "config.json", record)
 
     torch.manual_seed(train_config.seed)
@@ -257,10 +266,9 @@ def train(
     state = {"epoch": 0, "batch": 0, "history": [], "best_val": -1.0, "best_epoch": 0, "bad_epochs": 0,
              "sums": [0.0, 0.0, 0, 0.0]}  # loss·n, correct, n, seconds within the current epoch
     if resume:
-        tensors, meta = load_tensors(ckpt_path, device=device)
-        model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
-        optimizer_from_tensors(optimizer, tensors, meta["optimizer"])
-        state = meta["state"]
+        model.load_state_dict({k[6:]: v for k, v in ckpt_tensors.items() if k.startswith("model.")})
+        optimizer_from_tensors(optimizer, ckpt_tensors, ckpt_meta["optimizer"])
+        state = ckpt_meta["state"]
 
     lengths = train_split.mask.sum(-1)
     labels_all = train_split.labels.float()
@@ -288,7 +296,8 @@ def train(
             logits = model(ids, mask, attention="softmax")
             loss = F.binary_cross_entropy_with_logits(logits, y)
             if not torch.isfinite(loss):
-                raise FloatingPointError(f"training diverged at epoch {epoch + 1}, batch {b}: loss {loss.item()}")
+                raise FloatingPointError(f"training diverged at epoch {epoch + 1}, batch {b}: loss {loss.item()}; "
+                                         "try a smaller learning rate (--lr) or gradient clipping (clip_norm)")
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if train_config.clip_norm > 0:
@@ -304,22 +313,23 @@ def train(
             if state["batch"] % train_config.checkpoint_every == 0 and state["batch"] < len(batches):
                 sums[3] += time.perf_counter() - t_start
                 t_start = time.perf_counter()
-                _save_checkpoint(ckpt_path, model, optimizer, state)
+                _save_checkpoint(ckpt_path, model, optimizer, state, header)
         bar.close()
         sums = state["sums"]
         sums[3] += time.perf_counter() - t_start
         val = evaluate(model, val_split, batch_size=train_config.eval_batch_size)
         score = val.accuracy_hardmax if train_config.select_on == "hardmax" else val.accuracy_softmax
-        entry = {"epoch": epoch + 1, "train_loss": sums[0] / sums[2], "train_accuracy": sums[1] / sums[2],
-                 "val_loss_softmax": val.loss_softmax, "val_accuracy_softmax": val.accuracy_softmax,
-                 "val_loss_hardmax": val.loss_hardmax, "val_accuracy_hardmax": val.accuracy_hardmax,
-                 "val_agreement": val.agreement, "alpha": float(model.alpha.detach()),
-                 "train_seconds": sums[3], "train_reviews_per_second": sums[2] / max(sums[3], 1e-9)}
+        entry = EpochRecord(
+            epoch=epoch + 1, train_loss=sums[0] / sums[2], train_accuracy=sums[1] / sums[2],
+            val_loss_softmax=val.loss_softmax, val_accuracy_softmax=val.accuracy_softmax,
+            val_loss_hardmax=val.loss_hardmax, val_accuracy_hardmax=val.accuracy_hardmax,
+            val_agreement=val.agreement, alpha=float(model.alpha.detach()),
+            train_seconds=sums[3], train_reviews_per_second=sums[2] / max(sums[3], 1e-9)).to_dict()
         state["history"].append(entry)
         if score > state["best_val"]:
             state.update(best_val=score, best_epoch=epoch + 1, bad_epochs=0)
             save_tensors(run_dir / "model.safetensors", model.state_dict(),
-                         {"epoch": epoch + 1, "val_accuracy": score, "config": record})
+                         {"epoch": epoch + 1, "val_accuracy": score, **header})
         else:
             state["bad_epochs"] += 1
         if progress:
@@ -328,7 +338,7 @@ def train(
                        f"  α {entry['alpha']:.3f}  {entry['train_reviews_per_second']:.0f} reviews/s", file=sys.stderr)
         state.update(epoch=epoch + 1, batch=0, sums=[0.0, 0.0, 0, 0.0])
         write_json(run_dir / "history.json", state["history"])
-        _save_checkpoint(ckpt_path, model, optimizer, state)
+        _save_checkpoint(ckpt_path, model, optimizer, state, header)
     best, _ = load_tensors(run_dir / "model.safetensors", device=device)
     model.load_state_dict(best)
     return TrainResult(run_dir=run_dir, model=model, history=state["history"], best_epoch=state["best_epoch"],
@@ -344,31 +354,9 @@ def word_dropout(mask: Tensor, p: float, *, seed: int, epoch: int, batch: int) -
     return keep
 
 
-def _save_checkpoint(path: Path, model: HardmaxClassifier, optimizer: torch.optim.Optimizer, state: dict) -> None:
+def _save_checkpoint(path: Path, model: HardmaxClassifier, optimizer: torch.optim.Optimizer, state: dict,
+                     header: dict) -> None:
     tensors = {f"model.{k}": v for k, v in model.state_dict().items()}
     opt_tensors, opt_info = optimizer_to_tensors(optimizer)
     tensors.update(opt_tensors)
-    save_tensors(path, tensors, {"state": state, "optimizer": opt_info})
-
-
-def load_run(run_dir: str | Path, *, device: str = "cpu") -> tuple[HardmaxClassifier, dict]:
-    """Load the selected model of a run directory: (model in eval mode, config record).
-
-    Raises:
-        CheckpointError: missing/corrupt files, another format version, or weights that do not match
-            the saved configuration.
-    """
-    run_dir = Path(run_dir)
-    record = read_json(run_dir / "config.json")
-    try:
-        model_config = ModelConfig(**record["model"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise CheckpointError(f"{run_dir / 'config.json'} has an incompatible model config ({e})") from None
-    model = HardmaxClassifier(model_config).to(device)
-    tensors, _ = load_tensors(run_dir / "model.safetensors", device=device)
-    try:
-        model.load_state_dict(tensors)
-    except RuntimeError as e:
-        raise CheckpointError(f"{run_dir / 'model.safetensors'} does not match its config: {e}") from None
-    model.eval()
-    return model, record
+    save_tensors(path, tensors, {"state": state, "optimizer": opt_info, **header})

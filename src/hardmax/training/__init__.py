@@ -1,0 +1,80 @@
+"""Training, evaluation and run directories of the sentiment classifier.
+
+    config.py   `TrainConfig` (no torch: the CLI builds its options from it quickly)
+    loop.py     `train`, `evaluate`, `predict`, and the pieces of the loop (`epoch_batches`, `left_align`,
+                `word_dropout`), `resolve_device`, `set_threads`
+    run.py      `Run` / `load_run` (a run directory read back and checked), `lock_run`, `EpochRecord`
+
+Names are imported on first use (PEP 562 `__getattr__`), so `from hardmax.training.config import
+TrainConfig` and `hardmax.training.TrainConfig` do not import torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    "TrainConfig": "hardmax.training.config",
+    "check_device_name": "hardmax.training.config",
+    "Evaluation": "hardmax.training.loop",
+    "TrainResult": "hardmax.training.loop",
+    "epoch_batches": "hardmax.training.loop",
+    "evaluate": "hardmax.training.loop",
+    "left_align": "hardmax.training.loop",
+    "predict": "hardmax.training.loop",
+    "resolve_device": "hardmax.training.loop",
+    "set_threads": "hardmax.training.loop",
+    "train": "hardmax.training.loop",
+    "word_dropout": "hardmax.training.loop",
+    "EpochRecord": "hardmax.training.run",
+    "Run": "hardmax.training.run",
+    "RunLockedError": "hardmax.training.run",
+    "config_record": "hardmax.training.run",
+    "load_run": "hardmax.training.run",
+    "lock_run": "hardmax.training.run",
+    "settings_differences": "hardmax.training.run",
+    "vocab_sha256": "hardmax.training.run",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hardmax.training' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:
+    from hardmax.training.config import TrainConfig, check_device_name  # noqa: F401
+    from hardmax.training.loop import (  # noqa: F401
+        Evaluation,
+        TrainResult,
+        epoch_batches,
+        evaluate,
+        left_align,
+        predict,
+        resolve_device,
+        set_threads,
+        train,
+        word_dropout,
+    )
+    from hardmax.training.run import (  # noqa: F401
+        EpochRecord,
+        Run,
+        RunLockedError,
+        config_record,
+        load_run,
+        lock_run,
+        settings_differences,
+        vocab_sha256,
+    )

@@ -1,0 +1,304 @@
+"""`Run`: one trained run directory, read back whole and checked, and the lock that guards it while written.
+
+    run_dir/config.json        settings: {"hardmax_version", "model", "train", "data"} (`config_record`)
+    run_dir/vocab.json         the vocabulary the ids refer to (`hardmax.data.Vocabulary.to_json`)
+    run_dir/history.json       one record per epoch (`EpochRecord`)
+    run_dir/model.safetensors  the selected weights; its header holds the config record they were trained
+                               with, the SHA-256 of the vocabulary's words and of the tensors themselves
+    run_dir/checkpoint.safetensors   latest training state, for --resume (same header entries)
+    run_dir/.lock              present while a process writes the directory (`lock_run`)
+
+The files must agree with each other: `load_run` refuses, naming the file, a config.json whose model,
+data or result-changing training settings differ from those stored with the weights, a vocab.json whose
+words (added, removed or reordered) are not the ones trained with, weights whose bytes changed, and
+non-finite weights. What is written, and when, is decided by `hardmax.training.loop.train`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+
+from hardmax.io import CheckpointError, load_tensors, read_json
+from hardmax.models import HardmaxClassifier, ModelConfig
+from hardmax.training.config import TrainConfig
+
+if TYPE_CHECKING:
+    from hardmax.data import DataConfig, Vocabulary
+
+__all__ = ["LOCK_NAME", "EpochRecord", "Run", "RunLockedError", "config_record", "load_run", "lock_run",
+           "settings_differences", "vocab_sha256"]
+
+logger = logging.getLogger(__name__)
+
+LOCK_NAME = ".lock"
+# Training settings that may change between a run and its resumption (or be edited afterwards)
+# without changing the weights a run selects.
+RESUMABLE = frozenset({"epochs", "patience", "device", "eval_batch_size"})
+
+
+class RunLockedError(CheckpointError):
+    """Another process is writing the run directory."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpochRecord:
+    """One epoch of `history.json`: what training and validation measured."""
+
+    epoch: int  # 1-based
+    train_loss: float  # mean BCE over the epoch's batches (softmax attention, word dropout on)
+    train_accuracy: float
+    val_loss_softmax: float
+    val_accuracy_softmax: float
+    val_loss_hardmax: float
+    val_accuracy_hardmax: float  # what model selection uses by default
+    val_agreement: float  # share of validation reviews where softmax and hardmax agree
+    alpha: float  # the learned step size at the end of the epoch
+    train_seconds: float
+    train_reviews_per_second: float
+
+    @classmethod
+    def from_dict(cls, entry: dict, *, source: str = "history.json") -> EpochRecord:
+        names = [f.name for f in fields(cls)]
+        missing = [name for name in names if not isinstance(entry, dict) or name not in entry]
+        if missing:
+            raise CheckpointError(f"{source}: an epoch record lacks {', '.join(missing)}")
+        try:
+            return cls(epoch=int(entry["epoch"]), **{n: float(entry[n]) for n in names if n != "epoch"})
+        except (TypeError, ValueError) as e:
+            raise CheckpointError(f"{source}: epoch record {entry.get('epoch')!r} has a non-numeric value ({e})") \
+                from None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def config_record(model_config: ModelConfig, train_config: TrainConfig, data_info: dict | None) -> dict:
+    """What config.json holds (and what the weights' header repeats): versions and every setting."""
+    from hardmax import __version__
+
+    return {"hardmax_version": __version__, "model": model_config.to_dict(), "train": asdict(train_config),
+            "data": data_info or {}}
+
+
+def settings_differences(saved: dict, current: dict, *, names: tuple[str, str] = ("saved", "now")) -> list[str]:
+    """Settings of two config records that make them different runs: every model and data entry, and the
+    training entries except `RESUMABLE` ones. One "section.key: saved X, now Y" line per difference
+    (`names` replaces "saved" and "now")."""
+    problems = []
+    for section in ("model", "data", "train"):
+        a, b = saved.get(section) or {}, current.get(section) or {}
+        for key in sorted(set(a) | set(b)):
+            if (section != "train" or key not in RESUMABLE) and a.get(key) != b.get(key):
+                problems.append(f"{section}.{key}: {names[0]} {a.get(key)!r}, {names[1]} {b.get(key)!r}")
+    return problems
+
+
+def vocab_sha256(words: Sequence[str]) -> str:
+    """SHA-256 of a vocabulary's words in id order: adding, removing or reordering a word changes it."""
+    return hashlib.sha256(json.dumps(list(words), ensure_ascii=False).encode()).hexdigest()
+
+
+# --------------------------------------------------------------------------------------------
+# The lock.
+# --------------------------------------------------------------------------------------------
+
+_HELD: dict[Path, tuple[int, int]] = {}  # resolved run dir -> (owning thread id, depth)
+_HELD_GUARD = threading.Lock()
+
+
+@contextmanager
+def lock_run(run_dir: str | Path) -> Iterator[Path]:
+    """Hold `run_dir`'s lock (an exclusive `flock` on run_dir/.lock, which records the holder's pid).
+
+    A second process (or thread) that asks for it gets `RunLockedError` at once, naming the holder; the
+    same thread may nest `lock_run` calls (`reproduce` locks around `train`, which locks again). The
+    kernel drops the lock when its holder dies, so a lock file left by a killed run is simply taken over.
+    """
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    key = run_dir.resolve()
+    me = threading.get_ident()
+    with _HELD_GUARD:
+        owner = _HELD.get(key)
+        if owner is not None:
+            if owner[0] != me:
+                raise RunLockedError(f"{run_dir} is being written by another thread of this process")
+            _HELD[key] = (me, owner[1] + 1)
+    if owner is not None:
+        try:
+            yield key / LOCK_NAME
+        finally:
+            with _HELD_GUARD:
+                _HELD[key] = (me, _HELD[key][1] - 1)
+        return
+    fd = _acquire(key / LOCK_NAME, run_dir)
+    with _HELD_GUARD:
+        _HELD[key] = (me, 1)
+    try:
+        yield key / LOCK_NAME
+    finally:
+        with _HELD_GUARD:
+            del _HELD[key]
+        # Unlink before unlocking: a process waiting on this inode then sees it is stale and starts over.
+        (key / LOCK_NAME).unlink(missing_ok=True)
+        os.close(fd)
+
+
+def _acquire(path: Path, run_dir: Path) -> int:
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock, as before
+        logger.warning("cannot lock %s on this platform; do not train twice into it at once", run_dir)
+        return os.open(os.devnull, os.O_RDONLY)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
+            finally:
+                os.close(fd)
+            raise RunLockedError(f"{run_dir} is being written by another process (pid {holder}, lock file "
+                                 f"{path}); wait for it to finish or use another directory") from None
+        try:
+            current = os.stat(path).st_ino
+        except FileNotFoundError:
+            current = None
+        if current == os.fstat(fd).st_ino:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+            return fd
+        os.close(fd)  # the previous holder removed this file as we opened it: take the new one
+
+
+# --------------------------------------------------------------------------------------------
+# Reading a run back.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Run:
+    """A trained run directory, read back and checked (`Run.load` / `load_run`).
+
+    Attributes:
+        path: the run directory.
+        model: the selected weights in a `HardmaxClassifier`, in eval mode.
+        record: config.json as written (`config_record`): hardmax_version, model, train, data.
+        model_config, train_config: the record's model and training settings, typed.
+        vocab: the run's `Vocabulary`, or None when the run was trained without one (synthetic data).
+        history: one `EpochRecord` per epoch trained.
+        best_epoch: the epoch whose weights `model` holds (1-based).
+    """
+
+    path: Path
+    model: HardmaxClassifier = field(repr=False)
+    record: dict = field(repr=False)
+    model_config: ModelConfig
+    train_config: TrainConfig
+    vocab: Vocabulary | None = field(repr=False)
+    history: tuple[EpochRecord, ...] = field(repr=False)
+    best_epoch: int
+
+    @property
+    def data_config(self) -> DataConfig:
+        """The data settings the run was trained on (`DataConfig.from_record`), to clean new text alike."""
+        from hardmax.data import DataConfig
+
+        return DataConfig.from_record(self.record.get("data") or {})
+
+    @classmethod
+    def load(cls, run_dir: str | Path, *, device: str = "cpu") -> Run:
+        """Read `run_dir` and check that its files agree with each other (see the module docstring).
+
+        Raises:
+            CheckpointError: a missing or damaged file, another format version, or a file that disagrees
+                with the weights; the message names the file.
+        """
+        from hardmax.training.loop import resolve_device
+
+        run_dir = Path(run_dir)
+        torch_device = resolve_device(device)
+        config_path, weights_path = run_dir / "config.json", run_dir / "model.safetensors"
+        record = read_json(config_path)
+        if not isinstance(record, dict) or not isinstance(record.get("model"), dict):
+            raise CheckpointError(f"{config_path} has no model settings")
+        try:
+            model_config = ModelConfig(**record["model"])
+        except (TypeError, ValueError) as e:
+            raise CheckpointError(f"{config_path} has an incompatible model config ({e})") from None
+        try:
+            known = {f.name for f in fields(TrainConfig)}
+            train_config = TrainConfig(**{k: v for k, v in (record.get("train") or {}).items() if k in known})
+        except (TypeError, ValueError) as e:
+            raise CheckpointError(f"{config_path} has invalid training settings ({e})") from None
+        tensors, meta = load_tensors(weights_path, device=torch_device)
+        trained_with = meta.get("config")
+        if isinstance(trained_with, dict):
+            problems = settings_differences(trained_with, record, names=("weights trained with", "config.json says"))
+            if problems:
+                raise CheckpointError(f"{weights_path} does not match its config {config_path}: "
+                                      + "; ".join(problems) + "; restore config.json or re-train")
+        for name, t in tensors.items():
+            if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                raise CheckpointError(f"{weights_path} holds non-finite weights (NaN or inf in {name}); "
+                                      "re-train or restore the file")
+        vocab = _read_vocab(run_dir, meta, model_config)
+        model = HardmaxClassifier(model_config).to(torch_device)
+        try:
+            model.load_state_dict(tensors)
+        except RuntimeError as e:
+            message = " ".join(str(e).split())
+            raise CheckpointError(f"{weights_path} does not match its config: {message}") from None
+        model.eval()
+        history_path = run_dir / "history.json"
+        entries = read_json(history_path) if history_path.exists() else []
+        if not isinstance(entries, list):
+            raise CheckpointError(f"{history_path} is not a list of epoch records")
+        history = tuple(EpochRecord.from_dict(e, source=str(history_path)) for e in entries)
+        return cls(path=run_dir, model=model, record=record, model_config=model_config, train_config=train_config,
+                   vocab=vocab, history=history, best_epoch=int(meta.get("epoch", 0)))
+
+
+def _read_vocab(run_dir: Path, meta: dict, model_config: ModelConfig) -> Vocabulary | None:
+    """vocab.json, checked against the words' SHA-256 stored with the weights (or, for runs written before
+    it was stored, against the embedding's size only)."""
+    path = run_dir / "vocab.json"
+    expected = meta.get("vocab_sha256")
+    if not path.exists():
+        if expected is not None:
+            raise CheckpointError(f"{path} is missing; the weights were trained with a vocabulary")
+        return None
+    from hardmax.data import Vocabulary
+
+    try:
+        vocab = Vocabulary.from_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{path} is not a readable vocabulary ({' '.join(str(e).split())})") from None
+    if expected is not None and vocab_sha256(vocab.words) != expected:
+        raise CheckpointError(f"{path} disagrees with the weights: its {len(vocab)} words are not the ones "
+                              f"the model was trained with (words added, removed or reordered); "
+                              "restore vocab.json or re-train")
+    if len(vocab) != model_config.vocab_size:
+        raise CheckpointError(f"{path} has {len(vocab)} words but the model embeds {model_config.vocab_size}; "
+                              "restore vocab.json or re-train")
+    if expected is None:
+        logger.warning("%s: this run predates vocabulary checksums; only its size could be checked", path)
+    return vocab
+
+
+def load_run(run_dir: str | Path, *, device: str = "cpu") -> Run:
+    """`Run.load(run_dir, device=device)`: the selected model of a run directory with its settings,
+    vocabulary and history, after checking that the files agree."""
+    return Run.load(run_dir, device=device)
