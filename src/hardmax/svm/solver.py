@@ -1,0 +1,205 @@
+"""The attention SVM (Att-SVM): the max-margin W that separates each input's selected token.
+
+    W^mm = argmin ‖W‖   s.t.   (x_{i,α_i} − x_{i,t})ᵀ W z_i ≥ 1   for every t ≠ α_i and every input i
+
+with ‖·‖ the Frobenius norm (the limit direction of gradient descent on W) or the nuclear norm (the
+limit of descent on (K, Q), W = K Qᵀ). Tarzanagh, Li, Thrampoulidis, Oymak, "Transformers as Support
+Vector Machines" (arXiv 2308.16898), eq. (Att-SVM) and (Att-SVM⋆).
+
+The program is linear in W: the constraint of (i, t) reads ⟨W, (x_{i,α_i} − x_{i,t}) z_iᵀ⟩ ≥ 1, so all
+constraints are one matrix M (constraints, d²) acting on vec(W). It is solved by cvxpy with the
+interior-point solver Clarabel in float64; cvxpy is imported inside `att_svm` only, so that
+`import hardmax` does not pay for it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import torch
+from torch import Tensor
+
+__all__ = ["RANK_RTOL", "SUPPORT_TOL", "AttSVM", "Norm", "att_svm", "check_inputs", "check_tokens"]
+
+Norm = Literal["fro", "nuc"]
+_NORMS = ("fro", "nuc")
+# A constraint is active (its token a support token) when its margin is ≤ 1 + SUPPORT_TOL. Clarabel
+# stops at relative gaps ~1e-8, so active margins come out as 1 ± 1e-8 and inactive ones, on generic
+# data, are above 1 by far more than 1e-5.
+SUPPORT_TOL = 1e-5
+# Singular values below RANK_RTOL · σ_max count as zero: interior-point nuclear-norm solutions carry
+# residual singular values of order 1e-8 relative, never exactly 0.
+RANK_RTOL = 1e-6
+# Clarabel's stopping tolerances, tighter than its defaults (1e-8): the support tokens and the rank
+# are read off the solution, and descent is compared with it to 4 digits.
+_TOLERANCES = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}
+
+
+@dataclass(frozen=True)
+class AttSVM:
+    """Solution of the Att-SVM for one set of inputs and one selection (all tensors float64).
+
+    Attributes:
+        W: (d, d) the max-margin matrix W^mm (norm "fro") or W^mm_⋆ (norm "nuc").
+        norm: "fro" or "nuc". selection: (n,) int64, the selected token α_i of each input.
+        margins: (n, T) (x_{i,α_i} − x_{i,t})ᵀ W z_i; +inf at the selected token and at masked tokens.
+        support: (n, T) bool, the active constraints: margin ≤ 1 + SUPPORT_TOL.
+        singular_values: (d,) of W, descending. rank: number of them above RANK_RTOL · σ_max.
+        objective: ‖W‖ in the chosen norm. status: cvxpy's status ("optimal" or "optimal_inaccurate").
+        solve_time: seconds spent in cvxpy (canonicalisation + Clarabel).
+    """
+
+    W: Tensor
+    norm: Norm
+    selection: Tensor
+    margins: Tensor
+    support: Tensor
+    singular_values: Tensor
+    rank: int
+    objective: float
+    status: str
+    solve_time: float
+
+    @property
+    def direction(self) -> Tensor:
+        """W / ‖W‖_F, the direction gradient descent is compared with."""
+        return self.W / self.W.norm()
+
+
+def check_tokens(X, mask=None) -> tuple[Tensor, Tensor]:
+    """Validate tokens X (n, T, d) and mask (n, T) (None: all real); return them as float64 / bool tensors.
+
+    Raises:
+        ValueError: ragged, non-finite or mis-shaped X, fewer than 2 tokens, or a mis-shaped mask.
+    """
+    try:
+        X = torch.as_tensor(X if isinstance(X, Tensor) else np.asarray(X, dtype=np.float64), dtype=torch.float64)
+    except ValueError as e:
+        raise ValueError(f"X must be an (n, T, d) array of numbers (ragged inputs are not allowed): {e}") from None
+    if X.dim() != 3 or min(X.shape) < 1:
+        raise ValueError(f"X must have shape (n, T, d) with n, T, d ≥ 1, got {tuple(X.shape)}")
+    if not torch.isfinite(X).all():
+        raise ValueError("X contains NaN or inf")
+    n, T, d = X.shape
+    if T < 2:
+        raise ValueError(f"each input needs at least 2 tokens to select from, got T = {T}")
+    mask = torch.ones(n, T, dtype=torch.bool) if mask is None else torch.as_tensor(mask)
+    if mask.dtype != torch.bool or tuple(mask.shape) != (n, T):
+        raise ValueError(f"mask must be a bool array of shape {(n, T)}, got {mask.dtype} {tuple(mask.shape)}")
+    return X, mask
+
+
+def check_inputs(X, z=None, selection=None, mask=None) -> tuple[Tensor, Tensor, Tensor | None, Tensor]:
+    """Validate and convert Att-SVM inputs to float64 / int64 / bool tensors.
+
+    Args:
+        X: (n, T, d) tokens. z: (n, d) queries, or None for self-attention (z_i = x_{i,0}).
+        selection: (n,) token index per input, or None (not checked). mask: (n, T) bool, True for
+            real tokens, or None (all real).
+
+    Returns:
+        (X, z, selection, mask) with z filled in and mask all True when not given.
+
+    Raises:
+        ValueError: ragged, non-finite or mis-shaped inputs, a selection out of range or on a padding token.
+    """
+    X, mask = check_tokens(X, mask)
+    n, T, d = X.shape
+    if z is None:
+        if not mask[:, 0].all():
+            raise ValueError("self-attention (z=None) uses token 0 as query, but token 0 is masked in some input")
+        z = X[:, 0]
+    else:
+        z = torch.as_tensor(np.asarray(z, dtype=np.float64) if not isinstance(z, Tensor) else z, dtype=torch.float64)
+        if tuple(z.shape) != (n, d):
+            raise ValueError(f"z must have shape (n, d) = {(n, d)}, got {tuple(z.shape)}")
+        if not torch.isfinite(z).all():
+            raise ValueError("z contains NaN or inf")
+    if selection is not None:
+        selection = torch.as_tensor(np.asarray(selection) if not isinstance(selection, Tensor) else selection)
+        if selection.dtype.is_floating_point or selection.dtype == torch.bool or tuple(selection.shape) != (n,):
+            raise ValueError(f"selection must be n = {n} integer token indices, got {selection.dtype} "
+                             f"{tuple(selection.shape)}")
+        selection = selection.to(torch.int64)
+        if ((selection < 0) | (selection >= T)).any():
+            raise ValueError(f"selection out of range: indices must lie in [0, {T}), got {selection.tolist()}")
+        if not mask.gather(1, selection[:, None]).all():
+            raise ValueError("selection points at a masked (padding) token")
+    return X, z, selection, mask
+
+
+def att_svm(X, z, selection, *, norm: Norm = "fro", mask=None) -> AttSVM:
+    """Solve the Att-SVM: the smallest W whose scores put every selected token ahead by a margin of 1.
+
+        W^mm = argmin_W ‖W‖  s.t.  (x_{i,α_i} − x_{i,t})ᵀ W z_i ≥ 1  ∀ t ≠ α_i, ∀ i      (Att-SVM)
+
+    Gradient descent on W converges in direction to the Frobenius solution, descent on (K, Q) to the
+    nuclear-norm one (Tarzanagh et al. 2023, arXiv 2308.16898, Theorems 2 and 3, §2-3).
+
+    Args:
+        X: (n, T, d) tokens x_{i,t}. z: (n, d) queries z_i (cross-attention), or None for self-attention
+            with query x_{i,0}. selection: (n,) selected token α_i per input.
+        norm: "fro" (‖W‖_F) or "nuc" (‖W‖_⋆). mask: (n, T) bool, True for real tokens (padding has no
+            constraint), or None.
+
+    Returns:
+        `AttSVM` (float64).
+
+    Raises:
+        ValueError: bad input (see `check_inputs`), norm not "fro"/"nuc", or an infeasible program (a
+            selected token that no W can put ahead, e.g. a repeated token, or any of the many selections
+            that are not separable when d < max(T − 1, n)).
+    """
+    if norm not in _NORMS:
+        raise ValueError(f"norm must be one of {_NORMS}, got {norm!r}")
+    if selection is None:
+        raise ValueError("selection is required: one token index per input")
+    X, z, selection, mask = check_inputs(X, z, selection, mask)
+    import cvxpy as cp  # lazy: cvxpy costs ~0.5 s to import
+
+    n, T, d = X.shape
+    others = mask.clone()
+    others[torch.arange(n), selection] = False
+    i, t = others.nonzero(as_tuple=True)
+    if len(i) == 0:
+        raise ValueError("no constraints: every input has only its selected token")
+    diffs = X[i, selection[i]] - X[i, t]  # (m, d)
+    # ⟨W, a zᵀ⟩ = vec(W)·vec(a zᵀ) in row-major order on both sides.
+    M = (diffs[:, :, None] * z[i][:, None, :]).reshape(len(i), d * d).numpy()
+    start = time.perf_counter()
+    W = cp.Variable((d, d))
+    # ½‖W‖_F² rather than ‖W‖_F: a quadratic objective Clarabel handles directly, whose solution is
+    # accurate to ~1e-9 where the second-order-cone form of ‖W‖_F leaves errors of √gap ≈ 1e-5.
+    objective = 0.5 * cp.sum_squares(W) if norm == "fro" else cp.normNuc(W)
+    problem = cp.Problem(cp.Minimize(objective), [M @ cp.vec(W, order="C") >= 1])
+    try:
+        problem.solve(solver=cp.CLARABEL, **_TOLERANCES)
+    except cp.error.SolverError as e:
+        raise ValueError(f"the Att-SVM solver failed ({e})") from None
+    solve_time = time.perf_counter() - start
+    if problem.status in ("infeasible", "infeasible_inaccurate") or W.value is None:
+        raise ValueError(_infeasible_message(n, T, d, problem.status))
+    W_star = torch.as_tensor(np.array(W.value), dtype=torch.float64)
+    scores = X @ (W_star @ z.unsqueeze(-1))  # (n, T, 1): x_{i,t}ᵀ W z_i
+    scores = scores.squeeze(-1)
+    margins = scores.gather(1, selection[:, None]) - scores
+    margins = margins.masked_fill(~others, float("inf"))
+    if margins.min() < 1 - 1e-4:
+        raise ValueError(f"the Att-SVM solver returned status {problem.status!r} with a violated margin "
+                         f"{margins.min().item():.3g} < 1: {_infeasible_message(n, T, d, problem.status)}")
+    sv = torch.linalg.svdvals(W_star)
+    value = float(W_star.norm()) if norm == "fro" else float(sv.sum())
+    return AttSVM(W=W_star, norm=norm, selection=selection, margins=margins, support=margins <= 1 + SUPPORT_TOL,
+                  singular_values=sv, rank=int((sv > RANK_RTOL * sv[0]).sum()), objective=value,
+                  status=str(problem.status), solve_time=solve_time)
+
+
+def _infeasible_message(n: int, T: int, d: int, status: str) -> str:
+    why = (f"d = {d} < max(T − 1, n) = {max(T - 1, n)}, so the selected tokens need not be separable"
+           if d < max(T - 1, n) else
+           f"d = {d} ≥ max(T − 1, n), so the inputs are degenerate (a selected token repeated among the "
+           "others, a zero query, or a selected token inside the hull of the others)")
+    return f"Att-SVM infeasible (solver status {status!r}): no W puts every selected token ahead; {why}"

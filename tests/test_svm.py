@@ -1,0 +1,265 @@
+"""Tests of hardmax.svm: the Att-SVM solver against closed forms, the selection rules, batched descent."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hardmax.svm import (
+    DescentConfig,
+    att_svm,
+    correlation,
+    descend,
+    initial_parameters,
+    is_locally_optimal,
+    optimal_selection,
+    softmax_attention,
+    token_scores,
+)
+
+# The issue's hand-checkable example: tokens (−0.1, 1), (1, 0), (0, 0).
+TOKENS = torch.tensor([[-0.1, 1.0], [1.0, 0.0], [0.0, 0.0]], dtype=torch.float64)
+
+
+def _unit(t: torch.Tensor) -> torch.Tensor:
+    return t / t.norm(dim=-1, keepdim=True)
+
+
+def _synthetic(S: int, n: int, T: int, d: int, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    X = _unit(torch.randn(S, n, T, d, generator=g, dtype=torch.float64))
+    z = _unit(torch.randn(S, n, d, generator=g, dtype=torch.float64))
+    y = torch.where(torch.rand(S, n, generator=g) > 0.5, 1.0, -1.0).double()
+    v = _unit(torch.randn(S, d, generator=g, dtype=torch.float64))
+    return X, z, y, v, g
+
+
+# --------------------------------------------------------------------------------------------
+# solver: closed forms
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("norm", ["fro", "nuc"])
+def test_hand_example_global_selection(norm):
+    # Selecting token 0: the binding constraint is against (0, 0), p^mm = (−0.1, 1)/1.01.
+    z = torch.tensor([[0.6, 0.8]], dtype=torch.float64)
+    svm = att_svm(TOKENS[None], z, [0], norm=norm)
+    p = svm.W @ z[0]
+    torch.testing.assert_close(p, torch.tensor([-0.1, 1.0], dtype=torch.float64) / 1.01, rtol=0, atol=1e-7)
+    assert 0.5 * float(p @ p) == pytest.approx(0.49505, abs=1e-5)
+    assert svm.support.tolist() == [[False, False, True]]
+    assert svm.margins[0, 1].item() == pytest.approx(1.11 / 1.01, abs=1e-7)
+    assert math.isinf(svm.margins[0, 0].item())
+
+
+@pytest.mark.parametrize("norm", ["fro", "nuc"])
+def test_hand_example_local_selection(norm):
+    # Selecting token 1, (1, 0): p = (1, 0), ½‖p‖² = 0.5; support token 2 (margin 1), token 0 has 1.1.
+    z = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
+    svm = att_svm(TOKENS[None], z, [1], norm=norm)
+    torch.testing.assert_close(svm.W @ z[0], torch.tensor([1.0, 0.0], dtype=torch.float64), rtol=0, atol=1e-7)
+    assert svm.support.tolist() == [[False, False, True]]
+    assert svm.margins[0, 0].item() == pytest.approx(1.1, abs=1e-7)
+    # γ = vᵀx with v = (0.5, 1): (0.95, 0.5, 0). Token 0 is globally optimal; token 1 beats its only
+    # support token (2), so it is locally optimal; token 2 is beaten by its support tokens.
+    v, y = torch.tensor([0.5, 1.0], dtype=torch.float64), torch.ones(1, dtype=torch.float64)
+    assert optimal_selection(TOKENS[None], y, v).tolist() == [0]
+    assert is_locally_optimal(TOKENS[None], z, y, v, [0], norm=norm)
+    assert is_locally_optimal(TOKENS[None], z, y, v, [1], norm=norm)
+    assert not is_locally_optimal(TOKENS[None], z, y, v, [2], norm=norm)
+
+
+def _token_max_margin(tokens: np.ndarray, alpha: int) -> np.ndarray:
+    """min ‖p‖ s.t. (x_α − x_t)ᵀ p ≥ 1, by brute force over active sets (T − 1 ≤ 3 constraints).
+
+    For an active set A the KKT point is p = D_Aᵀλ with D_A D_Aᵀ λ = 1; the answer is the shortest
+    such p with λ ≥ 0 that satisfies every constraint.
+    """
+    D = np.delete(tokens[alpha] - tokens, alpha, axis=0)  # (T − 1, d)
+    best = None
+    m = len(D)
+    for mask in range(1, 2 ** m):
+        active = [k for k in range(m) if mask >> k & 1]
+        A = D[active]
+        lam, *_ = np.linalg.lstsq(A @ A.T, np.ones(len(active)), rcond=None)
+        p = A.T @ lam
+        if (lam >= -1e-12).all() and (D @ p >= 1 - 1e-9).all() and (best is None or p @ p < best @ best - 1e-12):
+            best = p
+    assert best is not None
+    return best
+
+
+@given(seed=st.integers(0, 10_000), T=st.integers(2, 4), d=st.integers(4, 6))
+def test_one_input_closed_form(seed, T, d):
+    # n = 1: W^mm = p zᵀ/‖z‖², rank one, and the Frobenius and nuclear solutions coincide.
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((1, T, d))
+    z = rng.standard_normal((1, d))
+    alpha = int(rng.integers(T))
+    p = _token_max_margin(X[0], alpha)
+    expected = torch.as_tensor(np.outer(p, z[0]) / (z[0] @ z[0]))
+    fro = att_svm(X, z, [alpha], norm="fro")
+    nuc = att_svm(X, z, [alpha], norm="nuc")
+    scale = expected.norm().item()
+    torch.testing.assert_close(fro.W, expected, rtol=0, atol=3e-5 * scale)  # interior point: ~1e-6 on close calls
+    torch.testing.assert_close(nuc.W, expected, rtol=0, atol=3e-5 * scale)
+    assert fro.rank == 1 and nuc.rank == 1
+    assert fro.objective == pytest.approx(np.linalg.norm(p) / np.linalg.norm(z), rel=1e-6)
+    assert nuc.objective == pytest.approx(fro.objective, rel=1e-6)
+
+
+def test_margins_and_support_are_consistent():
+    X, z, *_ = _synthetic(1, 4, 5, 8, seed=3)
+    svm = att_svm(X[0], z[0], [0, 1, 2, 3], norm="fro")
+    finite = torch.isfinite(svm.margins)
+    assert (svm.margins[finite] >= 1 - 1e-7).all()
+    assert svm.support.any()  # a max-margin solution has at least one active constraint
+    assert svm.status == "optimal" and svm.solve_time > 0
+    # KKT: W^mm is a nonnegative combination of the support constraints' matrices (x_α − x_t) z_iᵀ.
+    i, t = svm.support.nonzero(as_tuple=True)
+    A = (X[0][i, svm.selection[i]] - X[0][i, t])[:, :, None] * z[0][i][:, None, :]
+    lam, *_ = np.linalg.lstsq(A.reshape(len(i), -1).T.numpy(), svm.W.reshape(-1).numpy(), rcond=None)
+    assert (lam > -1e-6).all()
+    torch.testing.assert_close(torch.as_tensor(lam) @ A.reshape(len(i), -1), svm.W.reshape(-1), atol=1e-6, rtol=0)
+
+
+def test_self_attention_uses_token_zero_as_query():
+    X, *_ = _synthetic(1, 3, 4, 6, seed=5)
+    a = att_svm(X[0], None, [1, 2, 3])
+    b = att_svm(X[0], X[0][:, 0], [1, 2, 3])
+    torch.testing.assert_close(a.W, b.W, atol=1e-8, rtol=0)
+
+
+def test_mask_drops_padding_constraints():
+    X, z, *_ = _synthetic(1, 2, 4, 6, seed=7)
+    mask = torch.tensor([[True, True, True, False], [True, True, True, True]])
+    padded = att_svm(X[0], z[0], [0, 1], mask=mask)
+    assert math.isinf(padded.margins[0, 3].item())
+    # The same program written without the padding token in input 0: duplicate one of its real tokens.
+    X2 = X[0].clone()
+    X2[0, 3] = X2[0, 2]
+    torch.testing.assert_close(att_svm(X2, z[0], [0, 1]).W, padded.W, atol=1e-7, rtol=0)
+
+
+# --------------------------------------------------------------------------------------------
+# solver: errors
+# --------------------------------------------------------------------------------------------
+
+
+def test_infeasible_says_why():
+    X, z, *_ = _synthetic(1, 12, 8, 3, seed=1)
+    with pytest.raises(ValueError, match=r"infeasible.*d = 3 < max\(T − 1, n\) = 12"):
+        att_svm(X[0], z[0], torch.zeros(12, dtype=torch.long))
+    # A repeated selected token is infeasible in any dimension.
+    Xr = X[0][:2].clone()
+    Xr[0, 1] = Xr[0, 0]
+    with pytest.raises(ValueError, match="infeasible.*degenerate"):
+        att_svm(torch.cat([Xr, torch.zeros(2, 8, 7, dtype=torch.float64)], -1), torch.ones(2, 10), [0, 0])
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"X": [[[0.0, 1.0], [1.0, 0.0]], [[1.0, 0.0]]]}, "ragged"),
+    ({"X": [[[np.nan, 1.0], [1.0, 0.0]]]}, "NaN"),
+    ({"X": [[0.0, 1.0], [1.0, 0.0]]}, r"shape \(n, T, d\)"),
+    ({"selection": [2]}, "out of range"),
+    ({"selection": [-1]}, "out of range"),
+    ({"selection": [0.0]}, "integer"),
+    ({"selection": [0, 1]}, "n = 1"),
+    ({"norm": "l1"}, "norm must be one of"),
+    ({"z": [[0.0, 1.0, 2.0]]}, "z must have shape"),
+    ({"z": [[np.inf, 1.0]]}, "z contains NaN"),
+    ({"mask": [[True, False]]}, "masked"),
+])
+def test_bad_input(kwargs, message):
+    args = {"X": [[[0.0, 1.0], [1.0, 0.0]]], "z": [[1.0, 0.0]], "selection": [1], "norm": "fro", **kwargs}
+    if "mask" in args:
+        args["mask"] = torch.tensor(args["mask"])
+    with pytest.raises(ValueError, match=message):
+        att_svm(args["X"], args["z"], args["selection"], norm=args["norm"], mask=args.get("mask"))
+
+
+def test_token_scores_checks_shapes():
+    with pytest.raises(ValueError, match="v must be"):
+        token_scores(TOKENS[None], [1.0], [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="y must be"):
+        token_scores(TOKENS[None], [1.0, 1.0], [1.0, 2.0])
+
+
+# --------------------------------------------------------------------------------------------
+# descent
+# --------------------------------------------------------------------------------------------
+
+
+def _notebook_loop(X, z, y, v, init, parameterisation: str, iterations: int, ridge: float):
+    """One problem, autograd, the plain float64 formulas: the obviously-correct reference."""
+    eps = torch.finfo(torch.float64).eps
+    params = [init.clone().requires_grad_()] if parameterisation == "W" else [t.clone().requires_grad_() for t in init]
+    out = []
+    for _ in range(iterations):
+        W = params[0] if parameterisation == "W" else params[0] @ params[1].T
+        p = torch.softmax((X @ W @ z.unsqueeze(-1)).squeeze(-1), -1)
+        f = (p * (X @ v)).sum(-1)
+        loss = torch.log1p(torch.exp(-y * f)).mean()
+        if parameterisation == "KQ":
+            loss = loss + ridge * sum(t.norm() ** 2 for t in params)
+        grads = torch.autograd.grad(loss, params)
+        with torch.no_grad():
+            for t, g in zip(params, grads, strict=True):
+                t -= 0.1 * g / (g.norm() + eps)
+        out.append((params[0] if parameterisation == "W" else params[0] @ params[1].T).detach().clone())
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("parameterisation", ["W", "KQ"])
+def test_batched_descent_equals_per_problem_loop(parameterisation):
+    X, z, y, v, g = _synthetic(3, 4, 5, 6, seed=11)
+    init = initial_parameters(parameterisation, 3, 6, generator=g)
+    config = DescentConfig(parameterisation=parameterisation, iterations=60, record_every=1)
+    path = descend(X, z, y, v, init, config)
+    assert path.W.shape == (3, 61, 6, 6) and path.iterations.tolist() == list(range(61))
+    for s in range(3):
+        one = init[s] if parameterisation == "W" else (init[0][s], init[1][s])
+        ref = _notebook_loop(X[s], z[s], y[s], v[s], one, parameterisation, 60, config.kq_ridge)
+        torch.testing.assert_close(path.W[s, 1:], ref, rtol=1e-9, atol=1e-9)
+
+
+def test_descent_converges_to_the_svm_direction():
+    X, z, y, v, g = _synthetic(4, 3, 4, 6, seed=2)
+    path = descend(X, z, y, v, initial_parameters("W", 4, 6, generator=g), DescentConfig(iterations=600))
+    ref = torch.stack([att_svm(X[s], z[s], path.selection[s]).W for s in range(4)])
+    corr = path.correlation(ref)
+    assert (corr[:, -1] > 0.97).all()
+    assert (corr[:, -1] > corr[:, 5]).all()
+    # ‖W_k‖ grows (almost) linearly under normalised steps of length 0.1.
+    assert (path.W[:, -1].norm(dim=(-2, -1)) > 0.5 * 0.1 * 600).all()
+    assert (path.attention.max(-1).values > 0.99).all()
+
+
+def test_correlation_and_attention_basics():
+    A = torch.randn(5, 3, 3, dtype=torch.float64)
+    torch.testing.assert_close(correlation(A, 2 * A), torch.ones(5, dtype=torch.float64))
+    X, z, *_ = _synthetic(2, 3, 4, 5)
+    p = softmax_attention(X, z, torch.zeros(2, 5, 5, dtype=torch.float64))
+    torch.testing.assert_close(p, torch.full((2, 3, 4), 0.25, dtype=torch.float64))
+
+
+@pytest.mark.parametrize(("field", "value"), [("iterations", 0), ("lr", -1.0), ("eps", float("nan")),
+                                              ("record_every", 0), ("parameterisation", "QK"), ("kq_ridge", -1.0)])
+def test_descent_config_validation(field, value):
+    with pytest.raises(ValueError, match=field):
+        DescentConfig(**{field: value})
+
+
+def test_descend_rejects_bad_shapes():
+    X, z, y, v, _ = _synthetic(2, 3, 4, 5)
+    with pytest.raises(ValueError, match="init must be W"):
+        descend(X, z, y, v, torch.zeros(2, 4, 4, dtype=torch.float64))
+    with pytest.raises(ValueError, match="z must have shape"):
+        descend(X, z[0], y, v, torch.zeros(2, 5, 5, dtype=torch.float64))
+    with pytest.raises(ValueError, match="float64"):
+        descend(X.float(), z, y, v, torch.zeros(2, 5, 5, dtype=torch.float64))
