@@ -167,8 +167,8 @@ def test_csv(tmp_path: Path) -> None:
 
 def test_csv_with_bom_and_reordered_columns(tmp_path: Path) -> None:
     path = tmp_path / "reviews.csv"
-    path.write_bytes("\ufeffsentiment,review\npositive,Nice\n".encode())
-    assert read_reviews(path).texts == ["Nice"]
+    path.write_bytes("\ufeffsentiment,review\npositive,Nice\nnegative,Dull\n".encode())
+    assert read_reviews(path).texts == ["Nice", "Dull"]
 
 
 def test_csv_unknown_label_names_the_label_and_row(tmp_path: Path) -> None:
@@ -236,7 +236,7 @@ def test_bad_bytes_are_replaced_and_counted(tmp_path: Path) -> None:
         assert read.n_bad_bytes == 2
         assert read.texts[10] == "Splendid \ufffd\ufffd film \ufffd"
     csv_path = tmp_path / "bad.csv"
-    csv_path.write_bytes(b"review,sentiment\n\"caf\xe9 \xff\",positive\n")
+    csv_path.write_bytes(b"review,sentiment\n\"caf\xe9 \xff\",positive\nfine,negative\n")
     assert read_reviews(csv_path).n_bad_bytes == 2
     loaded = load_imdb(config(tmp_path / "a.tar.gz", tmp_path), progress=False)
     assert loaded.stats.n_bad_bytes == 2

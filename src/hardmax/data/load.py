@@ -16,7 +16,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from hardmax.data.config import PIPELINE_VERSION, SPLIT_NAMES, STOP_LISTS, DataConfig
-from hardmax.data.source import _GROUPS, _acl_root, default_cache_dir, read_reviews, resolve_imdb_path
+from hardmax.data.source import GROUPS, acl_root, default_cache_dir, read_reviews, resolve_imdb_path
 from hardmax.data.splits import DataStats, ImdbData, SplitStats, _build, _make_split
 from hardmax.data.text import Split, Vocabulary
 from hardmax.io import atomic_write, write_text
@@ -40,9 +40,9 @@ def _fingerprint(source: Path) -> dict[str, object]:
             while chunk := handle.read(1 << 22):
                 digest.update(chunk)
         return {"kind": "file", "sha256": digest.hexdigest()}
-    root = _acl_root(source)
+    root = acl_root(source)
     digest = hashlib.sha256()
-    for split, label in _GROUPS:
+    for split, label in GROUPS:
         folder = root / split / label
         if not folder.is_dir():
             continue  # read_reviews reports the layout error
@@ -113,6 +113,14 @@ def _load_cache(stem: Path, key: str) -> tuple[dict[str, Split], Vocabulary, int
 # --------------------------------------------------------------------------------------------
 
 
+def _report_empty(source: Path, split_stats: dict[str, SplitStats]) -> None:
+    """Reviews with nothing left after cleaning are left out of the tensors; say how many, per split."""
+    skipped = {name: s.skipped_empty for name, s in split_stats.items() if s.skipped_empty}
+    if skipped:
+        logger.warning("%s: %d review(s) empty after cleaning were left out (%s)", source, sum(skipped.values()),
+                       ", ".join(f"{name} {n}" for name, n in skipped.items()))
+
+
 def load_imdb(config: DataConfig | None = None, *, progress: bool = True) -> ImdbData:
     """IMDb reviews as padded id tensors, ready for the sentiment model (paper §5).
 
@@ -122,7 +130,8 @@ def load_imdb(config: DataConfig | None = None, *, progress: bool = True) -> Imd
     only, and encodes each review as `max_len` tokens (`config.truncation`: the first and last halves
     of a longer review by default, or its first tokens), right-padded with PAD.
 
-    Reviews empty after cleaning are skipped and counted (`stats.splits[name].skipped_empty`).
+    Reviews empty after cleaning are skipped, counted (`stats.splits[name].skipped_empty`) and reported
+    in a warning.
     With `use_cache`, the result is stored under `cache_dir/imdb/` keyed by a hash of the settings
     and of the data, and later calls read it back. On 2 CPU cores the full 50k pipeline takes
     ~8 s and a cached load ~0.1 s (`benchmarks/bench_data.py`).
@@ -143,6 +152,7 @@ def load_imdb(config: DataConfig | None = None, *, progress: bool = True) -> Imd
         cached = _load_cache(stem, key)
         if cached is not None:
             splits, vocab, n_bad_bytes, split_stats = cached
+            _report_empty(source, split_stats)
             stats = DataStats(
                 source=str(source), n_bad_bytes=n_bad_bytes, vocab_size=len(vocab), splits=split_stats,
                 cache_hit=True, cache_file=str(stem.with_suffix(".safetensors")),
@@ -153,6 +163,7 @@ def load_imdb(config: DataConfig | None = None, *, progress: bool = True) -> Imd
         logger.warning("%s: %d byte sequence(s) were not UTF-8 and were replaced by U+FFFD",
                        source, reviews.n_bad_bytes)
     splits, vocab, split_stats = _build(reviews, config, progress)
+    _report_empty(source, split_stats)
     stats = DataStats(
         source=str(source), n_bad_bytes=reviews.n_bad_bytes, vocab_size=len(vocab), splits=split_stats,
         cache_hit=False, cache_file=None if stem is None else str(stem.with_suffix(".safetensors")),
@@ -160,6 +171,7 @@ def load_imdb(config: DataConfig | None = None, *, progress: bool = True) -> Imd
     if stem is not None and key is not None:
         try:
             _save_cache(stem, key, splits, vocab, stats, config)
-        except OSError as exc:  # a read-only or full cache directory must not lose the result
-            logger.warning("could not write the IMDb cache %s: %s", stem, exc)
+        except (OSError, SafetensorError) as exc:  # a read-only or full cache directory must not lose the result
+            logger.warning("could not write the IMDb cache %s (%s); going on without it",
+                           stem, " ".join(str(exc).split()))
     return ImdbData(**splits, vocab=vocab, stats=stats, config=config)

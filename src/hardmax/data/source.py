@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import bz2
 import csv
+import gzip
 import hashlib
 import http.client
 import io
 import itertools
 import logging
+import lzma
 import os
 import re
 import tarfile
@@ -95,24 +98,31 @@ def resolve_imdb_path(
     downloaded file is checked against `IMDB_SHA256`. Raises `DataError` when the given path does
     not exist, or when nothing is found and `download` is False.
     """
-    origin = "argument"
+    cache = default_cache_dir() if cache_dir is None else Path(cache_dir).expanduser()
+    origin = "--data (DataConfig.path)"
     if path is None or str(path) == "":
         path, origin = os.environ.get("HARDMAX_IMDB") or None, "$HARDMAX_IMDB"
     if path is not None:
         resolved = Path(path).expanduser()
         if not resolved.exists():
-            raise DataError(f"{resolved}: no such file or directory (IMDb path from {origin})")
+            raise DataError(not_found_message(f"{resolved} (from {origin}) does not exist", cache))
         return resolved
-    cache = default_cache_dir() if cache_dir is None else Path(cache_dir).expanduser()
     cached = cache / IMDB_FILENAME
     if cached.is_file():
         return cached
     if not download:
-        raise DataError(
-            f"no IMDb data: pass a path, set HARDMAX_IMDB, put {IMDB_FILENAME} in {cache}, "
-            "or allow the download"
-        )
-    return download_imdb(cache, progress=progress)
+        raise DataError(not_found_message("no IMDb data found and downloading is off", cache))
+    try:
+        return download_imdb(cache, progress=progress)
+    except DataError as exc:
+        raise DataError(not_found_message(str(exc), cache)) from exc
+
+
+def not_found_message(reason: str, cache: Path) -> str:
+    """The one message of every "no data" path: what went wrong, then where the reviews are looked for."""
+    return (f"{reason}. The reviews are looked for in --data PATH (DataConfig.path), then $HARDMAX_IMDB, then "
+            f"{cache / IMDB_FILENAME} (the cache directory: --cache-dir or $HARDMAX_CACHE), then downloaded "
+            f"from {IMDB_URL}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -122,9 +132,11 @@ def resolve_imdb_path(
 # ".../train/pos/123_9.txt": split, label, review id, rating (1-10). "unsup" and "._" files never match.
 _MEMBER = re.compile(r"(?:^|/)(train|test)/(pos|neg)/(\d+)_(\d+)\.txt$")
 _FILE = re.compile(r"(\d+)_(\d+)\.txt$")
-_GROUPS = (("train", "neg"), ("train", "pos"), ("test", "neg"), ("test", "pos"))
+GROUPS = (("train", "neg"), ("train", "pos"), ("test", "neg"), ("test", "pos"))
 _LAYOUT = "aclImdb/{train,test}/{pos,neg}/ID_RATING.txt"
 _CSV_LABELS = {"positive": 1, "negative": 0, "pos": 1, "neg": 0}
+# The Large Movie Review Dataset v1.0 has exactly this many reviews under each of GROUPS.
+CANONICAL_GROUP_SIZE = 12_500
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,12 +195,26 @@ def read_reviews(path: str | Path, *, progress: bool = False) -> Reviews:
     return _read_tar(path, progress)
 
 
+def _open_decompressed(path: Path):
+    """The archive's uncompressed bytes as a file object whose reader checks the compression's own
+    integrity data: gzip's CRC-32 and length trailer (`gzip`), bzip2's block CRCs, xz's check."""
+    with path.open("rb") as handle:
+        magic = handle.read(6)
+    if magic[:2] == b"\x1f\x8b":
+        return gzip.open(path, "rb")
+    if magic[:3] == b"BZh":
+        return bz2.open(path, "rb")
+    if magic == b"\xfd7zXZ\x00":
+        return lzma.open(path, "rb")
+    return path.open("rb")  # a plain tar: its header checksums are all there is
+
+
 def _read_tar(path: Path, progress: bool) -> Reviews:
     records: list[tuple[str, str, int, int, str]] = []
     n_bad = 0
     try:
-        # Stream mode ("r|*"): one sequential pass over the compressed bytes, any compression.
-        with tarfile.open(path, mode="r|*") as archive:
+        with _open_decompressed(path) as stream, tarfile.open(fileobj=stream, mode="r|") as archive:
+            # Stream mode: one sequential pass over the bytes, never extracted.
             for member in tqdm(archive, desc=f"read {path.name}", unit=" files", disable=not progress):
                 match = _MEMBER.search(member.name)
                 if match is None or not member.isfile():
@@ -198,22 +224,30 @@ def _read_tar(path: Path, progress: bool) -> Reviews:
                 n_bad += bad
                 split, label, review_id, rating = match.groups()
                 records.append((split, label, int(review_id), int(rating), text))
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
-        raise DataError(
-            f"{path}: unreadable archive, corrupt or truncated ({type(exc).__name__}: {exc})"
-        ) from exc
+            # tarfile ends its iteration quietly at a damaged header in the middle of an archive; a
+            # complete archive ends with zero blocks only. Reading them to the end also makes the
+            # decompressor reach, and check, its trailer (gzip's CRC-32 and length).
+            tail_offset = archive.offset
+            while chunk := archive.fileobj.read(1 << 20):
+                if chunk.count(0) != len(chunk):
+                    raise tarfile.ReadError(f"a damaged tar header near uncompressed byte {tail_offset:,}; "
+                                            f"{len(records):,} reviews were read before it")
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError, OSError) as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise DataError(f"{path}: the archive is damaged ({type(exc).__name__}: {reason}); "
+                        "download it again or use another copy") from exc
     return _assemble(records, path, n_bad)
 
 
-def _acl_root(path: Path) -> Path:
+def acl_root(path: Path) -> Path:
     """The folder holding train/ and test/: `path` itself or its aclImdb/ subfolder."""
     return path if (path / "train").is_dir() or (path / "test").is_dir() else path / "aclImdb"
 
 
 def _read_directory(path: Path, progress: bool) -> Reviews:
-    root = _acl_root(path)
+    root = acl_root(path)
     files: list[tuple[str, str, int, int, str]] = []
-    for split, label in _GROUPS:
+    for split, label in GROUPS:
         folder = root / split / label
         if not folder.is_dir():
             raise DataError(f"{path}: wrong layout, no folder {folder} (expected {_LAYOUT})")
@@ -240,11 +274,24 @@ def _assemble(records: list[tuple[str, str, int, int, str]], source: Path, n_bad
     present = Counter((split, label) for split, label, *_ in records)
     if not records:
         raise DataError(f"{source}: no reviews found (expected {_LAYOUT})")
-    for group in _GROUPS:
+    for group in GROUPS:
         if present[group] == 0:
             raise DataError(f"{source}: wrong layout, no reviews under {'/'.join(group)} "
                             f"(expected {_LAYOUT})")
-    order = {group: rank for rank, group in enumerate(_GROUPS)}
+    for split, label, review_id, rating, _ in records:
+        if not 1 <= rating <= 10 or review_id >= 2**63:
+            raise DataError(f"{source}: review file {split}/{label}/{review_id}_{rating}.txt has "
+                            + (f"rating {rating}, expected 1 to 10" if review_id < 2**63 else "an id out of range"))
+    if len(records) >= 2 * CANONICAL_GROUP_SIZE:
+        # More than half of the dataset's reviews: the dataset itself (a smaller sample is someone's choice,
+        # and any file name may hold it), so a copy that lost reviews is caught by its counts.
+        counts = {"/".join(group): present[group] for group in GROUPS}
+        if any(n != CANONICAL_GROUP_SIZE for n in counts.values()):
+            found = ", ".join(f"{name} {n:,}" for name, n in counts.items())
+            raise DataError(f"{source}: the Large Movie Review Dataset has {CANONICAL_GROUP_SIZE:,} reviews under "
+                            f"each of train/neg, train/pos, test/neg, test/pos; found {found}: the copy is "
+                            "incomplete or damaged")
+    order = {group: rank for rank, group in enumerate(GROUPS)}
     records.sort(key=lambda r: (order[(r[0], r[1])], r[2]))
     for previous, current in itertools.pairwise(records):
         if previous[:3] == current[:3]:
@@ -296,5 +343,9 @@ def _read_csv(path: Path) -> Reviews:
         raise DataError(f"{path}, line {reader.line_num}: malformed CSV ({exc})") from exc
     if not texts:
         raise DataError(f"{path}: no reviews, only a header")
+    n_positive = sum(labels)
+    if n_positive in (0, len(labels)):
+        raise DataError(f"{path}: all {len(labels):,} reviews are {'positive' if n_positive else 'negative'}; "
+                        "a sentiment dataset needs both labels")
     return Reviews(texts=texts, labels=np.array(labels, dtype=np.int8), split=None, review_ids=None,
                    ratings=None, source=str(path), n_bad_bytes=n_bad)
