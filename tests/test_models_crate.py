@@ -1,0 +1,123 @@
+"""hardmax.models.crate: CRATE blocks and classifier; the bridge to the paper's layer (1.1)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from hardmax.dynamics import Hardmax, Softmax, attention_step, simulate
+from hardmax.measures import zero_fraction
+from hardmax.models.crate import CrateBlock, CrateClassifier, CrateConfig
+
+
+def _bridge_block(d: int, kappa: float) -> CrateBlock:
+    block = CrateBlock(CrateConfig(d=d, heads=1, mode="faithful", step=kappa, ista=False))
+    with torch.no_grad():
+        block.U.copy_(torch.eye(d))
+    return block.double()
+
+
+@pytest.mark.parametrize("kappa", [0.2, 0.5, 0.8])
+def test_bridge_one_block_is_the_papers_layer(kappa):
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(5, 9, 3, generator=g, dtype=torch.float64)
+    multiplicity = torch.ones(5, 9, dtype=torch.float64)
+    multiplicity[:, 7:] = 0  # padding
+    half, out = _bridge_block(3, kappa)(z, multiplicity, Hardmax())
+    expected = attention_step(z, multiplicity, alpha=kappa / (1 - kappa), rule=Hardmax())
+    real = multiplicity > 0
+    assert torch.equal(out, half)  # no ISTA
+    assert torch.allclose(half[real], expected[real], rtol=0, atol=1e-14)
+
+
+def test_bridge_stack_of_blocks_follows_simulate():
+    g = torch.Generator().manual_seed(1)
+    z = torch.randn(4, 12, 2, generator=g, dtype=torch.float64)
+    kappa, layers = 0.5, 6
+    blocks = [_bridge_block(2, kappa) for _ in range(layers)]
+    path = [z]
+    ones = torch.ones(4, 12, dtype=torch.float64)
+    for block in blocks:
+        path.append(block(path[-1], ones, Hardmax())[1])
+    run = simulate(z, Hardmax(), alpha=kappa / (1 - kappa), layers=layers)
+    assert torch.allclose(torch.stack(path), run.tokens, rtol=0, atol=1e-12)
+    # and softmax heads follow the softmax dynamics at the same β
+    soft = [z]
+    for block in blocks:
+        soft.append(block(soft[-1], ones, Softmax(5.0))[1])
+    run = simulate(z, Softmax(5.0), alpha=kappa / (1 - kappa), layers=layers)
+    assert torch.allclose(torch.stack(soft), run.tokens, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["reference", "faithful"])
+def test_classifier_shapes_trace_and_gradient_flow(mode):
+    config = CrateConfig(vocab_size=50, d=8, layers=3, heads=2, mode=mode)
+    model = CrateClassifier(config)
+    g = torch.Generator().manual_seed(2)
+    ids = torch.randint(1, 50, (6, 11), generator=g)
+    mask = torch.rand(6, 11, generator=g) > 0.3
+    mask[:, 0] = True
+    logits = model(ids, mask)
+    assert logits.shape == (6,)
+    trace = model.trace(ids, mask, attention="hardmax")
+    assert trace.tokens.shape[0] == 4 and trace.tokens.shape[1] == 6 and trace.tokens.shape[-1] == 8
+    assert trace.compressed.shape == trace.tokens[1:].shape
+    assert torch.allclose(trace.logits, model(ids, mask, attention="hardmax"))
+    # padding changes nothing
+    padded = torch.cat([ids, torch.zeros(6, 4, dtype=torch.int64)], 1)
+    assert torch.allclose(model(padded, torch.cat([mask, torch.zeros(6, 4, dtype=torch.bool)], 1)), logits,
+                          atol=1e-6)
+    torch.nn.functional.binary_cross_entropy_with_logits(logits, torch.ones(6)).backward()
+    for name, parameter in model.named_parameters():
+        assert parameter.grad is not None and torch.isfinite(parameter.grad).all(), name
+        if name != "embedding.weight" or mode == "reference":
+            assert parameter.grad.abs().sum() > 0, name
+    assert model.blocks[0].subspaces.shape == (2, 8, 4)
+
+
+def test_sparsity_at_initialisation():
+    """The ReLU threshold of ISTA zeroes a share of the coordinates at initialisation (reference mode:
+    LayerNorm'd inputs, so roughly half of them plus the threshold)."""
+    model = CrateClassifier(CrateConfig(vocab_size=200, d=16, layers=4))
+    ids = torch.randint(1, 200, (32, 40), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        trace = model.trace(ids)
+    mask = trace.multiplicity > 0
+    for layer in range(1, 5):
+        zeros = zero_fraction(trace.tokens[layer], mask=mask)
+        assert (zeros > 0.3).all() and (zeros < 0.9).all()
+        assert zero_fraction(trace.compressed[layer - 1], mask=mask).max() < 0.01  # MSSA is not sparse
+    no_ista = CrateClassifier(CrateConfig(vocab_size=200, d=16, layers=2, ista=False))
+    with torch.no_grad():
+        assert zero_fraction(no_ista.trace(ids).tokens[-1], mask=mask).max() < 0.01
+
+
+def test_ista_step_formula():
+    block = CrateBlock(CrateConfig(d=4, heads=1, mode="faithful", eta=0.3, lam=0.2)).double()
+    x = torch.randn(2, 3, 4, dtype=torch.float64)
+    D = block.D.detach()
+    expected = torch.relu(x + 0.3 * torch.einsum("ji,...j->...i", D, x - torch.einsum("ij,...j->...i", D, x)) - 0.06)
+    assert torch.allclose(block.sparsify(x), expected, atol=1e-14)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"d": 6, "heads": 4}, "divisible"),
+    ({"step": 1.0}, "step"),
+    ({"eta": 0.0}, "eta"),
+    ({"beta": -1.0}, "beta"),
+    ({"mode": "other"}, "mode"),
+    ({"layers": -1}, "layers"),
+])
+def test_bad_config(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        CrateConfig(**kwargs)
+
+
+def test_bad_inputs():
+    model = CrateClassifier(CrateConfig(vocab_size=10, d=4, layers=1, heads=1))
+    with pytest.raises(ValueError, match="ids"):
+        model(torch.tensor([[1, 20]]))
+    with pytest.raises(ValueError, match="real"):
+        model(torch.tensor([[1, 2]]), torch.tensor([[False, False]]))
+    with pytest.raises(ValueError, match="attention"):
+        model(torch.tensor([[1, 2]]), attention="other")
