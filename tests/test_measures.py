@@ -137,6 +137,22 @@ def test_batched_equals_one_at_a_time_with_masks():
                                                                                     -1)), rtol=1e-12)
 
 
+def test_weights_count_copies():
+    g = torch.Generator().manual_seed(9)
+    Z = torch.randn(3, 6, 4, generator=g, dtype=torch.float64)
+    weights = torch.tensor([[1.0, 2, 3, 0, 1, 1], [4, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], dtype=torch.float64)
+    got = coding_rate(Z, 0.5, weights=weights)
+    for b in range(3):
+        copies = Z[b].repeat_interleave(weights[b].long(), dim=0)
+        assert got[b].item() == pytest.approx(reference_rate(copies, 0.5), rel=1e-12)
+    U = torch.randn(2, 4, 2, generator=g, dtype=torch.float64)
+    copies = Z[0].repeat_interleave(weights[0].long(), dim=0)
+    assert subspace_coding_rate(Z, U, 0.5, weights=weights)[0].item() == pytest.approx(
+        subspace_coding_rate(copies, U, 0.5).item(), rel=1e-12)
+    with pytest.raises(ValueError, match="weights"):
+        coding_rate(Z, 0.5, weights=-weights)
+
+
 def test_chunked_accumulation_equals_one_shot(monkeypatch):
     import hardmax.measures.rate as rate
 

@@ -120,12 +120,13 @@ def _as_float64(z: Tensor, buffer: list) -> Tensor:
     return buffer[0][:z.numel()].view(z.shape).copy_(z)
 
 
-def _gram(Z: Tensor, mask: Tensor | None, small: bool) -> Tensor:
+def _gram(Z: Tensor, scale: Tensor | None, small: bool) -> Tensor:
     """Gram matrices in float64 of B sets Z (B, n, d): ZᵀZ (B, d, d), or ZZᵀ (B, n, n) when `small`.
 
     The float64 copy is made a chunk of sets (and, for long sets, of rows) at a time, so it never costs
-    more than `_CHUNK_ELEMENTS` extra elements; masked samples are zeroed (a zero row adds nothing to ZᵀZ
-    and a factor 1 to det(I + cZZᵀ)).
+    more than `_CHUNK_ELEMENTS` extra elements. Rows are multiplied by `scale` (B, n) float64, √weight,
+    and rows of scale 0 are zeroed whatever they hold (a zero row adds nothing to ZᵀZ and a factor 1 to
+    det(I + cZZᵀ)).
     """
     B, n, d = Z.shape
     sets = max(1, _CHUNK_ELEMENTS // max(1, n * d))
@@ -136,8 +137,9 @@ def _gram(Z: Tensor, mask: Tensor | None, small: bool) -> Tensor:
         G = None
         for r in range(0, n, rows):
             z = _as_float64(Z[s:s + sets, r:r + rows], buffer)
-            if mask is not None:
-                z = torch.where(mask[s:s + sets, r:r + rows, None], z, 0.0)
+            if scale is not None:
+                w = scale[s:s + sets, r:r + rows, None]
+                z = torch.where(w > 0, z * w, 0.0)
             g = z @ z.mT if small else z.mT @ z
             G = g if G is None else G + g
         out.append(G)
@@ -168,7 +170,7 @@ def _class_grams(Z: Tensor, labels: Tensor, num_classes: int) -> tuple[Tensor, T
 # --------------------------------------------------------------------------------------------
 
 
-def coding_rate(Z: Tensor, eps: float, *, mask: Tensor | None = None) -> Tensor:
+def coding_rate(Z: Tensor, eps: float, *, mask: Tensor | None = None, weights: Tensor | None = None) -> Tensor:
     """Coding rate R(Z, ε) = ½ logdet(I + d/(N ε²) ZᵀZ) of each set of samples, in nats.
 
     Args:
@@ -177,6 +179,8 @@ def coding_rate(Z: Tensor, eps: float, *, mask: Tensor | None = None) -> Tensor:
         eps: the distortion ε > 0 (not ε²; the mcr2 reference code's `eps` is ε²).
         mask: (..., N) bool, True for real samples; N in the formula counts the real ones of each set.
             None = every sample is real.
+        weights: (..., N) multiplicity of each sample (≥ 0, 0 = absent), e.g. the copies of a merged
+            token: the set counts sample i w_i times (ZᵀZ → Σ w_i z_i z_iᵀ, N → Σ w_i). None = all 1.
     Returns:
         (...) float64, R of each set (autograd kept).
     Raises:
@@ -189,17 +193,31 @@ def coding_rate(Z: Tensor, eps: float, *, mask: Tensor | None = None) -> Tensor:
     eps = _check_eps(eps)
     Z = _check_tokens(Z)
     mask = _check_mask(mask, Z.shape[:-1], Z.device)
+    if weights is not None:
+        if not isinstance(weights, Tensor) or weights.shape != Z.shape[:-1] or not weights.is_floating_point():
+            raise ValueError(f"weights must be a float tensor of shape {tuple(Z.shape[:-1])}")
+        if not bool(((weights >= 0) & torch.isfinite(weights)).all()):
+            raise ValueError("weights must be finite and ≥ 0")
+        present = weights > 0
+        mask = present if mask is None else mask & present
     _check_finite(Z, mask)
     *lead, n, d = Z.shape
     if n == 0:
         raise ValueError("Z is an empty set (N = 0 samples): its coding rate is undefined")
     flat = Z.reshape(-1, n, d)
-    flat_mask = None if mask is None else mask.reshape(-1, n)
-    counts = (torch.full((flat.shape[0],), n, dtype=torch.float64, device=Z.device) if flat_mask is None
-              else flat_mask.sum(-1).double())
+    scale = None
+    if weights is not None:
+        scale = torch.where(mask, weights.double(), 0.0).reshape(-1, n)
+        counts = scale.sum(-1)
+        scale = scale.sqrt()
+    elif mask is not None:
+        scale = mask.reshape(-1, n).double()
+        counts = scale.sum(-1)
+    else:
+        counts = torch.full((flat.shape[0],), n, dtype=torch.float64, device=Z.device)
     if bool((counts == 0).any()):
         raise ValueError("a set has no real sample (its mask is all False): its coding rate is undefined")
-    G = _gram(flat, flat_mask, small=n < d)
+    G = _gram(flat, scale, small=n < d)
     c = d / (counts * eps**2)
     return (0.5 * _logdet_identity_plus(G, c)).reshape(lead)
 
@@ -270,14 +288,16 @@ def rate_reduction(Z: Tensor, labels: Tensor, eps: float, *, num_classes: int | 
     return RateReduction(rate=rate, class_rate=class_rate, reduction=rate - class_rate, counts=counts)
 
 
-def subspace_coding_rate(Z: Tensor, U: Tensor, eps: float, *, mask: Tensor | None = None) -> Tensor:
+def subspace_coding_rate(Z: Tensor, U: Tensor, eps: float, *, mask: Tensor | None = None,
+                         weights: Tensor | None = None) -> Tensor:
     """CRATE's compression term R^c(Z | U_1..U_K) = Σ_k R(Z U_k, ε), with U_k ∈ R^{d×p}.
 
     Each term codes the projections U_kᵀ z_i ∈ R^p, so its constant is p/(N ε²) (CRATE eq. (8)).
 
     Args:
         Z: (..., N, d) sets of samples. U: (K, d, p) the subspace bases (or (d, p) for K = 1).
-        eps: the distortion ε > 0 (not ε²). mask: (..., N) bool, True for real samples.
+        eps: the distortion ε > 0 (not ε²). mask: (..., N) bool, True for real samples. weights: (..., N)
+        multiplicities, as in `coding_rate`.
     Returns:
         (...) float64.
 
@@ -295,4 +315,8 @@ def subspace_coding_rate(Z: Tensor, U: Tensor, eps: float, *, mask: Tensor | Non
     projected = torch.einsum("...nd,kdp->...knp", Z, U.to(Z.dtype))
     if mask is not None:
         mask = _check_mask(mask, Z.shape[:-1], Z.device).unsqueeze(-2).expand(projected.shape[:-1])
-    return coding_rate(projected, eps, mask=mask).sum(-1)
+    if weights is not None:
+        if not isinstance(weights, Tensor) or weights.shape != Z.shape[:-1]:
+            raise ValueError(f"weights must be a float tensor of shape {tuple(Z.shape[:-1])}")
+        weights = weights.unsqueeze(-2).expand(projected.shape[:-1])
+    return coding_rate(projected, eps, mask=mask, weights=weights).sum(-1)
