@@ -43,6 +43,9 @@ _EXPORTS: dict[str, str] = {
     "HardmaxClassifier": "hardmax.models",
     "ModelConfig": "hardmax.models",
     "ModelTrace": "hardmax.models",
+    # svm (the Att-SVM view; cvxpy loads on the first solve)
+    "AttSVM": "hardmax.svm",
+    "att_svm": "hardmax.svm",
     # training
     "Evaluation": "hardmax.training",
     "TrainConfig": "hardmax.training",
@@ -95,6 +98,7 @@ if TYPE_CHECKING:  # static checkers and IDEs see the eager imports
         limit_set,
         polytope,
     )
+    from hardmax.svm import AttSVM, att_svm  # noqa: F401
     from hardmax.training import (  # noqa: F401
         Evaluation,
         TrainConfig,

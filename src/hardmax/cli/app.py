@@ -18,6 +18,7 @@ from hardmax.cli.sentiment import (
     _run_train,
 )
 from hardmax.cli.simulate import _add_simulate, _run_simulate
+from hardmax.cli.svm import _add_svm, _run_svm
 
 # --------------------------------------------------------------------------------------------
 # main
@@ -30,6 +31,7 @@ COMMANDS: list[Command] = [
     ("evaluate", _add_evaluate, _run_evaluate),
     ("explain", _add_explain, _run_explain),
     ("reproduce", _add_reproduce, _run_reproduce),
+    ("svm", _add_svm, _run_svm),
 ]
 
 

@@ -26,7 +26,7 @@ from hardmax.svm.descent import (
     initial_parameters,
     softmax_attention,
 )
-from hardmax.svm.selection import is_locally_optimal, optimal_selection, token_scores
+from hardmax.svm.selection import beats_support_tokens, is_locally_optimal, optimal_selection, token_scores
 from hardmax.svm.solver import RANK_RTOL, SUPPORT_TOL, AttSVM, Norm, att_svm
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "Norm",
     "Parameterisation",
     "att_svm",
+    "beats_support_tokens",
     "correlation",
     "descend",
     "initial_parameters",

@@ -14,9 +14,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from hardmax.svm.solver import Norm, att_svm, check_tokens
+from hardmax.svm.solver import AttSVM, Norm, att_svm, check_tokens
 
-__all__ = ["is_locally_optimal", "optimal_selection", "token_scores"]
+__all__ = ["beats_support_tokens", "is_locally_optimal", "optimal_selection", "token_scores"]
 
 
 def token_scores(X, y, v, mask=None) -> Tensor:
@@ -70,5 +70,14 @@ def is_locally_optimal(X, z, y, v, selection, *, norm: Norm = "fro", mask=None) 
         if "infeasible" in str(e):
             return False
         raise
-    chosen = gamma.gather(1, svm.selection[:, None])
-    return bool((~svm.support | (gamma < chosen)).all())
+    return bool(beats_support_tokens(svm, gamma).all())
+
+
+def beats_support_tokens(svm: AttSVM, scores: Tensor) -> Tensor:
+    """(n,) bool: γ_{i,α_i} > γ_{i,t} for every support token t of input i (the test of `is_locally_optimal`).
+
+    Args:
+        svm: the Att-SVM of the selection. scores: (n, T) token scores γ (`token_scores`).
+    """
+    chosen = scores.gather(1, svm.selection[:, None])
+    return (~svm.support | (scores < chosen)).all(-1)

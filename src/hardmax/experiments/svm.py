@@ -1,0 +1,462 @@
+"""The Att-SVM experiments: the paper's synthetic runs, the 2-D pictures, the join to hardmax, IMDb.
+
+Tarzanagh, Li, Thrampoulidis, Oymak 2023 (arXiv 2308.16898), §5: train f(X) = vᵀ Xᵀ softmax(X W z) by
+normalised gradient descent on W and on (K, Q), read the selected tokens off the final softmax, solve
+the Att-SVMs of that selection, and follow the correlation of the iterates with them. Where softmax
+saturates, it has become hardmax selection: `join_hardmax` shows it, and `imdb_join` asks the same
+questions of a trained hardmax classifier's tokens. `render_report` writes everything as markdown.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from hardmax.svm import (
+    AttSVM,
+    DescentConfig,
+    DescentPath,
+    att_svm,
+    beats_support_tokens,
+    descend,
+    initial_parameters,
+    softmax_attention,
+)
+from hardmax.theory import attention_sets
+
+__all__ = ["CURVES", "ImdbJoin", "JoinResult", "PlaneResult", "SyntheticConfig", "SyntheticResult", "imdb_join",
+           "join_hardmax", "plane_problem", "render_report", "run_plane", "run_synthetic", "synthetic_problems"]
+
+# Curve label -> (parameterisation descended, norm of the SVM compared with). The first two are the
+# paper's claims; the last two are controls (each parameterisation against the other's SVM), which
+# the authors' notebook plots under the label "(K,Q)" for the first of them.
+CURVES = {
+    "corr(W_k, W^mm_α)": ("W", "fro"),
+    "corr((KQᵀ)_k, W^mm_⋆,α)": ("KQ", "nuc"),
+    "control: corr(W_k, W^mm_⋆,α)": ("W", "nuc"),
+    "control: corr((KQᵀ)_k, W^mm_α)": ("KQ", "fro"),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class SyntheticConfig:
+    """The paper's synthetic setting (defaults: n = 6, T = 8, d = 10, 100 seeds, 2,000 steps; ~40 s on 2 cores)."""
+
+    n: int = 6  # inputs per problem
+    T: int = 8  # tokens per input
+    d: int = 10  # token dimension
+    seeds: int = 100  # independent problems, solved as one batch
+    iterations: int = 2000  # normalised gradient steps
+    lr: float = 0.1  # η
+    record_every: int = 10  # curves are kept every this many steps
+    seed: int = 0  # seed of the one generator that draws all problems and initial parameters
+    self_attention: bool = False  # query z_i = x_{i,0} instead of an independent unit query
+
+    def __post_init__(self) -> None:
+        for name in ("n", "T", "d", "seeds", "iterations", "record_every"):
+            if getattr(self, name) < (2 if name == "T" else 1):
+                raise ValueError(f"{name} must be ≥ {2 if name == 'T' else 1}, got {getattr(self, name)}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ValueError(f"lr must be finite and > 0, got {self.lr}")
+
+
+def _unit(t: Tensor) -> Tensor:
+    return t / t.norm(dim=-1, keepdim=True)
+
+
+def synthetic_problems(config: SyntheticConfig, generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Unit-norm Gaussian tokens X (S, n, T, d) and queries z (S, n, d), labels y = ±1 (S, n), unit heads v (S, d)."""
+    S, n, T, d = config.seeds, config.n, config.T, config.d
+    X = _unit(torch.randn(S, n, T, d, generator=generator, dtype=torch.float64))
+    z = _unit(torch.randn(S, n, d, generator=generator, dtype=torch.float64))
+    y = torch.where(torch.rand(S, n, generator=generator) > 0.5, 1.0, -1.0).to(torch.float64)
+    v = _unit(torch.randn(S, d, generator=generator, dtype=torch.float64))
+    return X, (X[:, :, 0] if config.self_attention else z), y, v
+
+
+@dataclass(frozen=True)
+class SyntheticResult:
+    """`run_synthetic`'s measurements; S seeds, R recorded steps.
+
+    Attributes:
+        config: the settings. X, z, y, v: the problems (see `synthetic_problems`).
+        paths: "W" / "KQ" -> `DescentPath`. svm: (parameterisation, norm) -> (S, d, d) the Att-SVM
+            solution of that parameterisation's final selection.
+        curves: label of `CURVES` -> (S, R) correlations. selected_mass: parameterisation -> (S, R)
+            softmax mass on the finally selected token, mean over inputs.
+        locally_optimal, globally_optimal: parameterisation -> (S,) bool.
+        seconds: "descent", "svm" (and their count of solves, "solves").
+    """
+
+    config: SyntheticConfig
+    X: Tensor
+    z: Tensor
+    y: Tensor
+    v: Tensor
+    paths: dict[str, DescentPath]
+    svm: dict[tuple[str, str], Tensor]
+    curves: dict[str, Tensor]
+    selected_mass: dict[str, Tensor]
+    locally_optimal: dict[str, Tensor]
+    globally_optimal: dict[str, Tensor]
+    seconds: dict[str, float]
+
+    @property
+    def iterations(self) -> Tensor:
+        return self.paths["W"].iterations
+
+    def at(self, label: str, step: int) -> Tensor:
+        """(S,) the curve `label` at the recorded step closest to `step`."""
+        k = int((self.iterations - step).abs().argmin())
+        return self.curves[label][:, k]
+
+    def table(self, steps: tuple[int, ...] = (1000, 2000)) -> str:
+        """Markdown: mean ± std (min) over seeds of every curve at `steps`, and the selections."""
+        steps = tuple(s for s in steps if s <= self.config.iterations) or (self.config.iterations,)
+        head = "| quantity | " + " | ".join(f"step {s}: mean ± std (min)" for s in steps) + " |"
+        rows = [head, "|---|" + "---|" * len(steps)]
+        for label in CURVES:
+            cells = [f"{c.mean():.4f} ± {c.std():.4f} ({c.min():.4f})" for c in (self.at(label, s) for s in steps)]
+            rows.append(f"| {label} | " + " | ".join(cells) + " |")
+        for p in ("W", "KQ"):
+            mass = self.selected_mass[p]
+            cells = [f"{m.mean():.6f} ± {m.std():.1e} ({m.min():.6f})" for m in
+                     (mass[:, int((self.iterations - s).abs().argmin())] for s in steps)]
+            rows.append(f"| softmax mass on the selected token, {p} | " + " | ".join(cells) + " |")
+        lines = ["\n".join(rows), ""]
+        for p in ("W", "KQ"):
+            lines.append(f"- {p}: selection locally optimal in {int(self.locally_optimal[p].sum())}/{self.config.seeds}"
+                         " "
+                         f"seeds, globally optimal in {int(self.globally_optimal[p].sum())}/{self.config.seeds}")
+        same = (self.paths["W"].selection == self.paths["KQ"].selection).all(-1)
+        lines.append(f"- W and (K, Q) select the same tokens in {int(same.sum())}/{self.config.seeds} seeds")
+        return "\n".join(lines)
+
+
+def _solve_all(X: Tensor, z: Tensor, selections: dict[str, Tensor]) -> tuple[dict[tuple[str, str], list[AttSVM]], int]:
+    """Both SVMs of every parameterisation's selection; a selection shared by both is solved once."""
+    cache: dict[tuple[int, tuple[int, ...], str], AttSVM] = {}
+    out: dict[tuple[str, str], list[AttSVM]] = {}
+    for p, sel in selections.items():
+        for norm in ("fro", "nuc"):
+            Ws = []
+            for s in range(X.shape[0]):  # one convex program per seed: cvxpy has no batch axis
+                key = (s, tuple(sel[s].tolist()), norm)
+                if key not in cache:
+                    cache[key] = att_svm(X[s], z[s], sel[s], norm=norm)
+                Ws.append(cache[key])
+            out[(p, norm)] = Ws
+    return out, len(cache)
+
+
+def run_synthetic(config: SyntheticConfig = SyntheticConfig()) -> SyntheticResult:
+    """The paper's synthetic experiment, all seeds as one batch per parameterisation (see module docstring)."""
+    generator = torch.Generator().manual_seed(config.seed)
+    X, z, y, v = synthetic_problems(config, generator)
+    start = time.perf_counter()
+    paths = {}
+    for p in ("W", "KQ"):
+        init = initial_parameters(p, config.seeds, config.d, generator=generator)
+        descent = DescentConfig(parameterisation=p, iterations=config.iterations, lr=config.lr,
+                                record_every=config.record_every)
+        paths[p] = descend(X, z, y, v, init, descent)
+    t_descent = time.perf_counter() - start
+    svm, solves = _solve_all(X, z, {p: path.selection for p, path in paths.items()})
+    t_svm = time.perf_counter() - start - t_descent
+    curves = {label: paths[p].correlation(torch.stack([a.W for a in svm[(p, norm)]]))
+              for label, (p, norm) in CURVES.items()}
+    mass = {}
+    for p, path in paths.items():
+        att = softmax_attention(X.unsqueeze(1), z.unsqueeze(1), path.W)  # (S, R, n, T)
+        idx = path.selection[:, None, :, None].expand(-1, att.shape[1], -1, 1)
+        mass[p] = att.gather(-1, idx).squeeze(-1).mean(-1)
+    gamma = y[..., None] * (X @ v[:, None, :, None]).squeeze(-1)  # (S, n, T): token scores γ = y vᵀx
+    # Locally optimal (Definition 2): the selected token beats its support tokens, those of the SVM
+    # whose limit that parameterisation approaches (Frobenius for W, nuclear for (K, Q)).
+    local = {p: torch.stack([beats_support_tokens(svm[(p, "fro" if p == "W" else "nuc")][s], gamma[s]).all()
+                             for s in range(config.seeds)]) for p in paths}
+    globally = {p: (paths[p].selection == gamma.argmax(-1)).all(-1) for p in paths}
+    svm = {key: torch.stack([solution.W for solution in solutions]) for key, solutions in svm.items()}
+    return SyntheticResult(config=config, X=X, z=z, y=y, v=v, paths=paths, svm=svm, curves=curves,
+                           selected_mass=mass, locally_optimal=local, globally_optimal=globally,
+                           seconds={"descent": t_descent, "svm": t_svm, "solves": float(solves)})
+
+
+# --------------------------------------------------------------------------------------------
+# The 2-D pictures (n = 2, d = 2).
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlaneResult:
+    """Two inputs of T tokens in the plane, descended from W = 0 (W) and from Q = 0 (K, Q); every step kept."""
+
+    X: Tensor  # (2, T, 2)
+    z: Tensor  # (2, 2) unit queries
+    paths: dict[str, DescentPath]  # "W", "KQ"; W (1, iterations + 1, 2, 2)
+    svm: dict[str, AttSVM]  # "fro", "nuc": the SVMs of the W path's final selection
+
+
+def plane_problem(T: int, seed: int = 0) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """X (2, T, 2): token 0 of input i at (1, ±0.6), the rest scattered around (−0.8, 0); y = 1, v = (1, 0)."""
+    if T < 2:
+        raise ValueError(f"T must be ≥ 2, got {T}")
+    g = torch.Generator().manual_seed(seed)
+    X = 0.35 * torch.randn(2, T, 2, generator=g, dtype=torch.float64) + torch.tensor([-0.8, 0.0], dtype=torch.float64)
+    X[:, 0] = torch.tensor([[1.0, 0.6], [1.0, -0.6]], dtype=torch.float64)
+    z = _unit(torch.randn(2, 2, generator=g, dtype=torch.float64))
+    return X, z, torch.ones(2, dtype=torch.float64), torch.tensor([1.0, 0.0], dtype=torch.float64)
+
+
+def run_plane(T: int, *, iterations: int = 1000, seed: int = 0) -> PlaneResult:
+    """Descend on one plane problem (`plane_problem`) with both parameterisations and solve its SVMs."""
+    X, z, y, v = plane_problem(T, seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    inits = {"W": torch.zeros(1, 2, 2, dtype=torch.float64),
+             "KQ": (0.1 * torch.randn(1, 2, 2, generator=g, dtype=torch.float64),
+                    torch.zeros(1, 2, 2, dtype=torch.float64))}
+    paths = {p: descend(X[None], z[None], y[None], v[None], init,
+                        DescentConfig(parameterisation=p, iterations=iterations, record_every=1))
+             for p, init in inits.items()}
+    selection = paths["W"].selection[0]
+    svm = {norm: att_svm(X, z, selection, norm=norm) for norm in ("fro", "nuc")}
+    return PlaneResult(X=X, z=z, paths=paths, svm=svm)
+
+
+# --------------------------------------------------------------------------------------------
+# Joined to hardmax.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JoinResult:
+    """Softmax with W_k against hardmax selection with the score of W^mm (the W parameterisation).
+
+    Attributes:
+        steps: (R,) recorded steps. norm: (R,) median ‖W_k‖_F over seeds.
+        off_mass: (R,) largest softmax mass off the hardmax-selected token, 1 − p_{i,α_i}(W_k), over all inputs.
+        agree: (R,) share of inputs whose softmax argmax under W_k is the hardmax selection α_i.
+        radii: (m,) R of the scaled SVM W = R·W^mm. scaled_off_mass: (m,) 1 − p_{i,α_i}(R·W^mm), largest.
+        bound: (m,) (T−1)e^{−R} / (1 + (T−1)e^{−R}), its closed-form bound (every margin of W^mm is ≥ 1).
+        hardmax_asymmetric: share of inputs whose hardmax attention set under ⟨W^mm z_i, x_t⟩ is {α_i}.
+        sym_positive_definite: share of seeds with sym(W^mm) = (W^mm + W^mmᵀ)/2 positive definite.
+        hardmax_sym: among those seeds (self-attention only), share of inputs whose query token x_{i,0}
+            has the attention set {α_i} in the hardmax dynamics with A = sym(W^mm); NaN if none.
+    """
+
+    steps: Tensor
+    norm: Tensor
+    off_mass: Tensor
+    agree: Tensor
+    radii: Tensor
+    scaled_off_mass: Tensor
+    bound: Tensor
+    hardmax_asymmetric: float
+    sym_positive_definite: float
+    hardmax_sym: float
+
+
+def join_hardmax(result: SyntheticResult, radii: tuple[float, ...] = (1, 2, 5, 10, 20, 40)) -> JoinResult:
+    """Measure how softmax attention along the descent becomes hardmax attention with the score of W^mm."""
+    X, z, path = result.X, result.z, result.paths["W"]
+    W_mm = result.svm[("W", "fro")]  # (S, d, d)
+    sel = path.selection  # (S, n): hardmax selection of W^mm (margins ≥ 1 put it first)
+    att = softmax_attention(X.unsqueeze(1), z.unsqueeze(1), path.W)  # (S, R, n, T)
+    p_sel = att.gather(-1, sel[:, None, :, None].expand(-1, att.shape[1], -1, 1)).squeeze(-1)
+    agree = (att.argmax(-1) == sel[:, None]).float().mean((0, 2))
+    R = torch.tensor(radii, dtype=torch.float64)
+    scaled = softmax_attention(X.unsqueeze(1), z.unsqueeze(1), R[None, :, None, None] * W_mm.unsqueeze(1))
+    scaled_off = 1 - scaled.gather(-1, sel[:, None, :, None].expand(-1, len(radii), -1, 1)).squeeze(-1)
+    T = X.shape[2]
+    bound = (T - 1) * torch.exp(-R) / (1 + (T - 1) * torch.exp(-R))
+    scores = (X @ (W_mm.unsqueeze(1) @ z.unsqueeze(-1))).squeeze(-1)  # (S, n, T) ⟨W^mm z_i, x_t⟩
+    top = scores.amax(-1, keepdim=True)
+    asym = ((scores == top).sum(-1) == 1) & (scores.argmax(-1) == sel)
+    sym = (W_mm + W_mm.transpose(-1, -2)) / 2
+    pd = torch.linalg.eigvalsh(sym)[:, 0] > 0
+    hits = []
+    if result.config.self_attention:
+        for s in pd.nonzero().squeeze(-1).tolist():  # the dynamics' A must be SPD: only these seeds
+            sets = attention_sets(X[s], A=sym[s])[:, 0]  # (n, T): attention set of token 0 in each input
+            hits.append((sets.sum(-1) == 1) & sets.gather(1, sel[s][:, None]).squeeze(-1))
+    return JoinResult(steps=path.iterations, norm=path.W.norm(dim=(-2, -1)).median(0).values,
+                      off_mass=(1 - p_sel).amax((0, 2)), agree=agree, radii=R,
+                      scaled_off_mass=scaled_off.amax((0, 2)), bound=bound,
+                      hardmax_asymmetric=float(asym.float().mean()), sym_positive_definite=float(pd.float().mean()),
+                      hardmax_sym=float(torch.cat(hits).float().mean()) if hits else float("nan"))
+
+
+# --------------------------------------------------------------------------------------------
+# IMDb: the trained classifier's tokens as inputs.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImdbJoin:
+    """The single-layer softmax model trained on a hardmax classifier's review tokens (see `imdb_join`).
+
+    Attributes:
+        reviews, d, iterations: sizes. tokens_mean, tokens_max: distinct words per review.
+        feasible_single: share of reviews whose own Att-SVM (n = 1) of the GD selection is feasible.
+        feasible_by_n: n -> whether the joint Att-SVM of the first n reviews (GD selection) is feasible.
+        optimal_feasible_by_n: the same for the globally optimal selection (argmax y vᵀx).
+        corr: (corr(W_k, W^mm) at the end, n) on the largest feasible prefix, GD rerun on it; None if none.
+        selected_leader, optimal_leader: share of reviews whose GD-selected / optimal word is a leader of
+            the classifier at layer 0 and at the last layer K (tuple of two). chance: mean share of
+            leaders among a review's distinct words at layer 0 and at K.
+        top_words: (word, count) of the most often selected words. examples: (label, selected word,
+            optimal word, is leader at K) for the first reviews. seconds: wall time.
+    """
+
+    reviews: int
+    d: int
+    iterations: int
+    tokens_mean: float
+    tokens_max: int
+    feasible_single: float
+    feasible_by_n: dict[int, bool]
+    optimal_feasible_by_n: dict[int, bool]
+    corr: tuple[float, int] | None
+    selected_leader: tuple[float, float]
+    optimal_leader: tuple[float, float]
+    chance: tuple[float, float]
+    top_words: list[tuple[str, int]]
+    examples: list[tuple[str, str, str, bool]] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _feasible(X: Tensor, z: Tensor, sel: Tensor, mask: Tensor) -> AttSVM | None:
+    try:
+        return att_svm(X, z, sel, norm="fro", mask=mask)
+    except ValueError as e:
+        if "infeasible" not in str(e):
+            raise
+        return None
+
+
+def imdb_join(run, split, *, reviews: int = 200, iterations: int = 1000, seed: int = 0) -> ImdbJoin:
+    """Train f(X) = vᵀXᵀsoftmax(XWz) on a classifier's layer-0 tokens and compare with Att-SVM and leaders.
+
+    X_i: the distinct words of review i after the embedding (padded to the longest review with a mask:
+    padding is neither attended to nor constrained, so each review keeps its own T_i), z_i: the review's
+    mean token (repeated words counted), v: the decoder's weight, y_i = ±1 the review's label.
+
+    Args:
+        run: a loaded run (`hardmax.training.load_run`), with `.model` and `.vocab`. split: a data split
+            with ids (N, L), mask (N, L), labels (N,). reviews: how many (a seeded random subset).
+        iterations: descent steps (η = 0.1, normalised). seed: the subset.
+    """
+    from hardmax.explain import leader_masks
+
+    start = time.perf_counter()
+    model = run.model
+    g = torch.Generator().manual_seed(seed)
+    pick = torch.randperm(len(split.labels), generator=g)[:reviews]
+    with torch.no_grad():
+        trace = model.trace(split.ids[pick], split.mask[pick], attention="hardmax")
+    present = trace.multiplicity > 0
+    X = trace.tokens[0].to(torch.float64)  # (N, m, d)
+    w = trace.multiplicity.to(torch.float64)
+    z = (w.unsqueeze(-1) * X).sum(1) / w.sum(1, keepdim=True)
+    v = model.decoder.weight.detach()[0].to(torch.float64)
+    y = split.labels[pick].to(torch.float64) * 2 - 1
+    N, m, d = X.shape
+    leaders = leader_masks(trace, layers=(0, trace.tokens.shape[0] - 1))  # (2, N, m)
+    path = descend(X[None], z[None], y[None], v[None], torch.zeros(1, d, d, dtype=torch.float64),
+                   DescentConfig(iterations=iterations, record_every=iterations), mask=present[None])
+    sel = path.selection[0]
+    gamma = (y[:, None] * (X @ v)).masked_fill(~present, float("-inf"))
+    best = gamma.argmax(-1)
+    single = [_feasible(X[i:i + 1], z[i:i + 1], sel[i:i + 1], present[i:i + 1]) is not None for i in range(N)]
+    sizes = sorted({k for k in (1, 2, 4, 8, 16, 32, 64, 128, 256) if k < N} | {N})
+    feasible = {k: _feasible(X[:k], z[:k], sel[:k], present[:k]) is not None for k in sizes}
+    optimal = {k: _feasible(X[:k], z[:k], best[:k], present[:k]) is not None for k in sizes}
+    corr = None
+    largest = max((k for k, ok in feasible.items() if ok), default=None)
+    if largest is not None:
+        sub = descend(X[None, :largest], z[None, :largest], y[None, :largest], v[None],
+                      torch.zeros(1, d, d, dtype=torch.float64),
+                      DescentConfig(iterations=iterations, record_every=iterations), mask=present[None, :largest])
+        svm = _feasible(X[:largest], z[:largest], sub.selection[0], present[:largest])
+        if svm is not None:
+            corr = (float(sub.correlation(svm.W[None])[0, -1]), largest)
+    rows = torch.arange(N)
+    sel_lead = leaders[:, rows, sel].float().mean(-1)
+    best_lead = leaders[:, rows, best].float().mean(-1)
+    chance = (leaders.float().sum(-1) / present.sum(-1)).mean(-1)
+    words = run.vocab.words
+    chosen = [words[int(trace.ids[i, sel[i]])] for i in range(N)]
+    counts: dict[str, int] = {}
+    for word in chosen:
+        counts[word] = counts.get(word, 0) + 1
+    top = sorted(counts.items(), key=lambda kv: -kv[1])[:15]
+    examples = [("positive" if y[i] > 0 else "negative", chosen[i], words[int(trace.ids[i, best[i]])],
+                 bool(leaders[1, i, sel[i]])) for i in range(min(10, N))]
+    T_i = present.sum(-1).float()
+    return ImdbJoin(reviews=N, d=d, iterations=iterations, tokens_mean=float(T_i.mean()), tokens_max=int(T_i.max()),
+                    feasible_single=float(torch.tensor(single).float().mean()), feasible_by_n=feasible,
+                    optimal_feasible_by_n=optimal, corr=corr, selected_leader=tuple(sel_lead.tolist()),
+                    optimal_leader=tuple(best_lead.tolist()), chance=tuple(chance.tolist()), top_words=top,
+                    examples=examples, seconds=time.perf_counter() - start)
+
+
+# --------------------------------------------------------------------------------------------
+# Report.
+# --------------------------------------------------------------------------------------------
+
+
+def render_report(synthetic: SyntheticResult, join: JoinResult | None = None, imdb: ImdbJoin | None = None, *,
+                  command: str = "hardmax svm") -> str:
+    """Markdown report of the experiments (tables only; figures are referenced by the caller)."""
+    c = synthetic.config
+    s = synthetic.seconds
+    out = [f"# Att-SVM: attention as a max-margin token selector\n\nProduced by `{command}`.\n",
+           f"## Synthetic experiment (n = {c.n}, T = {c.T}, d = {c.d}, {c.seeds} seeds, {c.iterations} steps, "
+           f"η = {c.lr:g}, {'self' if c.self_attention else 'cross'}-attention)\n",
+           f"Descent (both parameterisations, all seeds batched): {s['descent']:.1f} s; "
+           f"{int(s['solves'])} Att-SVM solves: {s['svm']:.1f} s.\n", synthetic.table(), ""]
+    if join is not None:
+        out += ["## Joined to hardmax\n",
+                "Softmax attention with the descent's W_k against hardmax attention with the score ⟨W^mm z_i, x_t⟩ "
+                "(which selects α_i in every input by a margin ≥ 1):\n",
+                "| step | median ‖W_k‖ | largest 1 − p_{α}(W_k) | inputs whose softmax argmax is α |",
+                "|---|---|---|---|"]
+        for k in range(0, len(join.steps), max(1, len(join.steps) // 8)):
+            out.append(f"| {int(join.steps[k])} | {join.norm[k]:.1f} | {join.off_mass[k]:.2e} | {join.agree[k]:.4f} |")
+        out += ["", "Scaled SVM R·W^mm: softmax mass off the selected token against the bound "
+                "(T−1)e^{−R}/(1+(T−1)e^{−R}):\n",
+                "| R | largest measured | bound |", "|---|---|---|"]
+        out += [f"| {r:g} | {m:.3e} | {b:.3e} |" for r, m, b in zip(join.radii.tolist(), join.scaled_off_mass.tolist(),
+                                                                  join.bound.tolist(), strict=True)]
+        out += ["", f"- hardmax attention with the asymmetric score ⟨W^mm z_i, x_t⟩ selects α_i in "
+                f"{100 * join.hardmax_asymmetric:.1f} % of the inputs",
+                f"- sym(W^mm) is positive definite in {100 * join.sym_positive_definite:.1f} % of the seeds; there, "
+                "the "
+                f"hardmax dynamics with A = sym(W^mm) gives the query token the attention set {{α_i}} in "
+                f"{100 * join.hardmax_sym:.1f} % of the inputs" if math.isfinite(join.hardmax_sym) else
+                f"- sym(W^mm) is positive definite in {100 * join.sym_positive_definite:.1f} % of the seeds "
+                "(hardmax dynamics checked only in the self-attention setting)", ""]
+    if imdb is not None:
+        out += [f"## IMDb: the d = {imdb.d} classifier's tokens\n",
+                f"{imdb.reviews} test reviews, {imdb.tokens_mean:.1f} distinct words on average (at most "
+                f"{imdb.tokens_max}), one W trained jointly for {imdb.iterations} steps ({imdb.seconds:.1f} s).\n",
+                f"- each review alone (n = 1): the GD selection is separable in {100 * imdb.feasible_single:.1f} % "
+                "of reviews",
+                "- jointly, first n reviews (GD selection / globally optimal selection): " + ", ".join(
+                    f"n = {k}: {'feasible' if imdb.feasible_by_n[k] else 'infeasible'} / "
+                    f"{'feasible' if imdb.optimal_feasible_by_n[k] else 'infeasible'}" for k in imdb.feasible_by_n),
+                ("- corr(W_k, W^mm) after GD on the largest feasible group (n = "
+                 f"{imdb.corr[1]}): {imdb.corr[0]:.4f}" if imdb.corr else "- no group of reviews is jointly separable"),
+                f"- the selected word is a hardmax leader of the classifier in {100 * imdb.selected_leader[0]:.1f} % "
+                f"(layer 0) / {100 * imdb.selected_leader[1]:.1f} % (layer K) of reviews; the globally optimal word in "
+                f"{100 * imdb.optimal_leader[0]:.1f} % / {100 * imdb.optimal_leader[1]:.1f} %; a random word of the "
+                "review "
+                f"is a leader with probability {100 * imdb.chance[0]:.1f} % / {100 * imdb.chance[1]:.1f} %",
+                "", "| selected word | reviews |", "|---|---|", *[f"| {w} | {k} |" for w, k in imdb.top_words], "",
+                "| review | selected word | globally optimal word | leader at K |", "|---|---|---|---|",
+                *[f"| {lab} | {a} | {b} | {'yes' if lead else 'no'} |" for lab, a, b, lead in imdb.examples], ""]
+    return "\n".join(out)
