@@ -1,0 +1,85 @@
+"""Input checks of the theory functions: the same refusals as `hardmax.dynamics.simulate`, one ValueError each.
+
+A theory function reads what the simulator wrote, so it refuses what the simulator refuses: non-numeric,
+complex, NaN or infinite tokens, empty batches, precisions that cannot resolve ties (float16, bfloat16),
+a tensor where a `Trajectory` is needed, and tolerances that are not finite and ≥ 0. The tie tolerance
+is checked by `hardmax.dynamics.Hardmax`, the score matrix A by `hardmax.dynamics.validate_A`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from hardmax.dynamics import Trajectory
+
+__all__ = ["as_tokens", "check_atol", "check_trajectory"]
+
+# Precisions whose rounding (eps ≥ 1e-3) makes distinct scores tie: simulate refuses them too.
+_COARSE = (torch.float16, torch.bfloat16)
+
+
+def as_tokens(tokens, name: str = "tokens") -> Tensor:
+    """`tokens` (..., n, d) as a real floating tensor, after the checks above.
+
+    Tensors keep their dtype (integers become float64); arrays and nested lists become float64.
+
+    Raises:
+        ValueError: non-numeric, ragged, complex, half-precision, NaN/inf, fewer than 2 dimensions, or
+            an empty batch, token set or dimension.
+    """
+    if isinstance(tokens, Trajectory):
+        raise ValueError(f"{name} must be one configuration (..., n, d), got a Trajectory; pass "
+                         "trajectory.final or trajectory.at(k)")
+    if isinstance(tokens, Tensor):
+        z = tokens
+        if z.is_complex():
+            raise ValueError(f"{name} must be real, got complex dtype {z.dtype}")
+        if not z.is_floating_point():
+            z = z.to(torch.float64)
+    else:
+        try:
+            arr = np.asarray(tokens)
+        except ValueError as e:  # ragged nested lists
+            raise ValueError(f"{name} must be a rectangular numeric array ({e})") from None
+        if arr.dtype.kind == "c":
+            raise ValueError(f"{name} must be real, got complex dtype {arr.dtype}")
+        if arr.dtype.kind not in "biuf":
+            raise ValueError(f"{name} must be numeric (bool, int or float), got NumPy dtype {arr.dtype}")
+        z = torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float64))
+    if z.dtype in _COARSE:
+        raise ValueError(f"{name} of dtype {z.dtype} cannot resolve ties ({torch.finfo(z.dtype).eps:.0e} relative "
+                         "precision makes distinct scores equal); convert them to float32 or float64")
+    if z.dim() < 2 or z.numel() == 0:
+        raise ValueError(f"{name} must have shape (..., n, d) with at least one sequence, token and "
+                         f"dimension, got {tuple(z.shape)}")
+    if not bool(torch.isfinite(z).all()):
+        raise ValueError(f"{name} contain NaN or inf")
+    return z
+
+
+def check_trajectory(trajectory) -> Trajectory:
+    """`trajectory` itself, after checking that it is a `Trajectory` with finite, non-empty positions.
+
+    Raises:
+        ValueError: a tensor or array instead of a `Trajectory`, or positions that `as_tokens` refuses.
+    """
+    if not isinstance(trajectory, Trajectory):
+        raise ValueError(f"expected a hardmax.dynamics.Trajectory (the result of simulate), got "
+                         f"{type(trajectory).__name__}; for one configuration of tokens use find_leaders or "
+                         "attention_sets")
+    as_tokens(trajectory.tokens, "the trajectory's tokens")
+    return trajectory
+
+
+def check_atol(atol: float | None) -> float | None:
+    """`atol` as a float (None kept: the default tolerance), or ValueError unless it is finite and ≥ 0."""
+    if atol is None:
+        return None
+    if isinstance(atol, bool) or not isinstance(atol, int | float | np.integer | np.floating) \
+            or not (math.isfinite(atol) and atol >= 0):
+        raise ValueError(f"atol must be a finite number ≥ 0 or None, got {atol!r}")
+    return float(atol)
