@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib import metadata
 
+from hardmax.cli.rate import _add_rate, _run_rate
 from hardmax.cli.sentiment import (
     _add_evaluate,
     _add_explain,
@@ -32,6 +33,7 @@ COMMANDS: list[Command] = [
     ("explain", _add_explain, _run_explain),
     ("reproduce", _add_reproduce, _run_reproduce),
     ("svm", _add_svm, _run_svm),
+    ("rate", _add_rate, _run_rate),
 ]
 
 

@@ -1,0 +1,76 @@
+"""`hardmax rate`: coding rate and rate reduction through the layers of a trained run (thin: the work is
+`hardmax.experiments.rate.measure_classifier`; heavy imports happen inside `_run_rate`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from hardmax.cli.options import HelpFormatter
+
+# --------------------------------------------------------------------------------------------
+# hardmax rate
+# --------------------------------------------------------------------------------------------
+
+
+def _add_rate(subparsers) -> None:
+    p = subparsers.add_parser(
+        "rate", help="coding rate R and rate reduction ΔR through the layers of a trained run",
+        formatter_class=HelpFormatter,
+        description="Per-layer coding rate of each review's tokens and rate reduction between the two sentiment "
+                    "classes (mean token per review), through the classifier (hardmax and softmax) and along "
+                    "long `simulate` runs from its embeddings; final rate against the number of leaders. Prints "
+                    "the tables, writes OUT/rate.json and OUT/rate.png/.pdf.\n\n"
+                    "example: hardmax rate --run runs/quick/d16")
+    p.add_argument("--run", required=True, metavar="DIR", help="run directory written by `hardmax train`")
+    p.add_argument("--out", type=Path, metavar="DIR", help="output folder (default: RUN/rate)")
+    p.add_argument("--data", metavar="PATH", help="the reviews (default: found as for `hardmax train`)")
+    p.add_argument("--eps", type=float, help="distortion ε of the rates, not ε² (default 0.5)")
+    p.add_argument("--reviews", type=int, metavar="N", help="reviews measured, a seeded subset; 0 = all (default 2000)")
+    p.add_argument("--on", dest="split", choices=("test", "val"), help="split measured (default: test)")
+    p.add_argument("--long-layers", type=int, metavar="K", help="depth of the simulate runs (default 64)")
+    p.add_argument("--threads", type=int, metavar="N", help="torch CPU threads (default: torch's choice)")
+
+
+def _run_rate(args: argparse.Namespace) -> int:
+    import time
+    from dataclasses import asdict
+
+    import torch
+
+    from hardmax.cli.output import say
+    from hardmax.data import load_imdb
+    from hardmax.data.config import DataConfig
+    from hardmax.experiments.rate import RateConfig, measure_classifier
+    from hardmax.io import write_json, write_text
+    from hardmax.plots import save_figure
+    from hardmax.plots.rate import plot_rates
+    from hardmax.training import load_run
+
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ValueError(f"--threads must be ≥ 1, got {args.threads}")
+        torch.set_num_threads(args.threads)
+    given = {k: getattr(args, k) for k in ("eps", "reviews", "split", "long_layers") if getattr(args, k) is not None}
+    config = RateConfig(**given)
+    start = time.perf_counter()
+    run = load_run(args.run)
+    model, record = run.model, run.record
+    data = load_imdb(DataConfig.from_record(record.get("data", {}), path=args.data))
+    if len(data.vocab) != model.config.vocab_size:
+        raise ValueError(f"the data's vocabulary ({len(data.vocab)} words) differs from the run's "
+                         f"({model.config.vocab_size}); pass the same data the run was trained on")
+    split = getattr(data, config.split)
+    rows = torch.randperm(len(split), generator=torch.Generator().manual_seed(config.seed))
+    if config.reviews:
+        rows = rows[:config.reviews]
+    say(f"{config.split} set: measuring {len(rows):,} of {len(split):,} reviews, ε = {config.eps:g}")
+    report = measure_classifier(model, split.ids[rows], split.mask[rows], split.labels[rows], config)
+    table = report.table()
+    print(table)
+    out = args.out or Path(args.run) / "rate"
+    written = [write_json(out / "rate.json", {"config": asdict(config), "report": report.to_dict()}),
+               write_text(out / "rate.md", table + "\n"),
+               *save_figure(plot_rates({f"d = {report.d}": report}), out / "rate", close=True)]
+    say(f"wrote {', '.join(str(p) for p in written)} ({time.perf_counter() - start:.1f} s)")
+    return 0

@@ -1,0 +1,102 @@
+"""hardmax.experiments.rate and `hardmax rate`: rates through layers, on small synthetic cases."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from test_cli_sentiment import write_archive
+
+from hardmax.cli import main
+from hardmax.dynamics import Hardmax, simulate
+from hardmax.experiments.rate import RateConfig, crate_measures, layer_rates, leader_rates, measure_classifier
+from hardmax.measures import coding_rate, rate_reduction
+from hardmax.models import HardmaxClassifier, ModelConfig
+from hardmax.models.crate import CrateClassifier, CrateConfig
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _reviews(n=40, length=12, vocab=60, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(1, vocab, (n, length), generator=g)
+    mask = torch.rand(n, length, generator=g) > 0.25
+    mask[:, 0] = True
+    labels = torch.randint(0, 2, (n,), generator=g)
+    return ids, mask, labels
+
+
+def test_layer_rates_match_the_measures_layer_by_layer():
+    g = torch.Generator().manual_seed(1)
+    tokens = torch.randn(10, 7, 3, generator=g, dtype=torch.float64)
+    mask = torch.rand(10, 7, generator=g) > 0.2
+    mask[:, 0] = True
+    labels = torch.arange(10) % 2
+    run = simulate(tokens, Hardmax(), alpha=1.0, layers=5, mask=mask)
+    rates = layer_rates(run, 0.5, labels=labels)
+    assert rates.layers == tuple(range(6))
+    for k in (0, 3, 5):
+        for b in (0, 4):
+            expected = coding_rate(run.tokens[k, b][mask[b]], 0.5)
+            assert rates.rate[k, b].item() == pytest.approx(expected.item(), rel=1e-12)
+            z = run.tokens[k, b][mask[b]]
+            scaled = coding_rate(z / z.pow(2).sum(-1).mean().sqrt(), 0.5)
+            assert rates.rate_scaled[k, b].item() == pytest.approx(scaled.item(), rel=1e-12)
+        means = torch.stack([run.tokens[k, b][mask[b]].mean(0) for b in range(10)])
+        assert rates.reduction[k] == pytest.approx(rate_reduction(means, labels, 0.5).reduction.item(), rel=1e-10)
+    # hardmax clustering compresses once the scale is removed (bound: (d/2) ln(1 + 1/ε²))
+    assert rates.compression[-1] < 1.0
+    assert rates.rate_scaled.max().item() <= 1.5 * math.log(1 + 4) + 1e-9
+
+
+def test_leader_rates_single_cluster_closed_form():
+    # every token attends to the one largest token: a single leader, the limit is one point v
+    tokens = torch.tensor([[[3.0, 0.0], [1.0, 0.5], [0.5, -0.2], [1.0, 0.1]]], dtype=torch.float64)
+    run = simulate(tokens, Hardmax(), alpha=1.0, layers=60)
+    result = leader_rates(run, 0.5)
+    v = run.final[0, 0]
+    assert result.leaders.tolist() == [1]
+    assert result.rate.item() == pytest.approx(0.5 * math.log(1 + 2 * v.pow(2).sum().item() / 0.25), rel=1e-9)
+    assert result.rank_at_most_clusters == 1.0 and result.clusters_mean == 1.0
+
+
+def test_measure_classifier_small_and_crate_measures():
+    ids, mask, labels = _reviews()
+    model = HardmaxClassifier(ModelConfig(vocab_size=60, d=3, layers=3))
+    report = measure_classifier(model, ids, mask, labels, RateConfig(long_layers=10, batch_size=16))
+    hard = report.classifier["hardmax"]
+    assert hard.layers == (0, 1, 2, 3) and hard.rate.shape == (4, 40)
+    assert report.simulated["hardmax"].layers[-1] == 10
+    # layer 0 is the embedding: the classifier and the simulate runs start from the same tokens
+    assert hard.rate[0].tolist() == pytest.approx(report.simulated["hardmax"].rate[0].tolist(), rel=1e-6)
+    # the classifier's K hardmax layers are the first K of the long simulate run
+    assert hard.rate[-1].tolist() == pytest.approx(report.simulated["hardmax"].rate[3].tolist(), rel=1e-4)
+    assert sum(n for n, _, _ in report.leaders.table.values()) == 40
+    assert "| layer |" in report.table()
+    json.dumps(report.to_dict())
+    crate = CrateClassifier(CrateConfig(vocab_size=60, d=4, layers=2, heads=2))
+    measures = crate_measures(crate, ids, mask, batch_size=16)
+    assert len(measures.compression) == 2 and len(measures.rate) == 3
+    assert all(0 < s < 1 for s in measures.sparsity)
+
+
+def test_rate_cli_smoke(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("HARDMAX_IMDB", raising=False)
+    monkeypatch.setenv("HARDMAX_CACHE", str(tmp_path / "cache"))
+    archive = write_archive(tmp_path / "imdb.tar.gz", n=20)
+    run = tmp_path / "run"
+    assert main(["train", "--run", str(run), "--data", str(archive), "--d", "2", "--epochs", "1",
+                 "--min-count", "2", "--batch-size", "16"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "rate"
+    code = main(["rate", "--run", str(run), "--data", str(archive), "--out", str(out), "--reviews", "30",
+                 "--long-layers", "12"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "| layer |" in captured.out
+    saved = json.loads((out / "rate.json").read_text())
+    assert saved["report"]["reviews"] == 30 and saved["config"]["long_layers"] == 12
+    assert (out / "rate.png").stat().st_size > 0 and (out / "rate.md").exists()
+    assert main(["rate", "--run", str(run), "--eps", "-1"]) == 2
