@@ -438,8 +438,9 @@ def render_report(synthetic: SyntheticResult, join: JoinResult | None = None, im
                 "the "
                 f"hardmax dynamics with A = sym(W^mm) gives the query token the attention set {{α_i}} in "
                 f"{100 * join.hardmax_sym:.1f} % of the inputs" if math.isfinite(join.hardmax_sym) else
-                f"- sym(W^mm) is positive definite in {100 * join.sym_positive_definite:.1f} % of the seeds "
-                "(hardmax dynamics checked only in the self-attention setting)", ""]
+                f"- sym(W^mm) is positive definite in {100 * join.sym_positive_definite:.1f} % of the seeds, so the "
+                "hardmax dynamics (which need a symmetric positive definite A) ran with A = sym(W^mm) on none; "
+                "the asymmetric score above is the hardmax attention that W^mm defines", ""]
     if imdb is not None:
         out += [f"## IMDb: the d = {imdb.d} classifier's tokens\n",
                 f"{imdb.reviews} test reviews, {imdb.tokens_mean:.1f} distinct words on average (at most "
