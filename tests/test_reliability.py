@@ -257,6 +257,19 @@ def test_a_full_cache_directory_does_not_stop_loading(tmp_path, monkeypatch, cap
     assert not [p for p in (tmp_path / "c" / "imdb").iterdir() if p.suffix != ".json"]  # no temporary file left
 
 
+def test_old_temporary_files_of_the_data_cache_are_removed(tmp_path):
+    config = DataConfig(path=str(write_archive(tmp_path / "a.tar.gz", fake_reviews(10))),
+                        cache_dir=str(tmp_path / "c"), min_count=1, download=False)
+    folder = tmp_path / "c" / "imdb"
+    folder.mkdir(parents=True)
+    old, fresh = folder / ".0123abcd.k3x_9abc.tmp.safetensors", folder / ".0123abcd.zz99yy88.tmp.json"
+    for path in (old, fresh):
+        path.write_bytes(b"half a file")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))  # two hours old: its writer is gone
+    load_imdb(config, progress=False)
+    assert not old.exists() and fresh.exists()  # a fresh one may belong to a live writer
+
+
 # --------------------------------------------------------------------------------------------
 # Item 3: the files of a run directory must agree.
 # --------------------------------------------------------------------------------------------
@@ -557,3 +570,25 @@ def test_cli_locked_run_and_damaged_data_fail_in_one_line(capsys, tmp_path, good
         proc.wait()
     # Progress bars of the data may come first; the error is the last line, and there is no traceback.
     assert code == 2 and f"pid {proc.pid}" in err.splitlines()[-1] and "Traceback" not in err, err
+
+
+def test_cli_diverged_training_and_full_disk_fail_in_one_line(capsys, tmp_path, good_archive, monkeypatch):
+    import hardmax.training.loop as loop
+
+    base = ["train", "--data", str(good_archive), "--epochs", "1", "--d", "2", "--cache-dir", str(tmp_path / "c")]
+    original = loop.F.binary_cross_entropy_with_logits
+    monkeypatch.setattr(loop.F, "binary_cross_entropy_with_logits", lambda x, y: original(x, y) * float("nan"))
+    code, err = cli(capsys, *base, "--run", str(tmp_path / "a"))
+    assert code == 2 and "training diverged at epoch 1, batch 0: loss nan" in err.splitlines()[-1], err
+    assert "Traceback" not in err
+    monkeypatch.setattr(loop.F, "binary_cross_entropy_with_logits", original)
+
+    def disk_full(*args, **kwargs):
+        raise SafetensorError("Error while serializing: IoError(Os { code: 28, kind: StorageFull, "
+                              'message: "No space left on device" })')
+
+    monkeypatch.setattr("hardmax.io.save_file", disk_full)
+    code, err = cli(capsys, *base, "--run", str(tmp_path / "b"))
+    last = err.splitlines()[-1]
+    assert code == 2 and "could not write" in last and "No space left on device" in last, err
+    assert "Traceback" not in err

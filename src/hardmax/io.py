@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -71,19 +72,26 @@ def atomic_write(path: str | Path, write: Callable[[str], None]) -> Path:
     return path
 
 
-def remove_stale_temp_files(directory: str | Path) -> list[Path]:
+def remove_stale_temp_files(directory: str | Path, *, older_than: float = 0.0) -> list[Path]:
     """Delete the temporary files that writes killed before their `os.replace` left in `directory`.
 
-    Only safe while no other process writes `directory` (a run directory under its lock): a live
-    writer's temporary file has the same name pattern. Returns the paths removed.
+    A live writer's temporary file has the same name pattern, so this is only safe while no other
+    process writes `directory` (a run directory under its lock), or, where nothing is locked (the data
+    cache), for files last modified more than `older_than` seconds ago. Returns the paths removed.
     """
     directory = Path(directory)
     if not directory.is_dir():
         return []
     removed = []
+    now = time.time()
     for entry in directory.iterdir():
         if _TEMP_NAME.fullmatch(entry.name) and entry.is_file():
-            entry.unlink(missing_ok=True)
+            try:
+                if now - entry.stat().st_mtime < older_than:
+                    continue
+                entry.unlink()
+            except FileNotFoundError:  # its writer finished or another cleaner was first
+                continue
             removed.append(entry)
     if removed:
         logger.warning("removed %d temporary file(s) left in %s by an interrupted write", len(removed), directory)

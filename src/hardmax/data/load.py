@@ -19,7 +19,7 @@ from hardmax.data.config import PIPELINE_VERSION, SPLIT_NAMES, STOP_LISTS, DataC
 from hardmax.data.source import GROUPS, acl_root, default_cache_dir, read_reviews, resolve_imdb_path
 from hardmax.data.splits import DataStats, ImdbData, SplitStats, _build, _make_split
 from hardmax.data.text import Split, Vocabulary
-from hardmax.io import atomic_write, write_text
+from hardmax.io import atomic_write, remove_stale_temp_files, write_text
 
 logger = logging.getLogger(__name__)
 
@@ -169,6 +169,8 @@ def load_imdb(config: DataConfig | None = None, *, progress: bool = True) -> Imd
         cache_hit=False, cache_file=None if stem is None else str(stem.with_suffix(".safetensors")),
         seconds=time.perf_counter() - start)
     if stem is not None and key is not None:
+        # Writes killed mid-way (kill -9, disk full) leave temporary files; an hour old, no writer owns them.
+        remove_stale_temp_files(stem.parent, older_than=3600.0)
         try:
             _save_cache(stem, key, splits, vocab, stats, config)
         except (OSError, SafetensorError) as exc:  # a read-only or full cache directory must not lose the result
