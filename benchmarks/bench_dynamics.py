@@ -238,7 +238,7 @@ def library(tokens: torch.Tensor, mask: torch.Tensor, A: torch.Tensor, *, alpha:
 
     backend "auto" is the default (the compiled kernel on a CPU); "torch" the batched torch engine.
     """
-    return simulate(tokens, alpha=alpha, layers=layers, A=A, mask=mask, backend=backend).tokens
+    return simulate(tokens, alpha=alpha, layers=layers, A=A, mask=mask, engine=backend).tokens
 
 
 # --------------------------------------------------------------------------------------------
@@ -424,7 +424,7 @@ def format_table(results: dict) -> str:
 
 
 def profile(config: BenchConfig, rows: int = 15) -> str:
-    """torch.profiler table of one float32 `simulate(backend="torch")` call on `config.reviews` reviews.
+    """torch.profiler table of one float32 `simulate( engine="torch")` call on `config.reviews` reviews.
 
     The torch engine only: the default compiled kernel is one opaque call the profiler cannot split.
     """
@@ -448,7 +448,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[BenchConfig, argparse.Namesp
     parser.add_argument("--imdb", metavar="PATH", help="IMDb archive: real word ids via hardmax.data")
     parser.add_argument("--json", metavar="PATH", type=Path, help="also write the results as JSON")
     parser.add_argument("--profile", action="store_true",
-                        help="print a torch.profiler table of simulate(backend='torch')")
+                        help="print a torch.profiler table of simulate( engine='torch')")
     args = parser.parse_args(argv)
     config = quick() if args.quick else BenchConfig()
     changes = {"reviews": args.reviews, "repeats": args.repeats, "threads": args.threads, "imdb": args.imdb}

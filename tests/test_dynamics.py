@@ -21,10 +21,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
-from hardmax.dynamics import deduplicate, default_tie_rtol, simulate
+from hardmax.dynamics import Hardmax, Softmax, deduplicate, default_tie_rtol, simulate
 
 # The two hardmax engines behind `simulate`: batched torch ops, and the compiled per-review kernel.
-HARDMAX_BACKENDS = ("torch", "numba")
+HARDMAX_BACKENDS = ("torch", "compiled")
+
+
+def make_rule(attention: str, beta: float | None = None, tie_rtol: float | None = None):
+    """The rule object of a parametrised attention name."""
+    return Hardmax(tie_rtol) if attention == "hardmax" else Softmax(beta)
 
 
 def random_spd(rng: np.random.Generator, d: int) -> np.ndarray:
@@ -62,19 +67,19 @@ def test_matches_reference(seed, batched, attention, beta):
     z, mask = random_configuration(rng, batch, n, d)
     A = random_spd(rng, d) if seed % 2 else None
     alpha = rng.uniform(0.1, 4.0, size=layers).tolist() if seed < 2 else 0.7
-    traj = simulate(z if batched else z[0], alpha=alpha, layers=layers, A=A, attention=attention, beta=beta,
-                    mask=torch.from_numpy(mask if batched else mask[0]), return_weights=True)
+    traj = simulate(z if batched else z[0], make_rule(attention, beta=beta), alpha=alpha, layers=layers, A=A,
+                    mask=torch.from_numpy(mask if batched else mask[0]), keep_attention=True)
     got_tokens = traj.tokens.numpy().reshape(layers + 1, batch, n, d)
-    got_weights = traj.weights.numpy().reshape(layers, batch, n, n)
+    got_weights = traj.attention.numpy().reshape(layers, batch, n, n)
     # Without weights, hardmax takes the compact torch path (follower rows only after layer 1) or the
     # compiled kernel.
-    plain = [simulate(z if batched else z[0], alpha=alpha, layers=layers, A=A, attention=attention, beta=beta,
-                      mask=torch.from_numpy(mask if batched else mask[0]), backend=backend)
+    plain = [simulate(z if batched else z[0], make_rule(attention, beta=beta), alpha=alpha, layers=layers, A=A,
+                      mask=torch.from_numpy(mask if batched else mask[0]), engine=backend)
              .tokens.numpy().reshape(got_tokens.shape)
              for backend in (HARDMAX_BACKENDS if attention == "hardmax" else ("torch",))]
     for b in range(batch):
-        want_tokens, want_weights = reference.simulate(z[b], alpha=alpha, layers=layers, A=A,
-                                                       attention=attention, beta=beta, mask=mask[b])
+        want_tokens, want_weights = reference.simulate(z[b], alpha=alpha, layers=layers, A=A, attention=attention,
+                                                       beta=beta, mask=mask[b])
         np.testing.assert_allclose(got_tokens[:, b], want_tokens, rtol=0, atol=1e-12)
         for path in plain:
             np.testing.assert_allclose(path[:, b], want_tokens, rtol=0, atol=1e-12)
@@ -85,11 +90,11 @@ def test_fully_masked_sequence_is_left_alone(rng):
     z, _ = random_configuration(rng, 2, 5, 3)
     mask = np.array([[True] * 5, [False] * 5])
     for attention, beta in [("hardmax", None), ("softmax", 1.0)]:
-        traj = simulate(z, alpha=1.0, layers=3, mask=torch.from_numpy(mask), attention=attention, beta=beta,
-                        return_weights=True)
+        traj = simulate(z, make_rule(attention, beta=beta), alpha=1.0, layers=3, mask=torch.from_numpy(mask),
+                        keep_attention=True)
         assert torch.equal(traj.tokens[:, 1], torch.from_numpy(z[1]).expand(4, 5, 3))
-        assert not traj.weights[:, 1].any()
-        plain = simulate(z, alpha=1.0, layers=3, mask=torch.from_numpy(mask), attention=attention, beta=beta)
+        assert not traj.attention[:, 1].any()
+        plain = simulate(z, make_rule(attention, beta=beta), alpha=1.0, layers=3, mask=torch.from_numpy(mask))
         assert torch.equal(plain.tokens[:, 1], torch.from_numpy(z[1]).expand(4, 5, 3))
 
 
@@ -109,12 +114,12 @@ def run_exact(tokens, *, alpha, layers, A=None, mask=None):
     alphas = [float(F(a)) for a in alpha] if isinstance(alpha, list) else float(F(alpha))
     kwargs = dict(alpha=alphas, layers=layers, A=None if A is None else as_floats(A),
                   mask=None if mask is None else torch.tensor(mask))
-    traj = simulate(as_floats(tokens), return_weights=True, **kwargs)
+    traj = simulate(as_floats(tokens), **kwargs, keep_attention=True)
     np.testing.assert_allclose(traj.tokens.numpy(), reference.as_float(exact), rtol=0, atol=1e-12)
     # Without weights, hardmax takes the compact torch path (leaders' rows skipped after layer 1) or
     # the compiled kernel.
     for backend in HARDMAX_BACKENDS:
-        compact = simulate(as_floats(tokens), backend=backend, **kwargs)
+        compact = simulate(as_floats(tokens), **kwargs, engine=backend)
         np.testing.assert_allclose(compact.tokens.numpy(), reference.as_float(exact), rtol=0, atol=1e-12)
     return traj, exact
 
@@ -135,12 +140,12 @@ def test_equidistant_follower_moves_to_the_midpoint(case, A):
     mid = [(F(x) + F(y)) / 2 for x, y in zip(a, b, strict=True)]
     assert exact[1][2] == [F(x) + (m - F(x)) / 2 for x, m in zip(c, mid, strict=True)]  # γ = 1/2
     assert exact[1][:2] == exact[0][:2]  # the leaders stay
-    np.testing.assert_array_equal(traj.weights[0, 2].numpy(), [0.5, 0.5, 0.0])
+    np.testing.assert_array_equal(traj.attention[0, 2].numpy(), [0.5, 0.5, 0.0])
 
 
 def test_tie_tolerance_is_relative_to_the_score_scale():
-    def follower_row(z, **kwargs):  # the attention row of token 2
-        return simulate(z, alpha=1.0, layers=1, return_weights=True, **kwargs).weights[0, 2].tolist()
+    def follower_row(z, tie_rtol=None):  # the attention row of token 2
+        return simulate(z, Hardmax(tie_rtol), alpha=1.0, layers=1, keep_attention=True).attention[0, 2].tolist()
 
     decimal = as_floats(TIED["decimal"])
     assert follower_row(decimal) == [0.5, 0.5, 0.0]
@@ -161,7 +166,7 @@ def test_duplicated_leader_counts_twice(case):
     traj, exact = run_exact([a, a, b, c], alpha=1, layers=4)
     target = [(2 * F(x) + F(y)) / 3 for x, y in zip(a, b, strict=True)]  # (2a + b)/3, not (a + b)/2
     assert exact[1][3] == [F(x) + (t - F(x)) / 2 for x, t in zip(c, target, strict=True)]
-    np.testing.assert_allclose(traj.weights[0, 3].numpy(), [1 / 3, 1 / 3, 1 / 3, 0], rtol=0, atol=1e-15)
+    np.testing.assert_allclose(traj.attention[0, 3].numpy(), [1 / 3, 1 / 3, 1 / 3, 0], rtol=0, atol=1e-15)
     assert torch.equal(traj.tokens[:, 0], traj.tokens[:, 1])
 
 
@@ -170,10 +175,10 @@ def test_padding_copies_of_real_tokens_do_not_count():
     tokens, mask = [a, b, c, a, a, c], [True, True, True, False, False, False]
     traj, exact = run_exact(tokens, alpha=1, layers=3, mask=mask)
     assert exact[1][2] == [F(3, 8), F(3, 8)]  # c + ((a + b)/2 − c)/2, the padding copies of a ignored
-    np.testing.assert_array_equal(traj.weights[0, 2].numpy(), [0.5, 0.5, 0, 0, 0, 0])
+    np.testing.assert_array_equal(traj.attention[0, 2].numpy(), [0.5, 0.5, 0, 0, 0, 0])
     # Padding does not move, although its real twin c does.
     assert torch.equal(traj.tokens[:, 3:], traj.tokens[:1, 3:].expand(4, 3, 2))
-    assert not traj.weights[:, 3:].any() and not traj.weights[:, :, 3:].any()
+    assert not traj.attention[:, 3:].any() and not traj.attention[:, :, 3:].any()
 
 
 def test_zero_token_attends_everyone():
@@ -181,7 +186,7 @@ def test_zero_token_attends_everyone():
     traj, exact = run_exact([["0", "0"], a, b, c, a], alpha="1/2", layers=3, mask=[True] * 4 + [False])
     mean = [sum(F(row[r]) for row in (a, b, c)) / 4 for r in range(2)]  # the zero token counts itself
     assert exact[1][0] == [m / 3 for m in mean]  # γ = (1/2)/(3/2) = 1/3
-    np.testing.assert_array_equal(traj.weights[0, 0].numpy(), [0.25, 0.25, 0.25, 0.25, 0.0])
+    np.testing.assert_array_equal(traj.attention[0, 0].numpy(), [0.25, 0.25, 0.25, 0.25, 0.0])
 
 
 RATIONAL_A = {
@@ -221,13 +226,13 @@ def test_copies_keep_identical_trajectories_float32(rng):
     group = rng.permutation(np.repeat(np.arange(len(counts)), counts))
     z = torch.from_numpy(distinct[group].astype(np.float32))
     A = random_spd(rng, d)
-    traj = simulate(z, alpha=0.8, layers=6, A=A, return_weights=True)
+    traj = simulate(z, alpha=0.8, layers=6, A=A, keep_attention=True)
     assert traj.tokens.dtype == torch.float32
     for g in range(len(counts)):
         copies = traj.tokens[:, group == g]
         assert torch.equal(copies, copies[:, :1].expand_as(copies))
         # Every copy receives the same attention from everyone: it is tied with its twins.
-        columns = traj.weights[:, :, group == g]
+        columns = traj.attention[:, :, group == g]
         assert torch.equal(columns, columns[:, :, :1].expand_as(columns))
     # With multiplicities, float32 follows the float64 oracle run on the same (rounded) data.
     want, _ = reference.simulate(z.double().numpy(), alpha=0.8, layers=6, A=A.astype(np.float32),
@@ -249,8 +254,8 @@ def test_copies_count_with_multiplicity_float32(seed):
 
     a, b = on_level_set(rng.standard_normal(d)), on_level_set(rng.standard_normal(d))
     z = np.array([a] * k + [b, c], dtype=np.float32)
-    traj = simulate(torch.from_numpy(z), alpha=1.0, layers=1, A=A, return_weights=True)
-    np.testing.assert_allclose(traj.weights[0, -1].numpy(), [1 / (k + 1)] * (k + 1) + [0], rtol=1e-6, atol=0)
+    traj = simulate(torch.from_numpy(z), alpha=1.0, layers=1, A=A, keep_attention=True)
+    np.testing.assert_allclose(traj.attention[0, -1].numpy(), [1 / (k + 1)] * (k + 1) + [0], rtol=1e-6, atol=0)
     target = (k * z[0].astype(np.float64) + z[k]) / (k + 1)
     np.testing.assert_allclose(traj.tokens[1, -1].numpy(), (c + target) / 2, rtol=1e-5, atol=1e-6)
 
@@ -275,8 +280,8 @@ class Config:
     alpha: float
     layers: int
 
-    def run(self, **kwargs):
-        return simulate(self.tokens, alpha=self.alpha, layers=self.layers, A=self.A,
+    def run(self, rule=None, **kwargs):
+        return simulate(self.tokens, rule or Hardmax(), alpha=self.alpha, layers=self.layers, A=self.A,
                         mask=torch.from_numpy(self.mask), **kwargs)
 
 
@@ -322,17 +327,17 @@ def leaders(tokens: torch.Tensor, weights: torch.Tensor, mask: np.ndarray) -> se
 
 @given(configurations())
 def test_leaders_never_move(config):
-    traj = config.run(return_weights=True)
+    traj = config.run(keep_attention=True)
     for k in range(config.layers):
-        for i in leaders(traj.tokens[k], traj.weights[k], config.mask):
+        for i in leaders(traj.tokens[k], traj.attention[k], config.mask):
             path = traj.tokens[k:, i]
             assert torch.equal(path, path[:1].expand_as(path)), f"leader {i} moved after layer {k}"
 
 
 @given(configurations())
 def test_leader_set_never_shrinks(config):
-    traj = config.run(return_weights=True)
-    found = [leaders(traj.tokens[k], traj.weights[k], config.mask) for k in range(config.layers)]
+    traj = config.run(keep_attention=True)
+    found = [leaders(traj.tokens[k], traj.attention[k], config.mask) for k in range(config.layers)]
     for k in range(config.layers - 1):
         assert found[k] <= found[k + 1], f"layer {k + 1} lost leaders {found[k] - found[k + 1]}"
 
@@ -341,12 +346,12 @@ def test_leader_set_never_shrinks(config):
 def test_permutation_equivariance_is_exact(data, config, attention_beta):
     attention, beta = attention_beta
     perm = np.array(data.draw(st.permutations(range(len(config.tokens)))))
-    base = config.run(attention=attention, beta=beta, return_weights=True)
-    permuted = simulate(config.tokens[perm], alpha=config.alpha, layers=config.layers, A=config.A,
-                        mask=torch.from_numpy(config.mask[perm]), attention=attention, beta=beta,
-                        return_weights=True)
+    base = config.run(make_rule(attention, beta), keep_attention=True)
+    permuted = simulate(config.tokens[perm], make_rule(attention, beta=beta), alpha=config.alpha,
+                        layers=config.layers, A=config.A,
+                        mask=torch.from_numpy(config.mask[perm]), keep_attention=True)
     assert torch.equal(permuted.tokens, base.tokens[:, perm])
-    assert torch.equal(permuted.weights, base.weights[:, perm][:, :, perm])
+    assert torch.equal(permuted.attention, base.attention[:, perm][:, :, perm])
 
 
 @st.composite
@@ -360,20 +365,18 @@ def test_batch_equals_each_sequence_alone(configs, layers, seed):
     d = configs[0].tokens.shape[1]
     A = random_spd(np.random.default_rng(seed), d)
     tokens, mask = np.stack([c.tokens for c in configs]), np.stack([c.mask for c in configs])
-    together = simulate(tokens, alpha=0.9, layers=layers, A=A, mask=torch.from_numpy(mask),
-                        return_weights=True)
+    together = simulate(tokens, alpha=0.9, layers=layers, A=A, mask=torch.from_numpy(mask), keep_attention=True)
     for b, c in enumerate(configs):
-        alone = simulate(c.tokens, alpha=0.9, layers=layers, A=A, mask=torch.from_numpy(c.mask),
-                         return_weights=True)
+        alone = simulate(c.tokens, alpha=0.9, layers=layers, A=A, mask=torch.from_numpy(c.mask), keep_attention=True)
         assert torch.equal(together.tokens[:, b], alone.tokens)
-        assert torch.equal(together.weights[:, b], alone.weights)
+        assert torch.equal(together.attention[:, b], alone.attention)
 
 
 @given(configurations(), st.sampled_from([("hardmax", None), ("softmax", 1.5)]))
 def test_two_runs_are_bitwise_equal(config, attention_beta):
     attention, beta = attention_beta
-    first, second = (config.run(attention=attention, beta=beta, return_weights=True) for _ in range(2))
-    assert torch.equal(first.tokens, second.tokens) and torch.equal(first.weights, second.weights)
+    first, second = (config.run(make_rule(attention, beta), keep_attention=True) for _ in range(2))
+    assert torch.equal(first.tokens, second.tokens) and torch.equal(first.attention, second.attention)
 
 
 @given(configurations(), st.integers(-30, 30))
@@ -410,7 +413,7 @@ def test_softmax_tends_to_hardmax(seed):
         s = np.sort(x @ A @ x.T, axis=1)
         assert (s[:, -1] - s[:, -2]).min() > 0.05
     betas = [10.0, 30.0, 100.0, 300.0, 1e3, 1e4]
-    errors = [float((simulate(z, alpha=1.0, layers=3, A=A, attention="softmax", beta=beta).tokens - hard)
+    errors = [float((simulate(z, Softmax(beta), alpha=1.0, layers=3, A=A).tokens - hard)
                     .abs().max()) for beta in betas]
     assert errors == sorted(errors, reverse=True), errors
     assert errors[0] > 1e-3 and errors[-1] <= 1e-12, errors
@@ -422,28 +425,28 @@ def test_chunk_size_does_not_change_results(rng, attention, beta):
     for b in range(7):  # sequences with 1..7 distinct tokens, so chunks get different widths
         z[b, b + 1 :] = z[b, 0]
     A, mask = random_spd(rng, 3), torch.from_numpy(mask)
-    runs = [simulate(z, alpha=0.6, layers=4, A=A, mask=mask, attention=attention, beta=beta,
-                     return_weights=True, chunk_size=size)
+    runs = [simulate(z, make_rule(attention, beta=beta), alpha=0.6, layers=4, A=A, mask=mask, chunk_size=size,
+                     keep_attention=True)
             for size in (1, 3, 256, 1000)]
     if attention == "hardmax":  # without weights, hardmax takes the compact (leader-skipping) path
         for size in (1, 3, 256):
-            compact = simulate(z, alpha=0.6, layers=4, A=A, mask=mask, chunk_size=size, backend="torch")
+            compact = simulate(z, alpha=0.6, layers=4, A=A, mask=mask, chunk_size=size, engine="torch")
             torch.testing.assert_close(compact.tokens, runs[0].tokens, rtol=0, atol=1e-13)
     for run in runs[1:]:
         if attention == "hardmax":
-            assert torch.equal(run.tokens, runs[0].tokens) and torch.equal(run.weights, runs[0].weights)
+            assert torch.equal(run.tokens, runs[0].tokens) and torch.equal(run.attention, runs[0].attention)
         else:  # the softmax reductions run over padded rows whose width depends on the chunk
             torch.testing.assert_close(run.tokens, runs[0].tokens, rtol=0, atol=1e-13)
-            torch.testing.assert_close(run.weights, runs[0].weights, rtol=0, atol=1e-13)
+            torch.testing.assert_close(run.attention, runs[0].attention, rtol=0, atol=1e-13)
 
 
 @given(configurations(), st.sampled_from([("hardmax", None), ("softmax", 1.5)]))
 def test_returned_weights_are_the_ones_applied(config, attention_beta):
     """The weights (attention_weights) and the step (attention_step) take separate code paths."""
     attention, beta = attention_beta
-    traj = config.run(attention=attention, beta=beta, return_weights=True)
+    traj = config.run(make_rule(attention, beta), keep_attention=True)
     gamma = (traj.alpha / (1 + traj.alpha))[:, None, None]
-    z, P = traj.tokens[:-1], traj.weights
+    z, P = traj.tokens[:-1], traj.attention
     stepped = torch.where(torch.from_numpy(config.mask)[:, None], z + gamma * (P @ z - z), z)
     torch.testing.assert_close(traj.tokens[1:], stepped, rtol=0, atol=1e-12)
 
@@ -453,16 +456,16 @@ def test_returned_weights_are_the_ones_applied(config, attention_beta):
 def test_returned_weights(rng, batched, attention, beta):
     z, mask = random_configuration(rng, 3, 9, 2)
     z, mask = (z, torch.from_numpy(mask)) if batched else (z[0], torch.from_numpy(mask[0]))
-    traj = simulate(z, alpha=1.0, layers=5, mask=mask, attention=attention, beta=beta, return_weights=True)
-    assert traj.weights.shape == (5, *mask.shape, mask.shape[-1])
-    assert traj.weights.dtype == traj.tokens.dtype
+    traj = simulate(z, make_rule(attention, beta=beta), alpha=1.0, layers=5, mask=mask, keep_attention=True)
+    assert traj.attention.shape == (5, *mask.shape, mask.shape[-1])
+    assert traj.attention.dtype == traj.tokens.dtype
     real = mask
-    rows = traj.weights.sum(-1)
+    rows = traj.attention.sum(-1)
     torch.testing.assert_close(rows[:, real], torch.ones_like(rows[:, real]), rtol=0, atol=1e-12)
     assert not rows[:, ~real].any()
-    assert not traj.weights.transpose(-1, -2)[:, ~real].any()  # masked columns
-    assert (traj.weights >= 0).all()
-    assert simulate(z, alpha=1.0, layers=5, mask=mask, attention=attention, beta=beta).weights is None
+    assert not traj.attention.transpose(-1, -2)[:, ~real].any()  # masked columns
+    assert (traj.attention >= 0).all()
+    assert simulate(z, make_rule(attention, beta=beta), alpha=1.0, layers=5, mask=mask).attention is None
 
 
 # --------------------------------------------------------------------------------------------
@@ -477,8 +480,8 @@ DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 @pytest.mark.parametrize("attention, beta", [("hardmax", None), ("softmax", 1.0)])
 def test_dtype_and_device_are_kept(generator, dtype, device, attention, beta):
     z = torch.randn(2, 5, 3, generator=generator).to(dtype=dtype, device=device)
-    traj = simulate(z, alpha=[0.5, 1.0], layers=2, attention=attention, beta=beta, return_weights=True)
-    for t in (traj.tokens, traj.weights, traj.alpha, traj.A):
+    traj = simulate(z, make_rule(attention, beta=beta), alpha=[0.5, 1.0], layers=2, keep_attention=True)
+    for t in (traj.tokens, traj.attention, traj.alpha, traj.A):
         assert t.dtype == dtype and t.device == z.device
     assert traj.tokens.shape == (3, 2, 5, 3) and traj.mask.shape == (2, 5)
     assert torch.equal(traj.tokens[0], z)
@@ -503,14 +506,14 @@ def test_boolean_mask_from_numpy_or_list(mask):
 
 
 def test_trajectory_records_its_parameters():
-    traj = simulate(Z, alpha=[0.5, 2.0], layers=2, A=2 * np.eye(2), attention="softmax", beta=3)
+    traj = simulate(Z, Softmax(3), alpha=[0.5, 2.0], layers=2, A=2 * np.eye(2))
     assert traj.alpha.tolist() == [0.5, 2.0] and torch.equal(traj.A, 2 * torch.eye(2, dtype=torch.float64))
-    assert (traj.attention, traj.beta, traj.layers) == ("softmax", 3.0, 2)
+    assert (traj.rule, traj.layers, traj.stored) == (Softmax(3.0), 2, (0, 1, 2))
     assert torch.equal(traj.mask, torch.ones(3, dtype=torch.bool))
-    assert torch.equal(traj.final, traj.tokens[-1])
+    assert torch.equal(traj.final, traj.tokens[-1]) and torch.equal(traj.at(1), traj.tokens[1])
     hard = simulate(Z, alpha=0.5, layers=3)
-    assert hard.alpha.tolist() == [0.5] * 3 and hard.beta is None and hard.weights is None
-    assert hard.tie_rtol == default_tie_rtol(torch.float64) == 64 * torch.finfo(torch.float64).eps
+    assert hard.alpha.tolist() == [0.5] * 3 and hard.rule == Hardmax() and hard.attention is None
+    assert hard.rule.rtol(torch.float64) == default_tie_rtol(torch.float64) == 64 * torch.finfo(torch.float64).eps
 
 
 def test_deduplicate_groups_equal_rows_exactly():
@@ -521,7 +524,7 @@ def test_deduplicate_groups_equal_rows_exactly():
     index = dedup.index[0].tolist()
     assert index[0] == index[2] and index[1] == index[3]  # equal rows, and -0.0 == 0.0
     assert len({index[0], index[4], index[5]}) == 3  # a padding copy and a 1-ulp neighbour stay apart
-    assert dedup.weights[0, index].tolist() == [2, 2, 2, 2, 0, 1]
+    assert dedup.multiplicity[0, index].tolist() == [2, 2, 2, 2, 0, 1]
 
 
 def test_deduplicate_in_blocks_matches_one_pass():
@@ -534,7 +537,7 @@ def test_deduplicate_in_blocks_matches_one_pass():
     mask = torch.rand(10, 12, generator=g) > 0.2
     whole, blocks = deduplicate(z, mask), deduplicate(z, mask, block=3)
     assert torch.equal(blocks.index, whole.index)
-    assert torch.equal(blocks.tokens, whole.tokens) and torch.equal(blocks.weights, whole.weights)
+    assert torch.equal(blocks.tokens, whole.tokens) and torch.equal(blocks.multiplicity, whole.multiplicity)
 
 
 def test_deduplicate_survives_hash_collisions(monkeypatch):
@@ -555,16 +558,16 @@ def test_deduplicate_survives_hash_collisions(monkeypatch):
         assert torch.equal(dedup.expand(dedup.tokens), z)
         same = (z.unsqueeze(2) == z.unsqueeze(1)).all(-1) & (mask.unsqueeze(2) == mask.unsqueeze(1))
         assert torch.equal(dedup.index.unsqueeze(2) == dedup.index.unsqueeze(1), same)  # groups = equal rows
-    assert torch.equal(honest.weights.sum(1), collided.weights.sum(1))
+    assert torch.equal(honest.multiplicity.sum(1), collided.multiplicity.sum(1))
 
 
 @pytest.mark.parametrize("shape", [(4, 2), (3, 4, 2)])
 def test_zero_layers_returns_the_initial_tokens(generator, shape):
     z = torch.randn(*shape, generator=generator, dtype=torch.float64)
-    traj = simulate(z, alpha=1.0, layers=0, return_weights=True)
+    traj = simulate(z, alpha=1.0, layers=0, keep_attention=True)
     assert traj.layers == 0 and traj.tokens.shape == (1, *shape)
     assert torch.equal(traj.tokens[0], z) and torch.equal(traj.final, z)
-    assert traj.weights.shape == (0, *shape[:-1], shape[-2]) and traj.alpha.shape == (0,)
+    assert traj.attention.shape == (0, *shape[:-1], shape[-2]) and traj.alpha.shape == (0,)
 
 
 # --------------------------------------------------------------------------------------------
@@ -600,12 +603,15 @@ BAD_INPUTS = {
     "layers float": (dict(layers=2.0), "layers must be an integer"),
     "layers bool": (dict(layers=True), "layers must be an integer"),
     "layers string": (dict(layers="2"), "layers must be an integer"),
-    "attention unknown": (dict(attention="relu"), "attention must be one of"),
-    "softmax without beta": (dict(attention="softmax"), "beta"),
-    "softmax beta zero": (dict(attention="softmax", beta=0.0), "beta > 0"),
-    "softmax beta NaN": (dict(attention="softmax", beta=float("nan")), "beta > 0"),
-    "softmax beta inf": (dict(attention="softmax", beta=float("inf")), "beta > 0"),
-    "beta with hardmax": (dict(beta=1.0), "beta is only used by softmax"),
+    "rule a string": (dict(rule="softmax"), "rule must be an attention rule"),
+    "rule a class": (dict(rule=Softmax), "rule must be an attention rule"),
+    "engine unknown": (dict(engine="numba"), "engine must be one of"),
+    "store zero": (dict(store=0), "store must be"),
+    "store unknown": (dict(store="last"), "store must be"),
+    "half precision": (dict(tokens=torch.tensor(Z, dtype=torch.float16)), "cannot resolve ties"),
+    "bfloat16": (dict(tokens=torch.tensor(Z, dtype=torch.bfloat16)), "cannot resolve ties"),
+    "softmax scores overflow": (dict(tokens=torch.tensor(Z, dtype=torch.float32) * 1e20, rule=Softmax(1.0)),
+                                "beyond the range"),
     "mask too short": (dict(mask=torch.ones(2, dtype=torch.bool)), r"mask must have shape \(3,\)"),
     "mask batched for one sequence": (dict(mask=torch.ones(1, 3, dtype=torch.bool)),
                                       r"mask must have shape \(3,\)"),
@@ -613,9 +619,25 @@ BAD_INPUTS = {
                          r"mask must have shape \(2, 3\)"),
     "mask of ints": (dict(mask=np.ones(3, dtype=np.int64)), "mask must be boolean"),
     "mask of floats": (dict(mask=torch.ones(3)), "mask must be boolean"),
-    "tie_rtol negative": (dict(tie_rtol=-1e-3), "tie_rtol"),
-    "tie_rtol one": (dict(tie_rtol=1.0), "tie_rtol"),
 }
+
+BAD_RULES = {
+    "softmax without beta": (lambda: Softmax(None), "beta"),
+    "softmax beta zero": (lambda: Softmax(0.0), "beta > 0"),
+    "softmax beta NaN": (lambda: Softmax(float("nan")), "beta > 0"),
+    "softmax beta inf": (lambda: Softmax(float("inf")), "beta > 0"),
+    "tie_rtol negative": (lambda: Hardmax(-1e-3), "tie_rtol"),
+    "tie_rtol one": (lambda: Hardmax(1.0), "tie_rtol"),
+    "tie_rtol NaN": (lambda: Hardmax(float("nan")), "tie_rtol"),
+    "tie_rtol a string": (lambda: Hardmax("0.1"), "tie_rtol"),
+}
+
+
+@pytest.mark.parametrize("name", BAD_RULES)
+def test_bad_rule_raises_value_error(name):
+    make, message = BAD_RULES[name]
+    with pytest.raises(ValueError, match=message):
+        make()
 
 
 @pytest.mark.parametrize("name", BAD_INPUTS)
@@ -659,14 +681,14 @@ def test_hardmax_layers_equals_layer_by_layer_steps(seed):
     dedup = deduplicate(tokens, mask)
     alphas = torch.rand(7, generator=g, dtype=torch.float64) + 0.2
     A = torch.eye(3, dtype=torch.float64) + 0.3 * torch.ones(3, 3, dtype=torch.float64)
-    fast = hardmax_layers(dedup.tokens, dedup.weights, alphas, A=A)
+    fast = hardmax_layers(dedup.tokens, dedup.multiplicity, alphas, A=A)
     z = dedup.tokens
     slow = [z]
     for a in alphas:
-        z = attention_step(z, dedup.weights, alpha=a, A=A)
+        z = attention_step(z, dedup.multiplicity, alpha=a, A=A)
         slow.append(z)
     torch.testing.assert_close(fast, torch.stack(slow), rtol=0, atol=1e-13)
-    last = hardmax_layers(dedup.tokens, dedup.weights, alphas, A=A, keep_path=False)
+    last = hardmax_layers(dedup.tokens, dedup.multiplicity, alphas, A=A, keep_path=False)
     assert torch.equal(last[0], fast[-1])
 
 
@@ -677,7 +699,7 @@ def test_leader_skipping_matches_the_per_token_oracle(seed, backend):
     maximum give the per-token oracle's trajectory (frames change positions in the last bits only)."""
     rng = np.random.default_rng(seed)
     tokens = rng.standard_normal((12, 2))
-    run = simulate(tokens, alpha=1.0, layers=12, backend=backend)
+    run = simulate(tokens, alpha=1.0, layers=12, engine=backend)
     expected, _ = reference.simulate(tokens, alpha=1.0, layers=12)
     np.testing.assert_allclose(run.tokens.numpy(), expected, rtol=0, atol=1e-12)
 
@@ -689,23 +711,23 @@ def test_a_follower_converging_to_its_leader_never_unseats_it():
     unseat leaders: the runner hands over to full layers, with the same result. A token on the
     leader's exposed face ties with it."""
     from hardmax.dynamics import hardmax_layers
-    from hardmax.dynamics.layers import _full_layers, _hardmax_run, _leaders_hold
+    from hardmax.dynamics.layers import full_layers, hardmax_run, leaders_hold
     from hardmax.dynamics.ties import Frames
 
     rng = np.random.default_rng(1)
     tokens = torch.from_numpy(rng.standard_normal((1, 12, 2)))
     weights = torch.ones(1, 12, dtype=torch.float64)
     alphas = torch.ones(60, dtype=torch.float64)
-    assert _hardmax_run(tokens, weights, alphas, None, default_tie_rtol(torch.float64)) is not None
-    assert _hardmax_run(tokens, weights, alphas, None, 0.5) is None
+    assert hardmax_run(tokens, weights, alphas, None, default_tie_rtol(torch.float64)) is not None
+    assert hardmax_run(tokens, weights, alphas, None, 0.5) is None
     torch.testing.assert_close(hardmax_layers(tokens, weights, alphas, tie_rtol=0.5),
-                               _full_layers(tokens, weights, alphas, None, 0.5), rtol=0, atol=0)
+                               full_layers(tokens, weights, alphas, None, 0.5), rtol=0, atol=0)
     zero = torch.zeros(1, dtype=torch.long)
     face = torch.tensor([[[1.0, 0.0], [1.0, 0.5], [-1.0, 0.0]]], dtype=torch.float64)  # (1, 0.5) on ℓ's face x = 1
     inside = torch.tensor([[[1.0, 0.0], [0.5, 0.5], [-1.0, 0.0]]], dtype=torch.float64)
     w3 = torch.ones(1, 3, dtype=torch.float64)
-    assert not _leaders_hold(face, Frames.absolute(face), w3, None, 1e-12, zero, zero)
-    assert _leaders_hold(inside, Frames.absolute(inside), w3, None, 1e-12, zero, zero)
+    assert not leaders_hold(face, Frames.absolute(face), w3, None, 1e-12, zero, zero)
+    assert leaders_hold(inside, Frames.absolute(inside), w3, None, 1e-12, zero, zero)
 
 
 def test_hardmax_layers_keeps_autograd_working():
@@ -736,9 +758,9 @@ def test_chunks_on_parallel_threads_give_the_same_result():
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        serial = simulate(tokens, alpha=0.8, layers=5, mask=mask, chunk_size=7, backend="torch")
+        serial = simulate(tokens, alpha=0.8, layers=5, mask=mask, chunk_size=7, engine="torch")
         torch.set_num_threads(2)
-        parallel = simulate(tokens, alpha=0.8, layers=5, mask=mask, chunk_size=7, backend="torch")
+        parallel = simulate(tokens, alpha=0.8, layers=5, mask=mask, chunk_size=7, engine="torch")
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)

@@ -22,14 +22,14 @@ import torch
 
 from hardmax import simulate
 
-ENGINES = ["torch", "numba"]
+ENGINES = ["torch", "compiled"]
 DEPTH = {torch.float64: (150, 1e-9), torch.float32: (40, 1e-4)}
 
 
 def run_engine(tokens, alpha, layers, A, dtype, backend) -> np.ndarray:
     z = torch.tensor([[float(Fraction(x)) for x in row] for row in tokens], dtype=dtype)
     A_t = None if A is None else torch.tensor([[float(Fraction(x)) for x in row] for row in A], dtype=dtype)
-    return simulate(z, alpha=float(Fraction(alpha)), layers=layers, A=A_t, backend=backend).final.double().numpy()
+    return simulate(z, alpha=float(Fraction(alpha)), layers=layers, A=A_t, engine=backend).final.double().numpy()
 
 
 @functools.cache

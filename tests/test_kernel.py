@@ -1,4 +1,4 @@
-"""Tests of `hardmax.dynamics.kernel`, the compiled CPU engine behind `simulate(backend="numba")`.
+"""Tests of `hardmax.dynamics.kernel`, the compiled CPU engine behind `simulate( engine="compiled")`.
 
 The kernel must give the torch engine's trajectory (the reference for autograd, CUDA and softmax),
 which test_dynamics.py checks against the slow oracles: here, IMDb-shaped batches in both dtypes, its
@@ -13,7 +13,7 @@ import pytest
 import reference
 import torch
 
-from hardmax.dynamics import default_tie_rtol, kernel, simulate
+from hardmax.dynamics import Hardmax, Softmax, default_tie_rtol, kernel, simulate
 
 
 def imdb_like(rng: np.random.Generator, batch: int, n: int, d: int, dtype=np.float64):
@@ -36,8 +36,8 @@ def spd(rng: np.random.Generator, d: int, dtype=np.float64) -> np.ndarray:
 def both(z, mask, **kwargs):
     """(kernel, torch engine) trajectories of the same call."""
     z, mask = torch.from_numpy(z), torch.from_numpy(mask)
-    return (simulate(z, mask=mask, backend="numba", **kwargs).tokens,
-            simulate(z, mask=mask, backend="torch", **kwargs).tokens)
+    return (simulate(z, mask=mask, **kwargs, engine="compiled").tokens,
+            simulate(z, mask=mask, **kwargs, engine="torch").tokens)
 
 
 @pytest.mark.parametrize("dtype, atol", [(np.float64, 1e-12), (np.float32, 1e-5)])
@@ -57,7 +57,7 @@ def test_kernel_matches_the_per_token_oracle():
     rng = np.random.default_rng(7)
     z, mask = imdb_like(rng, batch=6, n=20, d=3)
     A = spd(rng, 3)
-    got = simulate(z, alpha=[0.5, 1.5, 0.9, 2.0, 0.7], layers=5, A=A, mask=mask, backend="numba").tokens
+    got = simulate(z, alpha=[0.5, 1.5, 0.9, 2.0, 0.7], layers=5, A=A, mask=mask, engine="compiled").tokens
     for b in range(6):
         want, _ = reference.simulate(z[b], alpha=[0.5, 1.5, 0.9, 2.0, 0.7], layers=5, A=A, mask=mask[b])
         np.testing.assert_allclose(got[:, b].numpy(), want, rtol=0, atol=1e-12)
@@ -67,11 +67,11 @@ def test_hash_collisions_never_merge_distinct_tokens(monkeypatch):
     """With every multiplier 0 all rows hash alike: the value check alone must keep them apart."""
     rng = np.random.default_rng(3)
     z, mask = imdb_like(rng, batch=12, n=30, d=4)
-    honest = simulate(z, alpha=1.0, layers=4, mask=mask, backend="numba").tokens
+    honest = simulate(z, alpha=1.0, layers=4, mask=mask, engine="compiled").tokens
     monkeypatch.setattr(kernel, "_multipliers", lambda d: np.zeros(d, dtype=np.uint64))
-    colliding = simulate(z, alpha=1.0, layers=4, mask=mask, backend="numba").tokens
+    colliding = simulate(z, alpha=1.0, layers=4, mask=mask, engine="compiled").tokens
     assert torch.equal(colliding, honest)
-    torch.testing.assert_close(colliding, simulate(z, alpha=1.0, layers=4, mask=mask, backend="torch").tokens,
+    torch.testing.assert_close(colliding, simulate(z, alpha=1.0, layers=4, mask=mask, engine="torch").tokens,
                                rtol=0, atol=1e-12)
 
 
@@ -83,8 +83,8 @@ def test_signed_zeros_are_one_token():
     slot, distinct, weights = np.empty(4, np.int64), np.empty((4, 2)), np.empty(4)
     m = kernel._deduplicate(z, z.view(np.uint64), np.ones(4, bool), kernel._multipliers(2), slot, distinct, weights)
     assert m == 3 and slot.tolist() == [0, 0, 1, 2] and weights[:3].tolist() == [2, 1, 1]
-    got = simulate(z, alpha=1.0, layers=3, backend="numba").tokens
-    assert torch.equal(got[1:], simulate(plus, alpha=1.0, layers=3, backend="numba").tokens[1:])
+    got = simulate(z, alpha=1.0, layers=3, engine="compiled").tokens
+    assert torch.equal(got[1:], simulate(plus, alpha=1.0, layers=3, engine="compiled").tokens[1:])
     want, _ = reference.simulate(plus, alpha=1.0, layers=3)
     np.testing.assert_allclose(got.numpy(), want, rtol=0, atol=1e-15)
 
@@ -92,7 +92,7 @@ def test_signed_zeros_are_one_token():
 def test_padding_copies_of_real_tokens_neither_count_nor_move():
     z = np.array([[1.0, 0.0], [1.0, 0.0], [0.2, 0.9], [0.3, 0.3]])
     mask = np.array([True, False, True, True])
-    got = simulate(z, alpha=2.0, layers=4, mask=mask, backend="numba").tokens
+    got = simulate(z, alpha=2.0, layers=4, mask=mask, engine="compiled").tokens
     assert torch.equal(got[:, 1], torch.from_numpy(z[1]).expand(5, 2))  # masked: never moves
     want, _ = reference.simulate(z, alpha=2.0, layers=4, mask=mask)
     np.testing.assert_allclose(got.numpy(), want, rtol=0, atol=1e-15)
@@ -109,7 +109,7 @@ def test_followers_never_unseat_their_leaders_at_any_tolerance(dtype):
     gammas = np.full(layers, 0.5, dtype)
     out = np.empty((layers + 1, *z.shape), dtype)
     assert kernel.hardmax_trajectory(z, np.ones((1, 12), bool), None, gammas, rtol, out, 1).tolist() == [0]
-    torch_engine = simulate(torch.from_numpy(z), alpha=1.0, layers=layers, tie_rtol=rtol, backend="torch")
+    torch_engine = simulate(torch.from_numpy(z), Hardmax(rtol), alpha=1.0, layers=layers, engine="torch")
     np.testing.assert_allclose(out, torch_engine.tokens.numpy(), rtol=0, atol=1e-12 if dtype == np.float64 else 1e-5)
     default = default_tie_rtol(torch.from_numpy(z).dtype)
     assert kernel.hardmax_trajectory(z, np.ones((1, 12), bool), None, gammas, default, out, 1).tolist() == [0]
@@ -131,32 +131,32 @@ def test_zero_layers_and_fully_masked_reviews():
     rng = np.random.default_rng(2)
     z, mask = imdb_like(rng, batch=3, n=6, d=2)
     mask[1] = False
-    assert torch.equal(simulate(z, alpha=1.0, layers=0, mask=mask, backend="numba").tokens[0],
+    assert torch.equal(simulate(z, alpha=1.0, layers=0, mask=mask, engine="compiled").tokens[0],
                        torch.from_numpy(z))
-    traj = simulate(z, alpha=1.0, layers=3, mask=mask, backend="numba").tokens
+    traj = simulate(z, alpha=1.0, layers=3, mask=mask, engine="compiled").tokens
     assert torch.equal(traj[:, 1], torch.from_numpy(z[1]).expand(4, 6, 2))
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"attention": "softmax", "beta": 1.0}, "hardmax attention only"),
-    ({"return_weights": True}, "attention matrices"),
-    ({"dtype": torch.float16}, "float32 and float64"),
+    ({"rule": Softmax(1.0)}, "hardmax attention only"),
+    ({"keep_attention": True}, "attention matrices"),
+    ({"grad": True}, "gradients"),
 ])
-def test_numba_backend_refuses_what_it_cannot_run(kwargs, message):
-    z = torch.randn(5, 2, dtype=kwargs.pop("dtype", torch.float64))
+def test_compiled_engine_refuses_what_it_cannot_run(kwargs, message):
+    z = torch.randn(5, 2, dtype=torch.float64, requires_grad=kwargs.pop("grad", False))
     with pytest.raises(ValueError, match=message):
-        simulate(z, alpha=1.0, layers=2, backend="numba", **kwargs)
+        simulate(z, alpha=1.0, layers=2, **kwargs, engine="compiled")
 
 
-def test_unknown_backend_is_refused():
-    with pytest.raises(ValueError, match="backend must be one of"):
-        simulate(np.ones((3, 2)), alpha=1.0, layers=1, backend="cuda")
+def test_unknown_engine_is_refused():
+    with pytest.raises(ValueError, match="engine must be one of"):
+        simulate(np.ones((3, 2)), alpha=1.0, layers=1, engine="cuda")
 
 
 def test_auto_falls_back_to_the_torch_engine_where_the_kernel_does_not_apply():
     z = np.random.default_rng(0).standard_normal((6, 2))
-    with_weights = simulate(z, alpha=1.0, layers=3, return_weights=True)  # torch engine
-    assert with_weights.weights is not None
+    with_weights = simulate(z, alpha=1.0, layers=3, keep_attention=True)  # torch engine
+    assert with_weights.attention is not None
     torch.testing.assert_close(with_weights.tokens, simulate(z, alpha=1.0, layers=3).tokens, rtol=0, atol=1e-15)
 
 
@@ -167,5 +167,5 @@ def test_without_numba_auto_runs_the_torch_engine_and_numba_is_refused(monkeypat
     with_kernel = simulate(z, alpha=0.7, layers=4).tokens
     monkeypatch.setattr(simulator, "_kernel", None)
     with pytest.raises(ValueError, match="numba is not installed"):
-        simulate(z, alpha=0.7, layers=4, backend="numba")
+        simulate(z, alpha=0.7, layers=4, engine="compiled")
     torch.testing.assert_close(simulate(z, alpha=0.7, layers=4).tokens, with_kernel, rtol=0, atol=1e-15)

@@ -118,8 +118,8 @@ def test_long_review_of_few_words_matches_reference(generator):
     ids = torch.randint(2, 5, (2, 40), generator=generator)
     mask = torch.ones_like(ids, dtype=torch.bool)
     trace = model.trace(ids, mask, attention="softmax")
-    assert trace.weights.sum(-1).tolist() == [40.0, 40.0]
-    assert int((trace.weights > 0).sum(-1).max()) <= 3
+    assert trace.multiplicity.sum(-1).tolist() == [40.0, 40.0]
+    assert int((trace.multiplicity > 0).sum(-1).max()) <= 3
     for attention in ("hardmax", "softmax"):
         torch.testing.assert_close(model(ids, mask, attention=attention).detach(),
                                    reference_logits(model, ids, mask, attention), rtol=1e-10, atol=1e-10)
@@ -141,12 +141,13 @@ def test_trained_layer_is_simulate(generator, attention, learn_A, double):
     for b in range(len(corpus)):
         with torch.no_grad():
             tokens = model.embedding(corpus.ids[b][corpus.mask[b]])  # (n_real, d)
-            traj = simulate(tokens, alpha=float(model.alpha.detach()), layers=model.config.layers, A=model.A_matrix(),
-                            attention=attention, beta=model.config.beta if attention == "softmax" else None)
+            traj = simulate(tokens, model.rule(attention), alpha=float(model.alpha.detach()),
+                            layers=model.config.layers,
+                            A=model.A_matrix())
         assert traj.final.dtype == tokens.dtype
         torch.testing.assert_close(trace.pooled[b].detach(), traj.final.mean(0), **tol)
         # Every layer, not only the last: expand the merged tokens back to positions.
-        layer_means = (trace.weights[b, None, :, None] * trace.tokens[:, b]).sum(1) / trace.weights[b].sum()
+        layer_means = (trace.multiplicity[b, None, :, None] * trace.tokens[:, b]).sum(1) / trace.multiplicity[b].sum()
         torch.testing.assert_close(layer_means.detach(), traj.tokens.mean(1), **tol)
 
 
@@ -222,12 +223,12 @@ def test_shapes_and_trace(generator):
     assert logits.shape == (4,) and logits.dtype == torch.float32
     trace = model.trace(ids, mask, attention="hardmax")
     m = trace.ids.shape[1]
-    assert trace.weights.shape == (4, m) and trace.index.shape == (4, 9)
+    assert trace.multiplicity.shape == (4, m) and trace.index.shape == (4, 9)
     assert trace.tokens.shape == (4, 4, m, 5)  # (layers + 1, batch, m, d)
     assert trace.pooled.shape == (4, 5) and trace.logits.shape == (4,)
     assert trace.A is None
     # Multiplicities count real tokens only; each real position points at a token of its own word.
-    assert torch.equal(trace.weights.sum(-1), mask.sum(-1).float())
+    assert torch.equal(trace.multiplicity.sum(-1), mask.sum(-1).float())
     assert torch.equal(torch.gather(trace.ids, 1, trace.index)[mask], ids[mask])
     assert torch.equal(trace.tokens[0], model.embedding(trace.ids))
     torch.testing.assert_close(trace.logits, model(ids, mask, attention="hardmax"), rtol=0, atol=0)

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from problems import Problem, problems
 from scipy.optimize import linprog
 
-from hardmax.dynamics import simulate
+import hardmax.theory as theory
+from hardmax.dynamics import Softmax, simulate
 from hardmax.theory import (
     FIGURE2_ALPHA,
     attention_sets,
@@ -131,10 +132,10 @@ def test_attention_sets_match_the_engine_at_every_layer(rng):
     z = rng.integers(-4, 5, size=(3, 12, 2)) / 4.0  # dyadic: many exact ties and duplicates
     cases.append((z, None, rng.random((3, 12)) < 0.8))
     for tokens, A, mask in cases:
-        trajectory = simulate(tokens, alpha=0.5, layers=12, A=A, mask=mask, return_weights=True)
+        trajectory = simulate(tokens, alpha=0.5, layers=12, A=A, mask=mask, keep_attention=True)
         for k in range(12):
             C = attention_sets(trajectory.tokens[k], A=A, mask=mask)
-            assert torch.equal(C, trajectory.weights[k] > 0), (k, tokens)
+            assert torch.equal(C, trajectory.attention[k] > 0), (k, tokens)
 
 
 @given(st.integers(1, 9), st.integers(1, 3), st.data())
@@ -585,7 +586,7 @@ def test_report_table_and_softmax_refused():
     table = report.table()
     assert table.splitlines()[0].endswith("PASSED")
     assert "| check | value | expected | pass |" in table and table.count("\n| ") == 9  # header, rule, 7 rows
-    softmax = simulate(SQUARE, alpha=0.5, layers=3, attention="softmax", beta=1.0)
+    softmax = simulate(SQUARE, Softmax(1.0), alpha=0.5, layers=3)
     with pytest.raises(ValueError, match="hardmax"):
         check_theorem(softmax)
 
@@ -595,3 +596,78 @@ def test_float32_trajectory():
     report = check_theorem(simulate(torch.tensor(z, dtype=torch.float32), alpha=0.7, layers=80))
     assert report.passed, report.table()
     assert report.atol > 1e-5  # sqrt(eps) of float32, times R
+
+
+# --------------------------------------------------------------------------------------------
+# Input validation (issue #12, item 5): what simulate refuses, the theory functions refuse too.
+# --------------------------------------------------------------------------------------------
+
+_SQUARE = [[1.0, 1.0], [1.0, -1.0], [-1.0, 1.0], [-1.0, -1.0], [0.5, 0.0]]
+
+
+def _with(value, at=(0, 0)):
+    z = torch.tensor(_SQUARE, dtype=torch.float64)
+    z[at] = value
+    return z
+
+
+@pytest.mark.parametrize("tokens, message", [
+    (_with(float("nan")), "NaN or inf"),
+    (_with(float("inf")), "NaN or inf"),
+    (torch.tensor(_SQUARE, dtype=torch.complex128), "must be real"),
+    (np.array(_SQUARE, dtype=np.complex64), "must be real"),
+    (np.array([["a", "b"]]), "must be numeric"),
+    (torch.zeros(0, 5, 2), "at least one sequence"),
+    (torch.zeros(3, 0, 2), "at least one sequence"),
+    (torch.tensor(_SQUARE, dtype=torch.float16), "cannot resolve ties"),
+    (torch.tensor(_SQUARE, dtype=torch.bfloat16), "cannot resolve ties"),
+    (torch.ones(5), "shape"),
+])
+@pytest.mark.parametrize("function", ["find_leaders", "attention_sets", "polytope"])
+def test_snapshot_functions_refuse_what_simulate_refuses(tokens, message, function):
+    with pytest.raises(ValueError, match=message):
+        getattr(theory, function)(tokens)
+
+
+@pytest.mark.parametrize("tie_rtol", [float("nan"), -1e-3, 1.0, 5.0])
+@pytest.mark.parametrize("function", ["find_leaders", "attention_sets"])
+def test_invalid_tie_rtol_is_refused(tie_rtol, function):
+    with pytest.raises(ValueError, match="tie_rtol"):
+        getattr(theory, function)(torch.tensor(_SQUARE, dtype=torch.float64), tie_rtol=tie_rtol)
+
+
+@pytest.mark.parametrize("atol", [-1.0, float("nan"), float("inf")])
+def test_invalid_atol_is_refused(atol):
+    z = torch.tensor(_SQUARE, dtype=torch.float64)
+    run = simulate(z, alpha=0.5, layers=3)
+    for call in (lambda: find_leaders(z, atol=atol), lambda: polytope(z, atol=atol),
+                 lambda: leader_layers(run, atol=atol), lambda: find_clusters(run, atol=atol),
+                 lambda: check_theorem(run, atol=atol)):
+        with pytest.raises(ValueError, match="atol must be a finite number ≥ 0"):
+            call()
+
+
+@pytest.mark.parametrize("function", ["check_theorem", "leader_layers", "find_clusters"])
+def test_trajectory_functions_refuse_tensors_and_softmax(function):
+    z = torch.tensor(_SQUARE, dtype=torch.float64)
+    with pytest.raises(ValueError, match="expected a hardmax.dynamics.Trajectory"):
+        getattr(theory, function)(z)
+    with pytest.raises(ValueError, match="expected a hardmax.dynamics.Trajectory"):
+        getattr(theory, function)(z.numpy())
+    soft = simulate(z, Softmax(beta=2.0), alpha=0.5, layers=3)
+    with pytest.raises(ValueError, match="hardmax"):
+        getattr(theory, function)(soft)
+    run = simulate(z, alpha=0.5, layers=3)
+    broken = dataclasses.replace(run, tokens=run.tokens.clone().index_fill_(1, torch.tensor([2]), float("nan")))
+    with pytest.raises(ValueError, match="NaN or inf"):
+        getattr(theory, function)(broken)
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-30, 1.0, 1e30, 1e300])
+def test_polytope_is_scale_free(scale):
+    """The face lattice of c·P is that of P, down to 1e-300 and up to 1e300 (qhull sees unit points)."""
+    P = np.array([[1.0, 1, 0], [1, -1, 0], [-1, 1, 0], [-1, -1, 0], [0, 0, 1], [0.1, 0.2, 0.3]])
+    reference = polytope(P)
+    K = polytope(P * scale)
+    assert K.faces == reference.faces and K.dim == reference.dim == 3
+    np.testing.assert_allclose(K.vertices, reference.vertices * scale, rtol=1e-15)

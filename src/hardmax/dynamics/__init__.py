@@ -6,13 +6,18 @@ sentiment classifier (`hardmax.models`) both run it, so what is trained is exact
 order of dependence:
 
 - `dedup`: identical tokens merged into one token with a multiplicity (exact grouping).
-- `step`: scores, the attention matrix P, the hardmax/softmax targets and one layer (`attention_step`).
+- `ties`: the tie rule (★) (near-ties decided from differences of tokens) and frames (followers carried
+  as offsets from their leader), so ties are exact at any depth.
+- `select`: hardmax selection: attention sets by (★), targets, leaders (the machinery of `Hardmax`).
+- `rules`: the attention rules as small immutable objects, `Hardmax(tie_rtol)` and `Softmax(beta)`; a
+  new rule is a new class with `matrix` and `targets` (`AttentionRule`).
+- `step`: scores, the attention matrix and one layer (`attention_step`) for any rule.
 - `layers`: several hardmax layers with the leaders' rows skipped after layer 1 (`hardmax_layers`).
 - `kernel`: the same hardmax rule compiled with numba, one review per core at a time: `simulate`'s
-  default on a CPU when no gradient or attention matrix is needed (3× the torch engine); the torch
+  default on a CPU when no gradient or attention matrix is needed (3-4× the torch engine); the torch
   step stays the reference, and the tests hold the two to each other.
-- `simulator`: `simulate` (input validation, the choice of engine, chunking on a thread pool) and
-  the full `Trajectory`.
+- `simulator`: `simulate(tokens, rule, *, alpha, layers, A, mask, store, engine)` (input validation,
+  the choice of engine, what is stored) and the `Trajectory`.
 
 The dynamics (Alcalde, Fantuzzi, Zuazua 2024, eq. 1.1) for tokens z_1..z_n in R^d:
 
@@ -32,16 +37,22 @@ from __future__ import annotations
 
 from hardmax.dynamics.dedup import Deduplicated, deduplicate, take_rows
 from hardmax.dynamics.layers import hardmax_layers
-from hardmax.dynamics.simulator import Trajectory, simulate, validate_A, validate_alpha
-from hardmax.dynamics.step import ATTENTIONS, Attention, attention_step, attention_weights, default_tie_rtol, scores
+from hardmax.dynamics.rules import AttentionRule, Hardmax, Softmax
+from hardmax.dynamics.simulator import ENGINES, Engine, Store, Trajectory, simulate, validate_A, validate_alpha
+from hardmax.dynamics.step import attention_matrix, attention_step, scores
+from hardmax.dynamics.ties import default_tie_rtol
 
 __all__ = [
-    "ATTENTIONS",
-    "Attention",
+    "ENGINES",
+    "AttentionRule",
     "Deduplicated",
+    "Engine",
+    "Hardmax",
+    "Softmax",
+    "Store",
     "Trajectory",
+    "attention_matrix",
     "attention_step",
-    "attention_weights",
     "deduplicate",
     "default_tie_rtol",
     "hardmax_layers",

@@ -33,13 +33,13 @@ class Deduplicated:
     Attributes:
         tokens: (batch, m, d) distinct tokens, m = the largest number of distinct tokens in the batch;
             unused slots are zero.
-        weights: (batch, m) multiplicity of each distinct token among the *real* tokens; 0 for unused
+        multiplicity: (batch, m) multiplicity of each distinct token among the *real* tokens; 0 for unused
             slots and for masked (padding) tokens, which neither attend nor are attended to.
         index: (batch, n) int64, position in `tokens` of each original token (original = tokens[index]).
     """
 
     tokens: Tensor
-    weights: Tensor
+    multiplicity: Tensor
     index: Tensor
 
     def expand(self, values: Tensor, lead: int = 0) -> Tensor:
@@ -77,7 +77,7 @@ def deduplicate(tokens: Tensor, mask: Tensor | None = None, keys: Tensor | None 
                                None if keys is None else keys[rows], block=block)
             width = part.tokens.shape[1]
             distinct[rows, :width], distinct[rows, width:] = part.tokens, 0.0
-            weights[rows, :width], weights[rows, width:] = part.weights, 0.0
+            weights[rows, :width], weights[rows, width:] = part.multiplicity, 0.0
             index[rows], m = part.index, max(m, width)
         return Deduplicated(distinct[:, :m], weights[:, :m], index)
     own_keys = keys is None
@@ -135,7 +135,7 @@ def _group(tokens: Tensor, real: Tensor, sort_key: Tensor | None, keys: Tensor, 
             keys.new_zeros(batch, m, keys.shape[-1]).scatter_(1, index.unsqueeze(-1).expand_as(keys), keys)
         if not torch.equal(take_rows(group_keys, index), keys):
             return None
-    return Deduplicated(tokens=distinct, weights=weights, index=index)
+    return Deduplicated(tokens=distinct, multiplicity=weights, index=index)
 
 
 def _mix(x: Tensor) -> Tensor:

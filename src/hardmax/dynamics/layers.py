@@ -8,11 +8,11 @@ import torch
 from torch import Tensor
 
 from hardmax.dynamics.dedup import take_rows
-from hardmax.dynamics.step import _hardmax_rows, _move, _Rows, _score_bias, _select, default_tie_rtol
-from hardmax.dynamics.ties import Frames, coarse_tolerance, query_size, refine
+from hardmax.dynamics.select import Rows, hardmax_rows, move, score_bias, select
+from hardmax.dynamics.ties import Frames, coarse_tolerance, default_tie_rtol, query_size, refine
 
 
-class _Run(NamedTuple):
+class CompactRun(NamedTuple):
     """A hardmax trajectory in compact form: layer 1 in full, then only the rows that may still move.
 
     Attributes:
@@ -46,18 +46,18 @@ def _anchor(frames: Frames, leader: Tensor, labels: Tensor) -> Frames:
     return Frames(origin, offset, torch.where(new, labels, frames.label))
 
 
-def _layer(rows: _Rows, gamma, present: Tensor, labels: Tensor) -> Frames:
+def _layer(rows: Rows, gamma, present: Tensor, labels: Tensor) -> Frames:
     """The rows' frames after one layer: offset + γ (target − offset), then leaders anchored."""
-    moved = _move(rows.frames.offset, rows.target, gamma, present)
+    moved = move(rows.frames.offset, rows.target, gamma, present)
     return _anchor(Frames(rows.frames.origin, moved, rows.frames.label), rows.leader, labels)
 
 
-def _leaders_hold(z: Tensor, frames: Frames, weights: Tensor, A: Tensor | None, tie_rtol: float,
+def leaders_hold(z: Tensor, frames: Frames, weights: Tensor, A: Tensor | None, tie_rtol: float,
                   b: Tensor, i: Tensor) -> bool:
     """Whether each token (b, i) still has C_i = {i} by rule (★), its row computed in full."""
     q = z[b, i] if A is None else z[b, i] @ A
     present = weights > 0
-    s = torch.baddbmm(_score_bias(present[b], z.dtype), q.unsqueeze(1), z[b].transpose(-1, -2)).squeeze(1)
+    s = torch.baddbmm(score_bias(present[b], z.dtype), q.unsqueeze(1), z[b].transpose(-1, -2)).squeeze(1)
     size = query_size(z[b], present[b], A)
     tol = coarse_tolerance(size, z[b], present[b], tie_rtol).squeeze(1)
     candidates = s >= (s.amax(-1) - tol).unsqueeze(-1)
@@ -65,7 +65,8 @@ def _leaders_hold(z: Tensor, frames: Frames, weights: Tensor, A: Tensor | None, 
     return bool((members.sum(-1) == 1).all() and members[torch.arange(b.shape[0], device=b.device), i].all())
 
 
-def _hardmax_run(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | None, tie_rtol: float) -> _Run | None:
+def hardmax_run(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | None,
+                tie_rtol: float) -> CompactRun | None:
     """len(alphas) ≥ 1 hardmax layers, computing only the followers' rows after layer 1.
 
     Leaders never move (C_i = {i} makes the update zero), and stay leaders as long as no other token
@@ -82,7 +83,7 @@ def _hardmax_run(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | No
     batch, m, d = tokens.shape
     present = weights > 0
     labels = torch.arange(m, device=tokens.device).expand(batch, m)
-    first = _hardmax_rows(tokens, weights, A, tie_rtol, Frames.absolute(tokens))
+    first = hardmax_rows(tokens, weights, A, tie_rtol, Frames.absolute(tokens))
     frames = _layer(first, alphas[0] / (1 + alphas[0]), present, labels)
     z1 = frames.positions()
     follower = present & ~first.leader
@@ -90,13 +91,13 @@ def _hardmax_run(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | No
     f = int(counts.max()) if layers > 1 and batch > 0 else 0
     if f == 0:
         order = torch.arange(m, device=tokens.device).expand(batch, m)
-        return _Run(z1, order, counts, z1.new_empty(max(layers - 1, 0), batch, 0, d))
+        return CompactRun(z1, order, counts, z1.new_empty(max(layers - 1, 0), batch, 0, d))
     order = torch.argsort((~follower).to(torch.uint8), dim=1, stable=True)  # followers first
     z = take_rows(z1, order)
     frames = Frames(take_rows(frames.origin, order), take_rows(frames.offset, order), frames.label.gather(1, order))
     labels = labels.gather(1, order)
     w, p = weights.gather(1, order), present.gather(1, order)
-    bias = _score_bias(p, tokens.dtype)
+    bias = score_bias(p, tokens.dtype)
     row_present, lead_present = p[:, :f], p[:, f:]
     # A leader's own score and its best score on another token at layer 1.
     lead_own, lead_other = first.own.gather(1, order)[:, f:], first.other.gather(1, order)[:, f:]
@@ -114,17 +115,17 @@ def _hardmax_run(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | No
             near = lead_present & (reach >= lead_own - coarse_tolerance(query_size(z, p, A), z, p, tie_rtol))
             if bool(near.any()):
                 b, i = near.nonzero(as_tuple=True)
-                if not _leaders_hold(z, frames, w, A, tie_rtol, b, i + f):
+                if not leaders_hold(z, frames, w, A, tie_rtol, b, i + f):
                     return None
-        selected = _select(s, z, queries, w, row_present, tie_rtol, frames, A)
+        selected = select(s, z, queries, w, row_present, tie_rtol, frames, A)
         moved = _layer(selected, alphas[k] / (1 + alphas[k]), row_present, labels[:, :f])
         frames = Frames(*(torch.cat((new, old[:, f:]), 1) for new, old in zip(moved, frames, strict=True)))
         z = torch.cat((moved.positions(), z[:, f:]), 1)
         later[k - 1] = z[:, :f]
-    return _Run(z1, order, counts, later)
+    return CompactRun(z1, order, counts, later)
 
 
-def _full_layers(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | None, tie_rtol: float,
+def full_layers(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | None, tie_rtol: float,
                  keep_path: bool = True) -> Tensor:
     """Every layer computed in full: (layers + 1, batch, m, d), or (1, batch, m, d) without keep_path."""
     present = weights > 0
@@ -132,32 +133,34 @@ def _full_layers(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | No
     frames = Frames.absolute(tokens)
     path = [tokens]
     for alpha in alphas:
-        rows = _hardmax_rows(path[-1], weights, A, tie_rtol, frames)
+        rows = hardmax_rows(path[-1], weights, A, tie_rtol, frames)
         frames = _layer(rows, alpha / (1 + alpha), present, labels)
         z = frames.positions()
         path = [*path, z] if keep_path else [z]
     return torch.stack(path)
 
 
-def hardmax_layers(tokens: Tensor, weights: Tensor, alphas: Tensor, *, A: Tensor | None = None,
+def hardmax_layers(tokens: Tensor, multiplicity: Tensor, alphas: Tensor, *, A: Tensor | None = None,
                    tie_rtol: float | None = None, keep_path: bool = True) -> Tensor:
     """Run len(alphas) hardmax layers; the same result as calling `attention_step` layer by layer.
 
     After the first layer only the followers' rows are computed (leaders never move); where a
-    leader could lose its place the layers are computed in full instead (see `_hardmax_run`).
+    leader could lose its place the layers are computed in full instead (see `hardmax_run`).
 
     Args:
-        tokens: (batch, m, d); weights: (batch, m) multiplicities (0 = absent); alphas: (layers,).
+        tokens: (batch, m, d); multiplicity: (batch, m) (0 = absent); alphas: (layers,).
+        tie_rtol: as in `Hardmax(tie_rtol)`.
     Returns:
         (layers + 1, batch, m, d) every layer if keep_path, else (1, batch, m, d) the last one.
     """
     rtol = default_tie_rtol(tokens.dtype) if tie_rtol is None else tie_rtol
+    weights = multiplicity
     layers = alphas.shape[0]
     if layers == 0:
         return tokens.unsqueeze(0)
-    run = _hardmax_run(tokens, weights, alphas, A, rtol)
+    run = hardmax_run(tokens, weights, alphas, A, rtol)
     if run is None:
-        return _full_layers(tokens, weights, alphas, A, rtol, keep_path)
+        return full_layers(tokens, weights, alphas, A, rtol, keep_path)
     if keep_path:
         return torch.stack([tokens, *(run.layer(k) for k in range(1, layers + 1))])
     return run.layer(layers).unsqueeze(0)

@@ -1,11 +1,10 @@
-"""`simulate`: validated input, deduplication, chunks on a thread pool, and the full trajectory."""
+"""`simulate`: validated input, deduplication, the choice of engine, and the `Trajectory`."""
 
 from __future__ import annotations
 
 import math
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
 
@@ -14,52 +13,91 @@ import torch
 from torch import Tensor
 
 from hardmax.dynamics.dedup import Deduplicated, deduplicate, take_rows
-from hardmax.dynamics.layers import _full_layers, _hardmax_run
-from hardmax.dynamics.step import ATTENTIONS, Attention, attention_step, attention_weights, default_tie_rtol
+from hardmax.dynamics.layers import full_layers, hardmax_run
+from hardmax.dynamics.rules import AttentionRule, Hardmax
+from hardmax.dynamics.step import HARDMAX, attention_matrix, attention_step
 
 try:  # the compiled CPU kernel; without numba every case runs on the torch engine
     from hardmax.dynamics import kernel as _kernel
 except ImportError:  # pragma: no cover - numba is a dependency, but a broken install should still run
     _kernel = None
 
-Backend = Literal["auto", "torch", "numba"]
-BACKENDS: tuple[str, ...] = ("auto", "torch", "numba")
+Engine = Literal["auto", "torch", "compiled"]
+ENGINES: tuple[str, ...] = ("auto", "torch", "compiled")
+Store = Literal["all", "final"] | int
 # numba's parallel kernels must not be launched from two threads at once with its fallback
 # (workqueue) threading layer; calls are serialised, each one already uses every core.
 _KERNEL_LOCK = threading.Lock()
+# Hardmax is scale-free (scaling every token by c scales the trajectory by c); a review whose largest
+# coordinate lies outside 2^±SAFE_EXPONENT is run scaled by a power of two, which is exact, so that
+# scores and tie tolerances neither overflow nor underflow (float32: |z| ≳ 1e19 or ≲ 1e-19).
+SAFE_EXPONENT = 20
+# Working set of one block of reviews when only some layers are stored (bytes).
+_BLOCK_BYTES = 64 * 2**20
 
 
 @dataclass(frozen=True)
 class Trajectory:
-    """The result of `simulate`.
+    """Positions of tokens through the layers: the result of `simulate` and of a classifier's `trace`.
 
     Attributes:
-        tokens: (layers + 1, *input_shape) positions at layers 0..layers (batch axis kept as given).
+        tokens: (len(stored), *input_shape) positions at the stored layers (batch axis kept as given).
         alpha: (layers,) step parameter α_k of each layer.
         A: (d, d) the score matrix used.
-        attention: "hardmax" or "softmax". beta: inverse temperature (softmax) or None.
+        rule: the attention rule (`Hardmax(...)`, `Softmax(beta=...)`).
         mask: (*input_shape[:-1]) bool, True for real tokens.
-        tie_rtol: tolerance used for ties (hardmax).
-        weights: (layers, *input_shape[:-1], n) attention matrix of each layer if requested, else None.
+        multiplicity: (*input_shape[:-1]) how many copies of a word each token stands for (the
+            classifier merges repeated words), 0 for absent tokens; None: 1 for every real token.
+        stored: the layer index of each entry of `tokens` (increasing, ends with `layers`).
+        attention: (layers, *input_shape[:-1], n) attention matrix P of each layer, when asked for.
     """
 
     tokens: Tensor
     alpha: Tensor
     A: Tensor
-    attention: str
-    beta: float | None
+    rule: AttentionRule
     mask: Tensor
-    tie_rtol: float
-    weights: Tensor | None = None
+    multiplicity: Tensor | None = None
+    stored: tuple[int, ...] | None = None
+    attention: Tensor | None = None
+
+    def __post_init__(self):
+        if self.stored is None:  # every layer
+            object.__setattr__(self, "stored", tuple(range(self.alpha.shape[0] + 1)))
 
     @property
     def layers(self) -> int:
-        return self.tokens.shape[0] - 1
+        """The number of layers run (the depth)."""
+        return self.alpha.shape[0]
 
     @property
     def final(self) -> Tensor:
         """(*input_shape) positions after the last layer."""
         return self.tokens[-1]
+
+    @property
+    def complete(self) -> bool:
+        """Whether every layer 0..layers is stored."""
+        return len(self.stored) == self.layers + 1
+
+    @property
+    def counts(self) -> Tensor:
+        """(*input_shape[:-1]) the multiplicity as floats in the tokens' dtype (the mask as 0/1 when none)."""
+        w = self.mask if self.multiplicity is None else self.multiplicity
+        return w.to(self.tokens.dtype)
+
+    def at(self, layer: int) -> Tensor:
+        """(*input_shape) positions after `layer` layers (0 = the input); it must be stored."""
+        k = layer + self.layers + 1 if layer < 0 else layer
+        try:
+            return self.tokens[self.stored.index(k)]
+        except ValueError:
+            raise ValueError(f"layer {layer} is not stored (stored: {_describe(self.stored)}); "
+                             "simulate with store='all'") from None
+
+
+def _describe(stored: tuple[int, ...]) -> str:
+    return ", ".join(map(str, stored)) if len(stored) <= 6 else f"{stored[0]}, {stored[1]}, ..., {stored[-1]}"
 
 
 def _as_tensor(x, name: str, dtype: torch.dtype | None = None, device=None) -> Tensor:
@@ -102,66 +140,73 @@ def validate_A(A, d: int, dtype: torch.dtype, device) -> Tensor:
 
 
 def validate_alpha(alpha, layers: int, dtype: torch.dtype, device) -> Tensor:
-    """Return α as a (layers,) tensor, or raise ValueError unless every α_k is finite and > 0."""
-    a = _as_tensor(alpha, "alpha", dtype=torch.float64).detach().reshape(-1).cpu()
-    if a.numel() == 0:
+    """Return α as a (layers,) tensor, or raise ValueError unless every α_k is finite and > 0.
+
+    A tensor α that requires grad keeps its graph (so gradients reach it through `simulate`).
+    """
+    a = _as_tensor(alpha, "alpha")
+    values = a.detach().to(torch.float64).reshape(-1).cpu()
+    if values.numel() == 0:
         raise ValueError("alpha must be a scalar or one value per layer, got an empty array")
-    if not torch.isfinite(a).all() or (a <= 0).any():
-        bad = a[~(torch.isfinite(a) & (a > 0))][0].item()
+    if not torch.isfinite(values).all() or (values <= 0).any():
+        bad = values[~(torch.isfinite(values) & (values > 0))][0].item()
         raise ValueError(f"alpha must be finite and > 0, got {bad}")
-    if a.numel() == 1:
-        a = a.expand(layers)
-    elif a.numel() != layers:
-        raise ValueError(f"alpha must be a scalar or have one value per layer ({layers}), got {a.numel()} values")
-    return a.to(dtype=dtype, device=device)
+    if values.numel() not in (1, layers):
+        raise ValueError(f"alpha must be a scalar or have one value per layer ({layers}), got {values.numel()} values")
+    a = a.reshape(-1).to(dtype=dtype, device=device)
+    return a.expand(layers) if a.numel() == 1 else a
 
 
 def simulate(
     tokens,
+    rule: AttentionRule = HARDMAX,
     *,
     alpha: float | Sequence[float] | Tensor,
     layers: int,
     A=None,
-    attention: Attention = "hardmax",
-    beta: float | None = None,
     mask=None,
-    tie_rtol: float | None = None,
-    return_weights: bool = False,
+    store: Store = "all",
+    keep_attention: bool = False,
+    engine: Engine = "auto",
     chunk_size: int = 512,
-    backend: Backend = "auto",
 ) -> Trajectory:
-    """Run the pure-attention dynamics (1.1) for `layers` layers.
+    """Run the pure-attention dynamics (1.1) for `layers` layers under an attention `rule`.
 
-    z_i^{k+1} = z_i^k + α_k/(1+α_k) (mean_{j ∈ C_i} z_j^k − z_i^k),  C_i = argmax_j ⟨A z_i^k, z_j^k⟩,
-    with every maximiser kept and counted with multiplicity (softmax: P = softmax(β⟨A z_i, z_j⟩)).
+    z_i^{k+1} = z_i^k + α_k/(1+α_k) (Σ_j P_ij z_j^k − z_i^k), with P given by the rule:
+    `Hardmax()` (the default: C_i = argmax_j ⟨A z_i^k, z_j^k⟩, every maximiser kept and counted with
+    multiplicity, ties by rule (★)) or `Softmax(beta)` (P = softmax(β⟨A z_i, z_j⟩)).
 
     Args:
         tokens: (n, d) or (batch, n, d), NumPy array (float64 unless already floating) or tensor
-            (dtype and device kept).
-        alpha: α > 0, a scalar or one value per layer.
-        layers: number of layers K ≥ 0.
+            (dtype and device kept; float16/bfloat16 are refused: they cannot resolve ties).
+        rule: the attention rule, `Hardmax(tie_rtol=...)` or `Softmax(beta=...)` (`hardmax.dynamics.rules`).
+        alpha: α > 0, a scalar or one value per layer (a tensor that requires grad gets gradients).
+        layers: number of layers ≥ 0.
         A: (d, d) symmetric positive definite matrix; None for the identity.
-        attention: "hardmax" (exact, ties kept) or "softmax" (needs `beta`).
-        beta: inverse temperature of softmax attention.
         mask: (n,) or (batch, n) bool, True for real tokens. Masked tokens (padding) neither attend nor
             are attended to, and do not move.
-        tie_rtol: relative tolerance for ties between distinct tokens, default `default_tie_rtol`.
-            Identical tokens are always tied exactly.
-        return_weights: also return each layer's (n, n) attention matrix (memory: layers·n² per sequence).
+        store: which layers the trajectory keeps: "all" (0..layers), "final" (0 and layers), or an
+            integer k (every k-th layer, and the last). Memory is what is stored: a 4,096-review batch
+            (n = 128, d = 16, float32) needs 34 MB per stored layer.
+        keep_attention: also return each layer's attention matrix (memory: layers·n² per sequence).
+        engine: "torch" (batched torch, any rule, CPU or CUDA, differentiable), "compiled" (the numba
+            kernel: hardmax, float32/float64 CPU, no gradients or attention matrices; the same
+            trajectory, 3-4x faster), or "auto" (the kernel wherever it applies).
         chunk_size: sequences processed together by the torch engine; chunks are formed from sequences
             with similar numbers of distinct tokens so the working set stays in cache.
-        backend: "torch" runs the batched torch engine (`hardmax.dynamics.step`); "numba" the compiled
-            CPU kernel (`hardmax.dynamics.kernel`: hardmax, float32/float64, CPU, no `return_weights`),
-            which gives the same trajectory (scores may differ in the last bit) 2-3x faster; "auto"
-            takes the kernel wherever it applies.
 
     Returns:
-        `Trajectory` with `.tokens` of shape (layers + 1, *tokens.shape).
+        `Trajectory` with `.tokens` of shape (stored layers, *tokens.shape).
+
+    Gradients: when tokens, α or A require grad (and grad mode is on), the layers run as the reference
+    loop of `attention_step` on the torch engine, so gradients are those of that loop (hardmax:
+    exact where the attention sets do not change). Hardmax is run scale-free: a review whose largest
+    coordinate is beyond 2^±20 is computed scaled by an exact power of two.
 
     Raises:
-        ValueError: on wrong shapes, NaN/inf tokens, non-SPD or wrongly sized A, α ≤ 0, negative layers,
-            an unknown attention or backend, softmax without β > 0, or backend="numba" where the kernel
-            does not apply.
+        ValueError: on wrong shapes, NaN/inf tokens, a dtype that cannot resolve ties, non-SPD or wrongly
+            sized A, α ≤ 0, negative layers, an unknown rule, engine or store, softmax scores that
+            overflow, or engine="compiled" where the kernel does not apply.
 
     Paper: Alcalde, Fantuzzi, Zuazua, "Clustering in pure-attention hardmax transformers", eq. (1.1).
     """
@@ -169,92 +214,206 @@ def simulate(
     if not z.is_floating_point():
         # Integer input: NumPy/lists become float64 (NumPy's default), integer tensors torch's default.
         z = z.to(torch.get_default_dtype() if isinstance(tokens, Tensor) else torch.float64)
+    if z.dtype in (torch.float16, torch.bfloat16):
+        raise ValueError(f"tokens of dtype {z.dtype} cannot resolve ties ({torch.finfo(z.dtype).eps:.0e} "
+                         "relative precision makes distinct scores equal); convert them to float32 or float64")
     if z.dim() not in (2, 3):
         raise ValueError(f"tokens must have shape (n, d) or (batch, n, d), got {tuple(z.shape)}")
     if z.numel() == 0:
         raise ValueError(f"tokens must have at least one token of dimension ≥ 1, got {tuple(z.shape)}")
-    if not (math.isfinite(z.amax()) and math.isfinite(z.amin())):  # NaN propagates; no temporary
+    if not (math.isfinite(z.detach().amax()) and math.isfinite(z.detach().amin())):  # NaN propagates
         raise ValueError("tokens contain NaN or inf")
     if isinstance(layers, bool) or not isinstance(layers, int | np.integer) or layers < 0:
         raise ValueError(f"layers must be an integer ≥ 0, got {layers!r}")
     layers = int(layers)
-    if attention not in ATTENTIONS:
-        raise ValueError(f"attention must be one of {ATTENTIONS}, got {attention!r}")
-    if attention == "softmax":
-        if beta is None or not math.isfinite(float(beta)) or float(beta) <= 0:
-            raise ValueError(f"softmax attention needs a finite inverse temperature beta > 0, got {beta!r}")
-        beta = float(beta)
-    elif beta is not None:
-        raise ValueError("beta is only used by softmax attention; pass attention='softmax'")
-    if tie_rtol is None:
-        tie_rtol = default_tie_rtol(z.dtype)
-    elif not isinstance(tie_rtol, int | float) or not (0 <= tie_rtol < 1):
-        raise ValueError(f"tie_rtol must be a number in [0, 1), got {tie_rtol!r}")
+    if isinstance(rule, type) or not isinstance(rule, AttentionRule):
+        raise ValueError("rule must be an attention rule such as hardmax.dynamics.Hardmax() or "
+                         f"Softmax(beta=...), got {rule!r}")
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int | np.integer) or chunk_size < 1:
         raise ValueError(f"chunk_size must be an integer ≥ 1, got {chunk_size!r}")
-
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    why_not = _kernel_unusable(z, attention, return_weights)
-    if backend == "numba" and why_not:
-        raise ValueError(f"backend='numba' cannot run this simulation: {why_not}; use backend='torch'")
-    use_kernel = backend != "torch" and not why_not
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    stored = _stored_layers(store, layers)
 
     single = z.dim() == 2
-    batched = z.unsqueeze(0) if single else z
+    batched = (z.unsqueeze(0) if single else z).contiguous()  # NumPy views, transposes, Fortran order
     batch, n, d = batched.shape
     A_t = validate_A(A, d, z.dtype, z.device)
     alphas = validate_alpha(alpha, layers, z.dtype, z.device)
-    if mask is None:
-        m_t = torch.ones(batch, n, dtype=torch.bool, device=z.device)
-    else:
-        m_t = _as_tensor(mask, "mask", device=z.device)
-        if m_t.dtype != torch.bool:
-            raise ValueError(f"mask must be boolean (True = real token), got dtype {m_t.dtype}")
-        expected = (n,) if single else (batch, n)
-        if tuple(m_t.shape) != expected:
-            raise ValueError(f"mask must have shape {expected}, got {tuple(m_t.shape)}")
-        m_t = m_t.reshape(batch, n)
-    A_used = None if torch.equal(A_t, torch.eye(d, dtype=z.dtype, device=z.device)) else A_t
+    m_t = _validate_mask(mask, single, batch, n, z.device)
+    needs_grad = torch.is_grad_enabled() and any(x.requires_grad for x in (batched, alphas, A_t))
+    why_not = _compiled_unusable(z, rule, keep_attention, needs_grad)
+    if engine == "compiled" and why_not:
+        raise ValueError(f"engine='compiled' cannot run this simulation: {why_not}; use engine='torch'")
+    hard = isinstance(rule, Hardmax)
+    identity = not A_t.requires_grad and torch.equal(A_t, torch.eye(d, dtype=z.dtype, device=z.device))
+    A_used = None if identity else A_t
+    if not hard:
+        _check_softmax_range(batched, m_t, A_t, rule)
 
-    if use_kernel:
-        tokens_np = batched.detach().contiguous().numpy()
+    if needs_grad:
+        path, attention = _differentiable(batched, m_t, alphas, A_used, rule, keep_attention)
+        out = path[list(stored)] if len(stored) < layers + 1 else path
+    else:
+        run = _Engine(rule, alphas, _power_of_two(A_used) if hard else A_used,
+                      use_kernel=engine != "torch" and not why_not, keep_attention=keep_attention,
+                      chunk_size=int(chunk_size))
+        with torch.no_grad():
+            scale = _review_scales(batched, m_t) if hard else None
+            if scale is not None:
+                batched = _ldexp(batched, -scale)
+            out, attention = run.stored(batched, m_t, stored)
+            if scale is not None:
+                out = _ldexp(out, scale)
+    if single:
+        out, m_t = out[:, 0], m_t[0]
+        attention = attention[:, 0] if attention is not None else None
+    return Trajectory(tokens=out, alpha=alphas, A=A_t, rule=rule, mask=m_t, stored=stored, attention=attention)
+
+
+def _stored_layers(store, layers: int) -> tuple[int, ...]:
+    if store == "all":
+        return tuple(range(layers + 1))
+    if store == "final":
+        return (0, layers) if layers else (0,)
+    if isinstance(store, int | np.integer) and not isinstance(store, bool) and store >= 1:
+        return tuple(sorted({*range(0, layers + 1, int(store)), layers}))
+    raise ValueError(f"store must be 'all', 'final' or an integer k ≥ 1 (every k-th layer), got {store!r}")
+
+
+def _validate_mask(mask, single: bool, batch: int, n: int, device) -> Tensor:
+    if mask is None:
+        return torch.ones(batch, n, dtype=torch.bool, device=device)
+    m_t = _as_tensor(mask, "mask", device=device)
+    if m_t.dtype != torch.bool:
+        raise ValueError(f"mask must be boolean (True = real token), got dtype {m_t.dtype}")
+    expected = (n,) if single else (batch, n)
+    if tuple(m_t.shape) != expected:
+        raise ValueError(f"mask must have shape {expected}, got {tuple(m_t.shape)}")
+    return m_t.reshape(batch, n)
+
+
+def _check_softmax_range(z: Tensor, mask: Tensor, A: Tensor, rule: AttentionRule) -> None:
+    """Softmax is not scale-free: refuse inputs whose scores β⟨A z_i, z_j⟩ overflow the dtype."""
+    beta = getattr(rule, "beta", None)
+    if beta is None:
+        return
+    norm2 = (z.detach().to(torch.float64) ** 2).sum(-1).masked_fill(~mask, 0).amax()
+    bound = float(beta) * float(norm2) * float(torch.linalg.matrix_norm(A.detach().to(torch.float64), ord=2))
+    if not bound < torch.finfo(z.dtype).max / 4:
+        raise ValueError(f"softmax scores β⟨A z_i, z_j⟩ reach {bound:.3g}, beyond the range of {z.dtype}; "
+                         "scale the tokens or lower beta")
+
+
+def _review_scales(z: Tensor, mask: Tensor) -> Tensor | None:
+    """(batch,) int exponents e with 2^-e · z_b of order 1 for reviews out of the safe range, else 0;
+    None when every review is in range (the common case: nothing is copied)."""
+    biggest = z.abs().masked_fill(~mask.unsqueeze(-1), 0).amax(dim=(1, 2))
+    _, e = torch.frexp(biggest)
+    e = torch.where(biggest > 0, e, torch.zeros_like(e))
+    outside = e.abs() > SAFE_EXPONENT
+    return torch.where(outside, e, torch.zeros_like(e)) if bool(outside.any()) else None
+
+
+def _ldexp(x: Tensor, e: Tensor) -> Tensor:
+    """x · 2^e with e (batch,) per review on x's batch axis (-3); exact, in two halves so that 2^e itself
+    cannot overflow."""
+    half = torch.div(e, 2, rounding_mode="floor")
+    one = torch.ones(e.shape, dtype=x.dtype, device=x.device)
+    return x * torch.ldexp(one, half).view(-1, 1, 1) * torch.ldexp(one, e - half).view(-1, 1, 1)
+
+
+def _power_of_two(A: Tensor | None) -> Tensor | None:
+    """A scaled by an exact power of two to a largest entry of order 1 (hardmax: C_i does not change)."""
+    if A is None:
+        return None
+    _, e = torch.frexp(A.abs().amax())
+    return torch.ldexp(A, -e) if abs(int(e)) > SAFE_EXPONENT else A
+
+
+def _differentiable(z: Tensor, mask: Tensor, alphas: Tensor, A: Tensor | None, rule: AttentionRule,
+                    keep_attention: bool) -> tuple[Tensor, Tensor | None]:
+    """The reference loop of `attention_step` on every token, recorded by autograd."""
+    w = mask.to(z.dtype)
+    path, attention = [z], []
+    for k in range(alphas.shape[0]):
+        if keep_attention:
+            attention.append(attention_matrix(path[-1], w, rule=rule, A=A))
+        path.append(attention_step(path[-1], w, alpha=alphas[k], rule=rule, A=A))
+    return torch.stack(path), (torch.stack(attention) if keep_attention else None)
+
+
+@dataclass(frozen=True)
+class _Engine:
+    """One configured run of the no-grad engines over blocks of reviews."""
+
+    rule: AttentionRule
+    alphas: Tensor
+    A: Tensor | None
+    use_kernel: bool
+    keep_attention: bool
+    chunk_size: int
+
+    def stored(self, z: Tensor, mask: Tensor, stored: tuple[int, ...]) -> tuple[Tensor, Tensor | None]:
+        """(len(stored), batch, n, d) and the attention matrices; the full trajectory is written directly
+        when every layer is stored, otherwise block by block (each block's full trajectory stays small)."""
+        layers = self.alphas.shape[0]
+        if len(stored) == layers + 1:
+            return self.full(z, mask)
+        batch, n, d = z.shape
+        block = max(1, _BLOCK_BYTES // ((layers + 1) * n * d * z.element_size()))
+        out = z.new_empty(len(stored), batch, n, d)
+        attention = []
+        for start in range(0, batch, block):  # blocks of thousands of reviews, not single reviews
+            part, att = self.full(z[start:start + block], mask[start:start + block])
+            out[:, start:start + block] = part[list(stored)]
+            attention.append(att)
+        return out, (torch.cat(attention, dim=1) if self.keep_attention else None)
+
+    def full(self, z: Tensor, mask: Tensor) -> tuple[Tensor, Tensor | None]:
+        """(layers + 1, batch, n, d) every layer, and (layers, batch, n, n) attention matrices if kept."""
+        if self.use_kernel:
+            return self._compiled(z, mask), None
+        return self._torch(z, mask)
+
+    def _compiled(self, z: Tensor, mask: Tensor) -> Tensor:
+        tokens_np = z.detach().numpy()
         # The trajectory in NumPy's memory: NumPy asks Linux for transparent huge pages for large
         # arrays (madvise), so writing a fresh one (600 MB for 8,192 IMDb reviews) takes ~1,000 page
         # faults instead of ~150,000, which with torch's allocator cost as much as the arithmetic.
-        out_np = np.empty((layers + 1, *tokens_np.shape), dtype=tokens_np.dtype)
+        out_np = np.empty((self.alphas.shape[0] + 1, *tokens_np.shape), dtype=tokens_np.dtype)
         with _KERNEL_LOCK:
-            _kernel.hardmax_trajectory(tokens_np, m_t.contiguous().numpy(),
-                                       None if A_used is None else A_used.detach().numpy(),
-                                       (alphas / (1 + alphas)).numpy(), tie_rtol, out_np,
+            _kernel.hardmax_trajectory(tokens_np, mask.contiguous().numpy(),
+                                       None if self.A is None else self.A.detach().numpy(),
+                                       (self.alphas / (1 + self.alphas)).numpy(), self.rule.rtol(z.dtype), out_np,
                                        torch.get_num_threads())
-        out = torch.from_numpy(out_np)
-        if single:
-            out, m_t = out[:, 0], m_t[0]
-        return Trajectory(tokens=out, alpha=alphas, A=A_t, attention=attention, beta=beta, mask=m_t,
-                          tie_rtol=float(tie_rtol))
-    out = torch.empty(layers + 1, batch, n, d, dtype=z.dtype, device=z.device)
-    out[0] = batched
-    out_w = torch.empty(layers, batch, n, n, dtype=z.dtype, device=z.device) if return_weights else None
-    with torch.no_grad():
-        dedup = deduplicate(batched, m_t)
-        counts = dedup.index.amax(dim=1) + 1  # distinct tokens per sequence
-    # Hardmax fast path: chunks return layer 1 in full and later layers for the followers only
-    # (`_hardmax_run`); the full trajectory is then written once, with a few large copies.
-    compact = attention == "hardmax" and out_w is None and layers > 0
-    moving: list[tuple[Tensor, Tensor]] = []  # (flat positions (P,), positions at layers 2..K (layers - 1, P, d))
-    in_full: list[tuple[Tensor, Tensor]] = []  # (rows, layers 1..K (layers, rows, n, d)) computed in full
+        return torch.from_numpy(out_np)
 
-    def run_chunk(rows: Tensor) -> None:
-        with torch.no_grad():  # grad mode is thread-local
+    def _torch(self, z: Tensor, mask: Tensor) -> tuple[Tensor, Tensor | None]:
+        layers = self.alphas.shape[0]
+        batch, n, d = z.shape
+        out = torch.empty(layers + 1, batch, n, d, dtype=z.dtype, device=z.device)
+        out[0] = z
+        out_w = torch.empty(layers, batch, n, n, dtype=z.dtype, device=z.device) if self.keep_attention else None
+        dedup = deduplicate(z, mask)
+        counts = dedup.index.amax(dim=1) + 1  # distinct tokens per sequence
+        # Hardmax fast path: chunks return layer 1 in full and later layers for the followers only
+        # (`hardmax_run`); the full trajectory is then written once, with a few large copies.
+        compact = isinstance(self.rule, Hardmax) and out_w is None and layers > 0
+        moving: list[tuple[Tensor, Tensor]] = []  # (flat positions (P,), positions at layers 2..K)
+        in_full: list[tuple[Tensor, Tensor]] = []  # (rows, layers 1..K (layers, rows, n, d)) computed in full
+        # Chunks run one after another with the caller's torch thread settings (thread counts are the
+        # caller's business; the compiled engine is the fast CPU path).
+        for rows in _chunks_by_size(counts, self.chunk_size):
             width = int(counts[rows].max().item())
-            u, w, index = dedup.tokens[rows, :width], dedup.weights[rows, :width], dedup.index[rows]
+            u, w, index = dedup.tokens[rows, :width], dedup.multiplicity[rows, :width], dedup.index[rows]
             if compact:
-                run = _hardmax_run(u, w, alphas, A_used, tie_rtol)
+                rtol = self.rule.rtol(z.dtype)
+                run = hardmax_run(u, w, self.alphas, self.A, rtol)
                 if run is None:
-                    path = _full_layers(u, w, alphas, A_used, tie_rtol)
+                    path = full_layers(u, w, self.alphas, self.A, rtol)
                     in_full.append((rows, take_rows(path[1:], index, lead=1)))
-                    return
+                    continue
                 out[1].index_copy_(0, rows, take_rows(run.first, index))
                 f = run.later.shape[2]
                 if f > 0:
@@ -262,63 +421,42 @@ def simulate(
                     b, t = (slot < run.followers.unsqueeze(1)).nonzero(as_tuple=True)
                     values = run.later.reshape(layers - 1, -1, d).index_select(1, b * f + slot[b, t])
                     moving.append((rows[b] * n + t, values))
-                return
+                continue
             path = torch.empty(layers + 1, *u.shape, dtype=z.dtype, device=z.device)
             path[0] = u
             part = Deduplicated(u, w, index)
             for k in range(layers):
                 if out_w is not None:
-                    p = attention_weights(path[k], w, A=A_used, attention=attention, beta=beta,
-                                          tie_rtol=tie_rtol)
+                    p = attention_matrix(path[k], w, rule=self.rule, A=self.A)
                     # Spread each distinct token's weight equally over its copies.
                     p = p / w.clamp(min=1).unsqueeze(-2)
                     full = part.expand(p)  # (chunk, n, width): rows expanded
                     out_w[k, rows] = torch.gather(full, 2, index.unsqueeze(1).expand(-1, n, -1))
-                path[k + 1] = attention_step(path[k], w, alpha=alphas[k], A=A_used, attention=attention,
-                                             beta=beta, tie_rtol=tie_rtol)
+                path[k + 1] = attention_step(path[k], w, alpha=self.alphas[k], rule=self.rule, A=self.A)
             out[1:].index_copy_(1, rows, part.expand(path[1:], lead=1))
-
-    chunks = _chunks_by_size(counts, chunk_size)
-    threads = torch.get_num_threads()
-    if z.device.type == "cpu" and threads > 1 and len(chunks) > 1:
-        # Chunks are independent: run them on `threads` Python threads with one intra-op thread each.
-        # Small batched ops scale poorly inside one op (and OpenMP spin-waits when a core is busy);
-        # torch releases the GIL inside ops, so whole chunks run in parallel (1.65× on 2 cores here).
-        torch.set_num_threads(1)
-        try:
-            with ThreadPoolExecutor(max_workers=threads) as pool:
-                list(pool.map(run_chunk, chunks))
-        finally:
-            torch.set_num_threads(threads)
-    else:
-        for rows in chunks:
-            run_chunk(rows)
-    if compact:
-        # Later layers are layer 1 again (leaders do not move) except where followers are.
-        if layers > 1:
-            out[2:] = out[1].expand(layers - 1, batch, n, d)
-            if moving:
-                positions = torch.cat([positions for positions, _ in moving])
-                values = torch.cat([values for _, values in moving], dim=1)
-                out[2:].view(layers - 1, batch * n, d).index_copy_(1, positions, values)
-        for rows, path in in_full:
-            out[1:].index_copy_(1, rows, path)
-    if single:
-        out = out[:, 0]
-        out_w = out_w[:, 0] if out_w is not None else None
-        m_t = m_t[0]
-    return Trajectory(tokens=out, alpha=alphas, A=A_t, attention=attention, beta=beta, mask=m_t,
-                      tie_rtol=float(tie_rtol), weights=out_w)
+        if compact:
+            # Later layers are layer 1 again (leaders do not move) except where followers are.
+            if layers > 1:
+                out[2:] = out[1].expand(layers - 1, batch, n, d)
+                if moving:
+                    positions = torch.cat([positions for positions, _ in moving])
+                    values = torch.cat([values for _, values in moving], dim=1)
+                    out[2:].view(layers - 1, batch * n, d).index_copy_(1, positions, values)
+            for rows, path in in_full:
+                out[1:].index_copy_(1, rows, path)
+        return out, out_w
 
 
-def _kernel_unusable(z: Tensor, attention: str, return_weights: bool) -> str:
+def _compiled_unusable(z: Tensor, rule: AttentionRule, keep_attention: bool, needs_grad: bool) -> str:
     """Why the compiled kernel cannot run this simulation ("" when it can)."""
     if _kernel is None:
         return "numba is not installed"
-    if attention != "hardmax":
+    if not isinstance(rule, Hardmax):
         return "it runs hardmax attention only"
-    if return_weights:
+    if keep_attention:
         return "it does not return attention matrices"
+    if needs_grad:
+        return "it does not compute gradients"
     if z.device.type != "cpu":
         return f"it runs on the CPU, the tokens are on {z.device}"
     if z.dtype not in (torch.float32, torch.float64):

@@ -43,6 +43,15 @@ import torch
 from torch import Tensor
 
 
+def default_tie_rtol(dtype: torch.dtype) -> float:
+    """The default `tie_rtol` of rule (★): 64 machine epsilons (float32: 7.6e-6, float64: 1.4e-14).
+
+    Its right-hand side then bounds the rounding of a d-term dot product of the query with a difference
+    of two tokens, with a margin; `Hardmax(tie_rtol=...)` overrides it.
+    """
+    return 64.0 * torch.finfo(dtype).eps
+
+
 class Frames(NamedTuple):
     """Positions of tokens as origin + offset (see the module docstring).
 

@@ -13,73 +13,55 @@ Data loading lives in `hardmax.data`, the training loop in `hardmax.training`.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hardmax.dynamics import Attention, attention_step, deduplicate, hardmax_layers
+from hardmax.dynamics import Hardmax, Softmax, Trajectory, attention_step, deduplicate, hardmax_layers
+from hardmax.models.config import ModelConfig  # torch-free, so the CLI can read it quickly
 
 __all__ = ["HardmaxClassifier", "ModelConfig", "ModelTrace"]
 
-
-@dataclass(frozen=True, kw_only=True)
-class ModelConfig:
-    """Configuration of `HardmaxClassifier` (defaults: the paper's d = 16 model)."""
-
-    vocab_size: int  # number of word ids, PAD and UNK included
-    d: int = 16  # token dimension (paper: 2, 4, 8, 16)
-    layers: int = 8  # K, applications of the one shared attention layer
-    alpha_init: float = 1.0  # initial α > 0; α = softplus(raw) stays positive during training
-    learn_alpha: bool = True  # train α (the paper does)
-    learn_A: bool = False  # A = I (paper), or a learnable SPD A = L Lᵀ + A_eps·I
-    A_eps: float = 1e-3  # keeps a learnable A uniformly positive definite
-    beta: float = 1000.0  # inverse temperature of the training softmax (paper: temperature 0.001)
-    paper_padding: bool = False  # reproduce the authors' code: PAD tokens attend, are attended and pooled
-    pad_id: int = 0  # id of the padding token
-    embedding_std: float = 1.0  # N(0, std²) initialisation of the embedding
-
-    def __post_init__(self):
-        if self.vocab_size < 2:
-            raise ValueError(f"vocab_size must be ≥ 2 (PAD and UNK), got {self.vocab_size}")
-        if self.d < 1 or self.layers < 0:
-            raise ValueError(f"need d ≥ 1 and layers ≥ 0, got d={self.d}, layers={self.layers}")
-        if not (self.alpha_init > 0 and math.isfinite(self.alpha_init)):
-            raise ValueError(f"alpha_init must be finite and > 0, got {self.alpha_init}")
-        if not (self.beta > 0 and math.isfinite(self.beta)):
-            raise ValueError(f"beta must be finite and > 0, got {self.beta}")
-        if self.A_eps <= 0:
-            raise ValueError(f"A_eps must be > 0, got {self.A_eps}")
-        if not (self.embedding_std > 0 and math.isfinite(self.embedding_std)):
-            raise ValueError(f"embedding_std must be finite and > 0, got {self.embedding_std}")
-        if not 0 <= self.pad_id < self.vocab_size:
-            raise ValueError(f"pad_id {self.pad_id} is outside the vocabulary of size {self.vocab_size}")
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+Mode = Literal["softmax", "hardmax"]  # softmax at the trained β (training), exact hardmax (inference)
 
 
 @dataclass(frozen=True)
 class ModelTrace:
-    """Everything the classifier computed for a batch, on its distinct tokens.
+    """Everything the classifier computed for a batch: the `Trajectory` of its distinct tokens, and more.
 
     Attributes:
+        trajectory: the layers on the batch's distinct words: `.tokens` (layers + 1, batch, m, d),
+            `.multiplicity` (batch, m) copies of each word among the real tokens (0 = absent), `.mask`,
+            `.A`, `.alpha`, `.rule` (what `hardmax.theory` reads).
         ids: (batch, m) word id of each distinct token (PAD where unused).
-        weights: (batch, m) multiplicity of each distinct token among real tokens (0 = absent).
         index: (batch, n) position in the distinct tokens of each input position.
-        tokens: (layers + 1, batch, m, d) distinct tokens at every layer.
         pooled: (batch, d) mean of the final real tokens. logits: (batch,).
-        A: (d, d) the score matrix, or None for the identity.
     """
 
+    trajectory: Trajectory
     ids: Tensor
-    weights: Tensor
     index: Tensor
-    tokens: Tensor
     pooled: Tensor
     logits: Tensor
-    A: Tensor | None = None
+
+    @property
+    def tokens(self) -> Tensor:
+        """(layers + 1, batch, m, d) the distinct tokens at every layer (`trajectory.tokens`)."""
+        return self.trajectory.tokens
+
+    @property
+    def multiplicity(self) -> Tensor:
+        """(batch, m) copies of each distinct word among the real tokens (`trajectory.multiplicity`)."""
+        return self.trajectory.multiplicity
+
+    @property
+    def A(self) -> Tensor | None:
+        """The learned score matrix, or None for the identity."""
+        A = self.trajectory.A
+        return None if torch.equal(A, torch.eye(A.shape[0], dtype=A.dtype, device=A.device)) else A
 
 
 def _inverse_softplus(x: float) -> float:
@@ -146,17 +128,25 @@ class HardmaxClassifier(nn.Module):
             mask = torch.ones_like(mask)
         return mask
 
-    def trace(self, ids: Tensor, mask: Tensor | None = None, *, attention: Attention = "softmax",
+    def trace(self, ids: Tensor, mask: Tensor | None = None, *, attention: Mode = "softmax",
               tie_rtol: float | None = None) -> ModelTrace:
         """Run the classifier and keep every layer (see `ModelTrace`)."""
         return self._run(ids, mask, attention, tie_rtol, keep_path=True)
 
-    def forward(self, ids: Tensor, mask: Tensor | None = None, *, attention: Attention = "softmax",
+    def forward(self, ids: Tensor, mask: Tensor | None = None, *, attention: Mode = "softmax",
                 tie_rtol: float | None = None) -> Tensor:
         """Logits (batch,) for ids (batch, n) and mask (batch, n) (True = real token)."""
         return self._run(ids, mask, attention, tie_rtol, keep_path=False).logits
 
-    def _run(self, ids: Tensor, mask: Tensor | None, attention: Attention, tie_rtol: float | None,
+    def rule(self, attention: Mode = "softmax", tie_rtol: float | None = None) -> Hardmax | Softmax:
+        """The attention rule of a mode: softmax at the trained β, or exact hardmax."""
+        if attention == "hardmax":
+            return Hardmax(tie_rtol)
+        if attention == "softmax":
+            return Softmax(self.config.beta)
+        raise ValueError(f"attention must be one of ('softmax', 'hardmax'), got {attention!r}")
+
+    def _run(self, ids: Tensor, mask: Tensor | None, attention: Mode, tie_rtol: float | None,
              keep_path: bool) -> ModelTrace:
         mask = self._check_inputs(ids, mask)
         if (mask.sum(-1) == 0).any():
@@ -165,24 +155,25 @@ class HardmaxClassifier(nn.Module):
         # that its gradient is counted once.
         dedup = deduplicate(ids.unsqueeze(-1), mask)
         distinct_ids = dedup.tokens.squeeze(-1)
-        weights = dedup.weights.to(self.embedding.weight.dtype)
+        multiplicity = dedup.multiplicity.to(self.embedding.weight.dtype)
         z = self.embedding(distinct_ids)
         alpha, A = self.alpha, self.A
-        if attention == "hardmax":
+        rule = self.rule(attention, tie_rtol)
+        alphas = alpha.expand(self.config.layers)
+        if isinstance(rule, Hardmax):
             # Same step as attention_step, with the leaders' rows skipped after the first layer.
-            tokens = hardmax_layers(z, weights, alpha.expand(self.config.layers), A=A, tie_rtol=tie_rtol,
-                                    keep_path=keep_path)
+            tokens = hardmax_layers(z, multiplicity, alphas, A=A, tie_rtol=tie_rtol, keep_path=keep_path)
         else:
             path = [z]
             for _ in range(self.config.layers):
-                path.append(attention_step(path[-1], weights, alpha=alpha, A=A, attention=attention,
-                                           beta=self.config.beta, tie_rtol=tie_rtol))
+                path.append(attention_step(path[-1], multiplicity, alpha=alpha, rule=rule, A=A))
                 if not keep_path:
                     path = path[-1:]
             tokens = torch.stack(path)
         z = tokens[-1]
-        pooled = (weights.unsqueeze(-1) * z).sum(1) / weights.sum(1, keepdim=True)
+        pooled = (multiplicity.unsqueeze(-1) * z).sum(1) / multiplicity.sum(1, keepdim=True)
         logits = self.decoder(pooled).squeeze(-1)
-        return ModelTrace(ids=distinct_ids, weights=weights, index=dedup.index,
-                          tokens=tokens,
-                          pooled=pooled, logits=logits, A=A)
+        stored = None if keep_path else (self.config.layers,)
+        trajectory = Trajectory(tokens=tokens, alpha=alphas, A=self.A_matrix(), rule=rule, mask=multiplicity > 0,
+                                multiplicity=multiplicity, stored=stored)
+        return ModelTrace(trajectory=trajectory, ids=distinct_ids, index=dedup.index, pooled=pooled, logits=logits)

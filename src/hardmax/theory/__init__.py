@@ -1,7 +1,7 @@
 """Theory of the hardmax dynamics: attention sets, leaders, clusters, the polytope K, the set S, Theorem 2.1.
 
 Everything here *reads* configurations and trajectories produced by `hardmax.dynamics`; nothing here moves
-tokens. Attention sets are computed with the engine's own tie rule (`dynamics.attention_weights` on
+tokens. Attention sets are computed with the engine's own tie rule (`dynamics.attention_matrix` on
 deduplicated tokens), so theory and dynamics always agree on who attends to whom. Pictures live in
 `hardmax.plots`.
 

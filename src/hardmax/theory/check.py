@@ -13,8 +13,15 @@ import numpy as np
 import torch
 
 from hardmax.dynamics import Trajectory
-from hardmax.theory.geometry import _components, _hull_distance, _outside_hull, _project_origin
-from hardmax.theory.leaders import _CHUNK_ENTRIES, _default_atol, _history, _path, _stable_from
+from hardmax.theory.geometry import components, hull_distance, outside_hull, project_origin
+from hardmax.theory.leaders import (
+    CHUNK_ENTRIES,
+    default_atol,
+    hardmax_path,
+    leader_history,
+    stable_from,
+    trajectory_rtol,
+)
 
 
 @dataclass(frozen=True)
@@ -160,7 +167,8 @@ def _limits_check(out: _Seq, Z, followers, settle, V, A, alpha, R, diam) -> None
     target stopped changing. With a fixed target x*, z^K − x* = (z^{K−1} − x*)/(1+α), so ‖z^K − x*‖ is
     exactly ‖z^K − z^{K−1}‖/α (twice that for margin); target jitter ≤ atol per layer adds at most
     atol Σ_k (1+α)^{−k} = atol (1+α)/α. A token within atol of the origin is never certified (the
-    A-norm never decreases, so no nonzero token converges to 0).
+    A-norm never decreases, so no nonzero token converges to 0); a token that starts at 0 is outside
+    the theorem and not certified either way (the hypotheses row reports it).
     The point is certified through the face exposed by A z: F = {v ∈ V : ⟨A z, v⟩ ≥ max − τ}, with
     τ = 2 ‖A‖ R tol_i the score error of a point tol_i away. Either z is within tol_i of a vertex, or
     p = A-projection of 0 onto aff(F) lies in conv(F) (to atol) and within tol_i of z.
@@ -186,12 +194,14 @@ def _limits_check(out: _Seq, Z, followers, settle, V, A, alpha, R, diam) -> None
         if len(face) < 2:
             continue
         if face not in cache:
-            p = _project_origin(V[list(face)], A, atol)
-            cache[face] = (p, _hull_distance(p, V[list(face)]))
+            p = project_origin(V[list(face)], A, atol)
+            cache[face] = (p, hull_distance(p, V[list(face)]))
         p, outside = cache[face]
         if outside <= atol:
             excess[t] = min(excess[t], np.linalg.norm(z[t] - p) / tol[t])
-    excess[np.linalg.norm(z, axis=-1) <= atol] = math.inf  # at the origin: never a limit
+    started_zero = np.linalg.norm(Z[0, followers], axis=-1) <= atol
+    excess[(np.linalg.norm(z, axis=-1) <= atol) & ~started_zero] = math.inf  # at the origin: never a limit
+    excess[started_zero] = 0.0  # a zero initial token is outside the theorem (the hypotheses row says so)
     out.off = int((excess > 1).sum())
     out.excess = float(excess.max())
 
@@ -209,7 +219,7 @@ def _hull_check(out: _Seq, Z, A, exact: bool) -> None:
     C /= np.linalg.norm(C, axis=1, keepdims=True)
     h = (Z @ C.T).max(axis=1)  # (L, M)
     growth = float((h[1:] - h[:-1]).max(initial=0.0))
-    step = max(1, _CHUNK_ENTRIES // max(1, n * n))
+    step = max(1, CHUNK_ENTRIES // max(1, n * n))
     Zt = torch.from_numpy(Z)
     for s in range(0, L - 1, step):
         e = min(s + step, L - 1)
@@ -224,7 +234,7 @@ def _hull_check(out: _Seq, Z, A, exact: bool) -> None:
         for k in range(L - 1):
             moved = (Z[k + 1] != Z[k]).any(axis=1)  # tokens that did not move are inside trivially
             if moved.any():
-                growth = max(growth, _outside_hull(Z[k], Z[k + 1, moved], out.atol))
+                growth = max(growth, outside_hull(Z[k], Z[k + 1, moved], out.atol))
     out.hull = growth
 
 
@@ -272,7 +282,7 @@ def _check_sequence(Z, T, leaders, alpha, A, atol: float, exact: bool, eps: floa
     out.hypotheses = bool((norms0 > 0).all() and len(np.unique(Z[0], axis=0)) == n)
     final = leaders[K]
     # (2) final leaders stay put from their leader layer on; nobody stops leading.
-    first = _stable_from(torch.as_tensor(leaders)).numpy()
+    first = stable_from(torch.as_tensor(leaders)).numpy()
     for i in np.nonzero(final)[0]:
         out.drift = max(out.drift, float(np.linalg.norm(Z[first[i]:, i] - Z[first[i], i], axis=-1).max()))
     out.last_leader = int(first[final].max(initial=0))
@@ -280,7 +290,7 @@ def _check_sequence(Z, T, leaders, alpha, A, atol: float, exact: bool, eps: floa
     # (5) distinct leaders at distinct points, each the strict maximiser of its own ⟨A v, ·⟩ over V — an
     # exposed point, hence a vertex, of K = conv(V).
     idx = np.nonzero(final)[0]
-    groups = _components(Z[K, idx], atol)
+    groups = components(Z[K, idx], atol)
     V = np.array([Z[K, idx[groups == g][0]] for g in range(groups.max(initial=-1) + 1)]).reshape(-1, d)
     out.leaders = len(V)
     for g in range(len(V)):
@@ -340,12 +350,10 @@ def check_theorem(trajectory: Trajectory, *, atol: float | None = None,
     decides ties to tie_rtol, which is what `atol` accounts for. In float32 that resolution is coarse
     (atol ≈ 4e-3 R), and limits on exact ties (points of S that are not vertices) can end measurably off S.
     """
-    if trajectory.attention != "hardmax":
-        raise ValueError(f"Theorem 2.1 is about hardmax attention, got a {trajectory.attention} trajectory")
-    path, real, _ = _path(trajectory)
+    path, real, _ = hardmax_path(trajectory)
     L, B, n, d = path.shape
-    same = _default_atol(path[0], real, atol, trajectory.A, trajectory.tie_rtol)
-    leaders, targets = _history(trajectory, same)
+    same = default_atol(path[0], real, atol, trajectory.A, trajectory_rtol(trajectory))
+    leaders, targets = leader_history(trajectory, same)
     if exact_hull is None:
         exact_hull = d <= 3 or (d <= 5 and n <= 64)
     Z_all = path.detach().cpu().to(torch.float64).numpy()

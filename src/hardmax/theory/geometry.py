@@ -16,12 +16,12 @@ from scipy.optimize import nnls
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 from scipy.spatial import ConvexHull, QhullError, cKDTree
-from torch import Tensor
 
 from hardmax.dynamics import validate_A
+from hardmax.theory.inputs import as_tokens, check_atol
 
 
-def _components(points: np.ndarray, radius: float) -> np.ndarray:
+def components(points: np.ndarray, radius: float) -> np.ndarray:
     """Single-linkage clusters at `radius`, labelled 0, 1, ... by first appearance. points: (n, d)."""
     n = len(points)
     pairs = cKDTree(points).query_pairs(r=radius, output_type="ndarray") if n else np.zeros((0, 2), int)
@@ -46,7 +46,7 @@ def _affine_frame(points: np.ndarray, atol: float) -> tuple[np.ndarray, np.ndarr
     return center, vt[widths > atol].T
 
 
-def _project_origin(V: np.ndarray, A: np.ndarray, atol: float) -> np.ndarray:
+def project_origin(V: np.ndarray, A: np.ndarray, atol: float) -> np.ndarray:
     """A-norm projection of the origin onto aff(V): argmin ‖x‖_A over x = Σ λ_j v_j, Σ λ_j = 1.
 
     Null-space method for this equality-constrained least-squares problem: write x = c + Q t with Q an
@@ -60,7 +60,7 @@ def _project_origin(V: np.ndarray, A: np.ndarray, atol: float) -> np.ndarray:
     return c + Q @ t
 
 
-def _hull_distance(p: np.ndarray, V: np.ndarray) -> float:
+def hull_distance(p: np.ndarray, V: np.ndarray) -> float:
     """Distance from p (d,) to conv(V), V (m, d), by NNLS with the constraint Σλ = 1 as a heavy row."""
     weight = 1e3 * max(1.0, float(np.abs(V).max()), float(np.abs(p).max()))
     M = np.vstack([V.T, np.full((1, len(V)), weight)])
@@ -101,14 +101,19 @@ def polytope(points, *, atol: float | None = None, max_faces: int = 20_000) -> P
         ValueError: on empty/non-finite input, more faces than `max_faces`, or a non-simplex polytope of
             affine dimension > 8 (qhull's output explodes there; `check_theorem` needs no face lattice).
     """
-    P = np.asarray(points.detach().cpu() if isinstance(points, Tensor) else points, dtype=np.float64)
-    if P.ndim != 2 or len(P) == 0 or P.shape[1] == 0 or not np.isfinite(P).all():
-        raise ValueError(f"points must be a finite (m, d) array with m, d ≥ 1, got shape {P.shape}")
-    P = np.unique(P, axis=0)
+    points = as_tokens(points, "points")  # real, finite, non-empty
+    if points.dim() != 2:
+        raise ValueError(f"points must be a finite (m, d) array with m, d ≥ 1, got shape {tuple(points.shape)}")
+    atol = check_atol(atol)
+    P = np.unique(points.detach().cpu().to(torch.float64).numpy(), axis=0)
     tol = math.sqrt(np.finfo(np.float64).eps) * max(float(np.abs(P).max()), 1e-300) if atol is None else atol
-    center, Q = _affine_frame(P, tol)
+    # The face lattice does not depend on the scale: qhull works on points scaled by a power of two
+    # (exact) to a largest coordinate in [0.5, 1), so that 1e300 or 1e-300 neither overflows nor underflows.
+    scale = math.ldexp(1.0, math.frexp(float(np.abs(P).max()))[1]) if np.abs(P).max() > 0 else 1.0
+    P_unit, tol_unit = P / scale, tol / scale
+    center, Q = _affine_frame(P_unit, tol_unit)
     r = Q.shape[1]
-    Y = (P - center) @ Q
+    Y = (P_unit - center) @ Q
     if r == 0:
         keep, facets = np.array([0]), []
     elif r == 1:
@@ -123,7 +128,7 @@ def polytope(points, *, atol: float | None = None, max_faces: int = 20_000) -> P
         hull = ConvexHull(Y)
         keep = hull.vertices
         slot = {int(v): a for a, v in enumerate(keep)}
-        on = np.abs(hull.equations[:, :-1] @ Y[keep].T + hull.equations[:, -1:]) <= tol
+        on = np.abs(hull.equations[:, :-1] @ Y[keep].T + hull.equations[:, -1:]) <= tol_unit
         facets = list({frozenset(slot[int(v)] for v in keep[row]) for row in on})
     order = np.lexsort(P[keep].T[::-1])
     vertices = P[keep][order]
@@ -184,21 +189,21 @@ def limit_set(K: Polytope, A=None, *, atol: float | None = None, max_faces: int 
     found = []
     for face in K.faces:
         F = V[list(face)]
-        p = _project_origin(F, A_np, tol)
+        p = project_origin(F, A_np, tol)
         Ap = A_np @ p
-        if len(face) == 1 or (_hull_distance(p, F) <= tol and np.linalg.norm(p) > tol
+        if len(face) == 1 or (hull_distance(p, F) <= tol and np.linalg.norm(p) > tol
                               and float(((V - p) @ Ap).max()) <= tol * float(np.linalg.norm(Ap))):
             found.append(p)
     S = np.array(found).reshape(-1, d)
     if len(S) == 0:
         return S
-    labels = _components(S, tol)
+    labels = components(S, tol)
     S = np.stack([S[labels == c][0] for c in range(labels.max() + 1)])
     # Sort on a grid of step tol, so that rounding noise (−1e-17 vs 0) does not reorder points.
     return S[np.lexsort(np.round(S / max(tol, np.finfo(np.float64).tiny)).T[::-1])]
 
 
-def _outside_hull(P: np.ndarray, X: np.ndarray, atol: float) -> float:
+def outside_hull(P: np.ndarray, X: np.ndarray, atol: float) -> float:
     """Largest distance-like violation of X (n, d) outside conv(P), from qhull halfspaces (≤ 0 inside)."""
     # Directions thinner than atol/8 are dropped: points there are within atol/8 of the affine hull.
     c, Q = _affine_frame(P, atol / 8)

@@ -14,10 +14,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from hardmax.dynamics import Trajectory, attention_weights, deduplicate, default_tie_rtol, validate_A
-from hardmax.theory.geometry import _components
+from hardmax.dynamics import Hardmax, Trajectory, attention_matrix, deduplicate, validate_A
+from hardmax.theory.geometry import components
+from hardmax.theory.inputs import as_tokens, check_atol, check_trajectory
 
-_CHUNK_ENTRIES = 1 << 22  # attention entries (sequences × m × m) processed at once
+CHUNK_ENTRIES = 1 << 22  # attention entries (sequences × m × m) processed at once
 
 
 # --------------------------------------------------------------------------------------------
@@ -27,11 +28,7 @@ _CHUNK_ENTRIES = 1 << 22  # attention entries (sequences × m × m) processed at
 
 def _flatten(tokens, mask) -> tuple[Tensor, Tensor, tuple[int, ...]]:
     """Tokens (..., n, d) -> (B, n, d) floating tensor, mask -> (B, n) bool, and the leading shape."""
-    z = tokens if isinstance(tokens, Tensor) else torch.as_tensor(np.asarray(tokens, dtype=np.float64))
-    if not z.is_floating_point():
-        z = z.to(torch.float64)
-    if z.dim() < 2 or z.shape[-1] == 0 or z.shape[-2] == 0:
-        raise ValueError(f"tokens must have shape (..., n, d) with n, d ≥ 1, got {tuple(z.shape)}")
+    z = as_tokens(tokens)  # real, finite, non-empty: what simulate accepts
     lead, (n, d) = tuple(z.shape[:-2]), z.shape[-2:]
     zb = z.reshape(-1, n, d)
     if mask is None:
@@ -56,16 +53,14 @@ def _scale(z: Tensor, real: Tensor) -> Tensor:
     return norms.amax(dim=-1).clamp(min=torch.finfo(z.dtype).tiny)
 
 
-def _default_atol(z: Tensor, real: Tensor, atol: float | None, A: Tensor | None, tie_rtol: float) -> Tensor:
+def default_atol(z: Tensor, real: Tensor, atol: float | None, A: Tensor | None, tie_rtol: float) -> Tensor:
     """(B,) same-point tolerance: `atol` if given, else sqrt(2 tie_rtol cond(A)) · R per sequence.
 
     This is the engine's resolution: two leaders v, u have score margins ⟨A v, v − u⟩ and ⟨A u, u − v⟩
     summing to ‖v − u‖_A² ≥ λ_min ‖v − u‖², against a tie tolerance of at most tie_rtol λ_max R². Closer
     than this, the tie rule may merge them (float64: 1.7e-7 R for A = I; float32: 3.9e-3 R).
     """
-    if atol is not None:
-        if not atol >= 0:
-            raise ValueError(f"atol must be ≥ 0, got {atol}")
+    if check_atol(atol) is not None:
         return torch.full(z.shape[:1], float(atol), dtype=z.dtype, device=z.device)
     cond = 1.0
     if A is not None:
@@ -89,11 +84,11 @@ def _snapshot(z: Tensor, real: Tensor, A: Tensor | None, tie_rtol: float, same: 
     order = torch.argsort(counts, stable=True)
     leader = torch.empty(z.shape[:2], dtype=torch.bool, device=z.device)
     target = torch.empty_like(z)
-    step = max(1, _CHUNK_ENTRIES // max(1, z.shape[1] ** 2))
+    step = max(1, CHUNK_ENTRIES // max(1, z.shape[1] ** 2))
     for rows in torch.split(order, step):
         m = int(counts[rows].max())
-        u, w = dd.tokens[rows, :m], dd.weights[rows, :m]
-        p = attention_weights(u, w, A=A, tie_rtol=tie_rtol)  # (b, m, m), the engine's tie rule
+        u, w = dd.tokens[rows, :m], dd.multiplicity[rows, :m]
+        p = attention_matrix(u, w, rule=Hardmax(tie_rtol), A=A)  # (b, m, m), the engine's tie rule
         ties = p > 0
         b, i, j = ties.nonzero(as_tuple=True)
         # Attention sets are tiny (usually one token), so measure only the pairs that are tied.
@@ -114,7 +109,7 @@ def attention_sets(tokens, *, A=None, mask=None, tie_rtol: float | None = None) 
         tokens: (..., n, d) tokens, e.g. (n, d) or (batch, n, d); NumPy array or tensor.
         A: (d, d) symmetric positive definite, None for the identity.
         mask: (..., n) bool, True for real tokens; masked tokens neither attend nor are attended to.
-        tie_rtol: tie tolerance of `dynamics.default_tie_rtol` (the default) or as passed to `simulate`.
+        tie_rtol: tie tolerance of rule (★), as in `Hardmax(tie_rtol)` (None: the dtype's default).
 
     Returns:
         (..., n, n) bool, entry [i, j] True when j ∈ C_i. Identical tokens are in or out together; rows of
@@ -123,9 +118,9 @@ def attention_sets(tokens, *, A=None, mask=None, tie_rtol: float | None = None) 
     z, real, lead = _flatten(tokens, mask)
     n, d = z.shape[-2:]
     A_used = _score_matrix(A, d, z.dtype, z.device)
-    rtol = default_tie_rtol(z.dtype) if tie_rtol is None else tie_rtol
+    rtol = Hardmax(tie_rtol).rtol(z.dtype)
     dd = deduplicate(z, real)
-    ties = attention_weights(dd.tokens, dd.weights, A=A_used, tie_rtol=rtol) > 0
+    ties = attention_matrix(dd.tokens, dd.multiplicity, rule=Hardmax(rtol), A=A_used) > 0
     return _pairs(dd, ties).reshape(*lead, n, n)
 
 
@@ -147,8 +142,8 @@ def find_leaders(tokens, *, A=None, mask=None, tie_rtol: float | None = None,
     """
     z, real, lead = _flatten(tokens, mask)
     A_used = _score_matrix(A, z.shape[-1], z.dtype, z.device)
-    rtol = default_tie_rtol(z.dtype) if tie_rtol is None else tie_rtol
-    leader, _ = _snapshot(z, real, A_used, rtol, _default_atol(z, real, atol, A_used, rtol))
+    rtol = Hardmax(tie_rtol).rtol(z.dtype)
+    leader, _ = _snapshot(z, real, A_used, rtol, default_atol(z, real, atol, A_used, rtol))
     return leader.reshape(*lead, z.shape[1])
 
 
@@ -157,22 +152,37 @@ def find_leaders(tokens, *, A=None, mask=None, tie_rtol: float | None = None,
 # --------------------------------------------------------------------------------------------
 
 
-def _path(trajectory: Trajectory) -> tuple[Tensor, Tensor, bool]:
-    """(L, B, n, d) positions, (B, n) real mask, and whether the trajectory was unbatched."""
+def trajectory_rtol(trajectory: Trajectory) -> float:
+    """The tie tolerance a hardmax trajectory was computed with."""
+    check_trajectory(trajectory)
+    if not isinstance(trajectory.rule, Hardmax):
+        raise ValueError(f"this needs a hardmax trajectory (Theorem 2.1 is about hardmax attention), "
+                         f"got one computed with {trajectory.rule}")
+    return trajectory.rule.rtol(trajectory.tokens.dtype)
+
+
+def hardmax_path(trajectory: Trajectory) -> tuple[Tensor, Tensor, bool]:
+    """(L, B, n, d) positions, (B, n) real mask, and whether the trajectory was unbatched.
+
+    Raises ValueError unless the trajectory is hardmax and stores every layer.
+    """
+    trajectory_rtol(trajectory)
+    if not trajectory.complete:
+        raise ValueError("this needs every layer of the trajectory; simulate with store='all'")
     t = trajectory.tokens
     single = t.dim() == 3
     path = t.unsqueeze(1) if single else t
     return path, trajectory.mask.reshape(path.shape[1], path.shape[2]), single
 
 
-def _history(trajectory: Trajectory, same: Tensor) -> tuple[Tensor, Tensor]:
+def leader_history(trajectory: Trajectory, same: Tensor) -> tuple[Tensor, Tensor]:
     """Leaders (L, B, n) bool and attention targets (L, B, n, d) at every layer.
 
     A token is a leader at layer k when it is a snapshot leader and, unless it already led at layer k−1,
     it does not sit within `same` of a token that led at layer k−1: a follower that converges onto a
     leader becomes numerically a copy of it, but in exact arithmetic it never reaches it.
     """
-    path, real, _ = _path(trajectory)
+    path, real, _ = hardmax_path(trajectory)
     L, B, n, d = path.shape
     A_used = _score_matrix(trajectory.A, d, path.dtype, path.device)
     # Converged sequences stop moving (to the last bit) long before the last layer: evaluate only the
@@ -184,7 +194,7 @@ def _history(trajectory: Trajectory, same: Tensor) -> tuple[Tensor, Tensor]:
     real_f, same_f = real.repeat(L, 1), same.repeat(L)
     snap = torch.zeros(L * B, n, dtype=torch.bool, device=path.device)
     targets = torch.empty_like(flat)
-    snap[todo], targets[todo] = _snapshot(flat[todo], real_f[todo], A_used, trajectory.tie_rtol, same_f[todo])
+    snap[todo], targets[todo] = _snapshot(flat[todo], real_f[todo], A_used, trajectory_rtol(trajectory), same_f[todo])
     snap, targets = snap.view(L, B, n), targets.view(L, B, n, d)
     for k in range(1, L):
         still = ~moved[k]
@@ -206,7 +216,7 @@ def _history(trajectory: Trajectory, same: Tensor) -> tuple[Tensor, Tensor]:
     return leaders, targets
 
 
-def _stable_from(flags: Tensor) -> Tensor:
+def stable_from(flags: Tensor) -> Tensor:
     """First layer k with flags[k:] all True, -1 when flags[-1] is False. flags: (L, ...) bool."""
     L = flags.shape[0]
     trailing = torch.cumprod(flags.flip(0).to(torch.int64), dim=0).sum(0)
@@ -223,13 +233,14 @@ def leader_layers(trajectory: Trajectory, *, atol: float | None = None) -> Tenso
     Returns:
         (..., n) int64: k such that the token leads at layers k..K, or -1 when it does not lead at layer K
         (followers, and masked tokens). Followers that converge onto a leader do not inherit its
-        leadership (see `_history`); tokens identical from the start lead together.
+        leadership (see `leader_history`); tokens identical from the start lead together.
 
     Paper: Theorem 2.1 (leaders settle in finitely many layers; a token can become a leader later).
     """
-    path, real, single = _path(trajectory)
-    leaders, _ = _history(trajectory, _default_atol(path[0], real, atol, trajectory.A, trajectory.tie_rtol))
-    layers = _stable_from(leaders)
+    path, real, single = hardmax_path(trajectory)
+    same = default_atol(path[0], real, atol, trajectory.A, trajectory_rtol(trajectory))
+    leaders, _ = leader_history(trajectory, same)
+    layers = stable_from(leaders)
     return layers[0] if single else layers
 
 
@@ -264,9 +275,9 @@ def find_clusters(trajectory: Trajectory, *, atol: float | None = None) -> Clust
     Returns:
         `Clusters`.
     """
-    path, real, single = _path(trajectory)
-    same = _default_atol(path[0], real, atol, trajectory.A, trajectory.tie_rtol)
-    leaders, _ = _history(trajectory, same)
+    path, real, single = hardmax_path(trajectory)
+    same = default_atol(path[0], real, atol, trajectory.A, trajectory_rtol(trajectory))
+    leaders, _ = leader_history(trajectory, same)
     final_leader = leaders[-1].cpu().numpy()
     final = path[-1].detach().cpu().to(torch.float64).numpy()
     if trajectory.layers > 0:
@@ -281,7 +292,7 @@ def find_clusters(trajectory: Trajectory, *, atol: float | None = None) -> Clust
     for b in range(final.shape[0]):
         idx = np.nonzero(real_np[b])[0]
         radius = float(same[b]) + 2.0 * float(residual[b, idx].max(initial=0.0))
-        lab = _components(final[b, idx], radius)
+        lab = components(final[b, idx], radius)
         labels[b, idx] = lab
         means = []
         for c in range(lab.max(initial=-1) + 1):

@@ -1,0 +1,109 @@
+"""Attention rules: small immutable objects that say how a token weighs the others.
+
+A rule maps tokens (batch, m, d), their multiplicities (batch, m) and the score matrix A to the
+attention matrix P (batch, m, m) and the targets Σ_j P_ij z_j (batch, m, d). `attention_step` and
+`simulate` take a rule object, so a new rule is a new class with these two methods (see
+`AttentionRule` and CONTRIBUTING.md); nothing else in the engine has to change.
+
+    Hardmax(tie_rtol):  P_ij = w_j 1[j ∈ C_i] / Σ_{l ∈ C_i} w_l,  C_i = argmax_j ⟨A z_i, z_j⟩, every
+                        maximiser kept, ties decided by rule (★) of `ties`            (paper, eq. 1.1)
+    Softmax(beta):      P_ij = w_j exp(β⟨A z_i, z_j⟩) / Σ_l w_l exp(β⟨A z_i, z_l⟩)     (paper, Sec. 4)
+
+w_j is the multiplicity of token j (identical tokens merged into one; 0 = absent, e.g. padding).
+Rows of absent tokens are 0.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from hardmax.dynamics.select import hardmax_sets, hardmax_targets
+from hardmax.dynamics.ties import default_tie_rtol
+
+
+@runtime_checkable
+class AttentionRule(Protocol):
+    """What `attention_step` and `simulate` need from a rule."""
+
+    def matrix(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
+        """(batch, m, m) attention matrix P; rows of absent tokens are 0."""
+        ...
+
+    def targets(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
+        """(batch, m, d) the targets Σ_j P_ij z_j (rows of absent tokens: anything finite)."""
+        ...
+
+
+def _absent_rows_zero(p: Tensor, multiplicity: Tensor) -> Tensor:
+    return torch.where((multiplicity > 0).unsqueeze(-1), p, torch.zeros((), dtype=p.dtype, device=p.device))
+
+
+@dataclass(frozen=True)
+class Hardmax:
+    """Hardmax attention: each token attends uniformly (with multiplicity) to its maximisers C_i.
+
+    Args:
+        tie_rtol: relative tolerance of the tie rule (★) in [0, 1); None = `default_tie_rtol` of the
+            tokens' dtype (64 eps). Identical tokens are always tied exactly.
+    """
+
+    tie_rtol: float | None = None
+
+    def __post_init__(self):
+        t = self.tie_rtol
+        if t is not None and (isinstance(t, bool) or not isinstance(t, int | float) or not 0 <= t < 1):
+            raise ValueError(f"tie_rtol must be a number in [0, 1) or None, got {t!r}")
+
+    def rtol(self, dtype: torch.dtype) -> float:
+        """The tolerance used for tokens of this dtype."""
+        return default_tie_rtol(dtype) if self.tie_rtol is None else float(self.tie_rtol)
+
+    def matrix(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
+        p = hardmax_sets(tokens, multiplicity, A, self.rtol(tokens.dtype)) * multiplicity.unsqueeze(-2)
+        p = p / p.sum(-1, keepdim=True).clamp(min=torch.finfo(tokens.dtype).tiny)
+        return _absent_rows_zero(p, multiplicity)
+
+    def targets(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
+        return hardmax_targets(tokens, multiplicity, A, self.rtol(tokens.dtype))
+
+
+@dataclass(frozen=True)
+class Softmax:
+    """Softmax attention at inverse temperature β (the paper trains with β = 1000).
+
+    Args:
+        beta: inverse temperature, finite and > 0. As β → ∞, softmax tends to `Hardmax`.
+    """
+
+    beta: float
+
+    def __post_init__(self):
+        b = self.beta
+        if isinstance(b, bool) or not isinstance(b, int | float) or not (math.isfinite(b) and b > 0):
+            raise ValueError(f"softmax attention needs a finite inverse temperature beta > 0, got {b!r}")
+
+    def matrix(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
+        queries = tokens if A is None else tokens @ A
+        logits = float(self.beta) * (queries @ tokens.transpose(-1, -2)) + _key_bias(multiplicity)
+        return _absent_rows_zero(torch.softmax(logits, dim=-1), multiplicity)
+
+    def targets(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
+        queries = tokens if A is None else tokens @ A
+        # log w_j turns a merged token back into its w_j copies; log 0 = -inf removes absent keys.
+        # PyTorch's fused attention computes softmax(β q kᵀ + bias) v without materialising it twice,
+        # forward and backward (several times faster than the three-op version on CPU).
+        return F.scaled_dot_product_attention(
+            queries.unsqueeze(1), tokens.unsqueeze(1), tokens.unsqueeze(1),
+            attn_mask=_key_bias(multiplicity).unsqueeze(1), scale=float(self.beta),
+        ).squeeze(1)
+
+
+def _key_bias(multiplicity: Tensor) -> Tensor:
+    """(batch, 1, m) additive bias: log-multiplicity, -inf for absent tokens (multiplicity 0)."""
+    return torch.log(multiplicity).unsqueeze(-2)
