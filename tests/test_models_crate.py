@@ -121,3 +121,30 @@ def test_bad_inputs():
         model(torch.tensor([[1, 2]]), torch.tensor([[False, False]]))
     with pytest.raises(ValueError, match="attention"):
         model(torch.tensor([[1, 2]]), attention="other")
+
+
+def test_train_layer_crate_smoke(tmp_path, monkeypatch, capsys):
+    from test_cli_sentiment import write_archive
+
+    from hardmax.cli import main
+    from hardmax.models import ModelConfig, build_model
+    from hardmax.training import load_run
+
+    monkeypatch.delenv("HARDMAX_IMDB", raising=False)
+    monkeypatch.setenv("HARDMAX_CACHE", str(tmp_path / "cache"))
+    torch.set_num_threads(1)
+    archive = write_archive(tmp_path / "imdb.tar.gz", n=20)
+    run = tmp_path / "crate"
+    code = main(["train", "--run", str(run), "--data", str(archive), "--d", "4", "--layers", "2", "--layer", "crate",
+                 "--epochs", "1", "--min-count", "2", "--batch-size", "16"])
+    assert code == 0, capsys.readouterr().err
+    loaded = load_run(run)
+    assert isinstance(loaded.model, CrateClassifier) and loaded.model.config.heads == 1
+    assert loaded.model_config.layer == "crate"
+    assert main(["rate", "--run", str(run), "--data", str(archive)]) == 2  # hardmax runs only, one clear line
+    assert "CRATE" in capsys.readouterr().err
+    # a hardmax config's record is unchanged by the new field (old runs resume and are reused)
+    assert "layer" not in ModelConfig(vocab_size=5).to_dict()
+    assert type(build_model(ModelConfig(vocab_size=5))).__name__ == "HardmaxClassifier"
+    with pytest.raises(ValueError, match="layer"):
+        ModelConfig(vocab_size=5, layer="other")

@@ -273,6 +273,9 @@ def measure_classifier(model, ids: Tensor, mask: Tensor, labels: Tensor,
     """
     if ids.shape[0] == 0:
         raise ValueError("no reviews to measure")
+    if not hasattr(model, "A"):
+        raise ValueError("measure_classifier needs a HardmaxClassifier run; for a CRATE run (--layer crate) use "
+                         "hardmax.experiments.rate.crate_measures")
     labels = labels.long()
     traces = {}
     for attention in ("hardmax", "softmax"):

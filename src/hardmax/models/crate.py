@@ -87,12 +87,31 @@ class CrateConfig:
         return self.d // self.heads if self.head_dim is None else self.head_dim
 
     @property
+    def paper_padding(self) -> bool:
+        """Always False: padding never attends, is attended or pooled (what `hardmax.training` asks a model)."""
+        return False
+
+    @property
     def inverse_temperature(self) -> float:
         """β of the MSSA softmax."""
         return 1 / math.sqrt(self.p) if self.beta is None else float(self.beta)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_model_config(cls, config) -> CrateConfig:
+        """The CRATE classifier `hardmax train --layer crate` builds from a `ModelConfig`: its vocabulary, d,
+        depth, padding id and embedding scale, with K = max(1, d // 4) heads of dimension p = d / K (p = 4
+        from d = 4 on) and the reference code's defaults for the rest. The hardmax layer's settings (α, A,
+        β) do not apply; the authors' padding behaviour (`paper_padding`) and a learned A are refused."""
+        if config.paper_padding or config.learn_A:
+            raise ValueError("--layer crate does not support --paper-padding or --learn-A")
+        heads = max(1, config.d // 4)
+        if config.d % heads:
+            raise ValueError(f"--layer crate needs d divisible by max(1, d // 4) heads, got d = {config.d}")
+        return cls(vocab_size=config.vocab_size, d=config.d, layers=config.layers, heads=heads, pad_id=config.pad_id,
+                   embedding_std=config.embedding_std)
 
 
 class CrateBlock(nn.Module):
