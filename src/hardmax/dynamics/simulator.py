@@ -128,12 +128,13 @@ def validate_A(A, d: int, dtype: torch.dtype, device) -> Tensor:
     A = _as_tensor(A, "A", dtype=dtype, device=device)
     if A.shape != (d, d):
         raise ValueError(f"A must have shape ({d}, {d}) to match tokens of dimension {d}, got {tuple(A.shape)}")
-    if not torch.isfinite(A).all():
+    values = A.detach()  # the checks are not part of the graph when A requires grad
+    if not torch.isfinite(values).all():
         raise ValueError("A contains NaN or inf")
-    scale = A.abs().max().clamp(min=1)
-    if not torch.allclose(A, A.T, rtol=0, atol=1e3 * torch.finfo(dtype).eps * float(scale)):
+    scale = values.abs().max().clamp(min=1)
+    if not torch.allclose(values, values.T, rtol=0, atol=1e3 * torch.finfo(dtype).eps * float(scale)):
         raise ValueError("A must be symmetric (A != A.T)")
-    smallest = torch.linalg.eigvalsh(A.to(torch.float64)).min().item()
+    smallest = torch.linalg.eigvalsh(values.to(torch.float64)).min().item()
     if smallest <= 0:
         raise ValueError(f"A must be positive definite; its smallest eigenvalue is {smallest:.3g}")
     return A
