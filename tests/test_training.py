@@ -439,3 +439,12 @@ def test_resume_with_another_word_dropout_is_refused(trained, splits):
 def test_word_dropout_changes_training(trained, splits, tmp_path):
     plain = run(splits, tmp_path / "plain", word_dropout=0.0, epochs=1)
     assert plain.history[0]["train_loss"] != trained.history[0]["train_loss"]
+
+
+def test_train_config_imports_without_torch():
+    """The CLI builds its options from TrainConfig: its module, and the package's lazy name, stay torch-free."""
+    code = ("import sys; from hardmax.training.config import TrainConfig; import hardmax.training as t; "
+            "t.TrainConfig(lr=0.1); assert 'torch' not in sys.modules, 'torch imported'; "
+            "t.load_run; assert 'torch' in sys.modules")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
