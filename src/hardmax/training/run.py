@@ -172,6 +172,9 @@ def _acquire(path: Path, run_dir: Path) -> int:
                 os.close(fd)
             raise RunLockedError(f"{run_dir} is being written by another process (pid {holder}, lock file "
                                  f"{path}); wait for it to finish or use another directory") from None
+        except OSError as e:  # a file system without flock (some network mounts): go on unlocked
+            logger.warning("cannot lock %s (%s); do not train twice into it at once", run_dir, e)
+            return fd
         try:
             current = os.stat(path).st_ino
         except FileNotFoundError:
