@@ -592,3 +592,16 @@ def test_cli_diverged_training_and_full_disk_fail_in_one_line(capsys, tmp_path, 
     last = err.splitlines()[-1]
     assert code == 2 and "could not write" in last and "No space left on device" in last, err
     assert "Traceback" not in err
+
+
+def test_a_file_system_without_flock_trains_unlocked_with_a_warning(tmp_path, monkeypatch, caplog):
+    import errno
+    import fcntl
+
+    def no_locks(fd, operation):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    with caplog.at_level(logging.WARNING, logger="hardmax.training.run"), lock_run(tmp_path / "r"):
+        assert "cannot lock" in caplog.text
+    assert not (tmp_path / "r" / ".lock").exists()
