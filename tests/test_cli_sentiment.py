@@ -20,7 +20,7 @@ import pytest
 from PIL import Image
 
 from hardmax.cli import main
-from hardmax.experiments.reproduce import DimensionResult
+from hardmax.experiments.pipeline import DimensionResult
 
 POSITIVE = ["great", "wonderful", "brilliant", "superb", "delightful"]
 NEGATIVE = ["awful", "boring", "terrible", "dreadful", "tedious"]
@@ -145,6 +145,7 @@ def test_training_into_a_run_without_resume_exits_2(trained, archive, capsys):
     assert code == 2 and out == ""
     line = _last_line(err)
     assert line.startswith("hardmax train: error:") and "already holds a run" in line and "--resume" in line
+    assert "resume=True" not in line  # the user's words: the option, not the library's argument
     assert "Traceback" not in err
     assert (run / "config.json").read_text() == config
 
@@ -193,6 +194,8 @@ def test_evaluate_prints_the_table_and_writes_metrics(trained, archive, capsys):
         value = evaluation.get(key, leaders.get(key))
         assert 0.0 <= value <= 1.0, key
     assert 1 <= leaders["min"] <= leaders["mean"] <= leaders["max"]
+    # Progress goes to stderr as plain lines when stderr is not a terminal: no carriage returns in a log.
+    assert "\r" not in err and "leaders: " in err and "metrics_test.json" in err
 
 
 def test_evaluate_on_validation(trained, archive, capsys):
@@ -272,7 +275,7 @@ def test_reproduce_quick_writes_the_report_and_reuses_finished_runs(archive, tmp
     assert f"wrote {report / 'results.md'} and results.json (1 dimensions)" in out
     results = json.loads((report / "results.json").read_text())
     assert set(results) == {"label", "command", "seconds_total", "machine", "data", "train_config", "candidates",
-                            "results", "benchmarks"}
+                            "results", "benchmarks", "benchmarks_link"}
     assert results["benchmarks"] == {}  # no benchmark output in this report directory
     assert results["candidates"] == {"lrs": [0.01], "stopwords": ["nltk"]} and "lr" not in results["train_config"]
     assert results["label"] == "quick" and results["command"] == "hardmax reproduce --quick"
@@ -292,10 +295,12 @@ def test_reproduce_quick_writes_the_report_and_reuses_finished_runs(archive, tmp
     assert md.startswith("# Sentiment analysis on IMDb: reproduced results (quick run)")
     assert f"| 2 | {r['test']['accuracy_hardmax']:.4f}" in md and "![d = 2: review_d2](figures/review_d2.gif)" in md
 
-    # A second run finds the finished run: nothing is trained again and the numbers are the same.
+    # A second run finds the finished run, says so, trains nothing again and gets the same numbers.
     stamps = {p.name: p.stat().st_mtime_ns for p in (runs / "d2").iterdir()}
-    code, _, err = _run(capsys, *argv)
+    code, out, err = _run(capsys, *argv)
     assert code == 0, err
+    assert f"d = 2: reused the finished run (same settings and data; delete the directory to retrain) in " \
+           f"{runs / 'd2'}/" in out
     assert {p.name: p.stat().st_mtime_ns for p in (runs / "d2").iterdir()} == stamps
     again = json.loads((report / "results.json").read_text())["results"]["2"]
     assert _without_timings(again) == _without_timings(r)
@@ -394,7 +399,7 @@ def test_bad_arguments_exit_2_with_one_line(case, tmp_path, capsys, monkeypatch)
 def test_bad_word_dropout_exits_2(archive, tmp_path, capsys):
     code, _, err = _run(capsys, "train", "--run", str(tmp_path / "run"), "--data", str(archive),
                         "--word-dropout", "1.0")
-    assert code == 2 and "word_dropout must be in [0, 1), got 1.0" in err and err.count("\n") == 1
+    assert code == 2 and "--word-dropout must be in [0, 1), got 1.0" in err and err.count("\n") == 1
 
 
 def test_stopwords_choices_are_the_libraries_lists():

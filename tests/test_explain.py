@@ -23,6 +23,7 @@ by writing a follower of leader L as z^k = L + (1 − γ)^k (z − L):
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import pytest
@@ -30,7 +31,14 @@ import torch
 from corpus import PAD, sentiment_corpus
 
 from hardmax import HardmaxClassifier, ModelConfig
-from hardmax.explain import explain_ids, leader_masks, leader_statistics, leader_word_counts
+from hardmax.explain import (
+    explain_ids,
+    final_layer,
+    leader_flags,
+    leader_masks,
+    leader_statistics,
+    leader_word_counts,
+)
 
 WORDS = ["<pad>", "<unk>", "great", "awful", "film", "plot", "quite", "nice", "boring"]
 EMBEDDING = [(0, 0), (0, 0), (3, 0), (0, 3), (1, 1), (2, 0.5), (1, 0), (1.2, 0.5), (0, 4)]
@@ -96,7 +104,7 @@ def test_leader_masks_known_leaders(model):
     assert leader_words(trace, leaders[0]) == INITIAL_LEADERS
     for k in range(1, 4):
         assert leader_words(trace, leaders[k]) == FINAL_LEADERS, k
-    assert not (leaders & (trace.weights == 0)).any()  # unused slots are never leaders
+    assert not (leaders & (trace.multiplicity == 0)).any()  # unused slots are never leaders
 
 
 def test_leaders_do_not_move(model):
@@ -123,7 +131,7 @@ def test_leader_masks_match_scores(seed):
     A = model.A_matrix().detach()
     for k in range(trace.tokens.shape[0]):
         for b in range(len(corpus)):
-            z, present = trace.tokens[k, b].detach(), trace.weights[b] > 0
+            z, present = trace.tokens[k, b].detach(), trace.multiplicity[b] > 0
             s = z @ A @ z.T
             for i in range(z.shape[0]):
                 others = present.clone()
@@ -231,7 +239,7 @@ def test_leader_word_counts_keep_only_decisive_leaders(model):
     logit = {}
     for b in range(ids.shape[0]):
         for i, w in enumerate(trace.ids[b].tolist()):
-            if trace.weights[b, i] > 0:
+            if trace.multiplicity[b, i] > 0:
                 logit[WORDS[w]] = abs(float(model.decoder(trace.tokens[-1, b, i]).squeeze()))
     leaders = {w for side in every.values() for w in by_word(side)}
     cut = sorted(logit[w] for w in leaders)[len(leaders) // 2]  # keeps the leaders strictly above the median
@@ -242,3 +250,95 @@ def test_leader_word_counts_keep_only_decisive_leaders(model):
     assert sum(sum(c.values()) for c in kept.values()) < sum(sum(c.values()) for c in every.values())
     nothing = leader_word_counts(model, ids, mask, labels, confidence=0.6, decisive=1e9)
     assert not nothing["positive"] and not nothing["negative"]
+
+
+# --------------------------------------------------------------------------------------------
+# The fast path: leader_flags and final_layer against the trace and `find_leaders`.
+# --------------------------------------------------------------------------------------------
+
+
+def _reference_statistics(model: HardmaxClassifier, ids: torch.Tensor, mask: torch.Tensor) -> tuple:
+    """Per-review final leaders and initial∧final leaders the slow, obvious way: the classifier's full
+    hardmax trace and `find_leaders` (exact identity) at layers 0 and K, review by review."""
+    from hardmax.theory import find_leaders
+
+    final, both = [], []
+    for b in range(ids.shape[0]):
+        trace = model.trace(ids[b:b + 1], mask[b:b + 1], attention="hardmax")
+        present = trace.multiplicity > 0
+        A = None if trace.A is None else trace.A.detach()
+        first = find_leaders(trace.tokens[0].detach(), A=A, mask=present, atol=0.0)
+        last = find_leaders(trace.tokens[-1].detach(), A=A, mask=present, atol=0.0)
+        final.append(int(last.sum()))
+        both.append(int((first & last).sum()))
+    return torch.tensor(final), sum(both)
+
+
+@pytest.mark.parametrize("seed, learn_A, paper_padding, dtype", [(0, False, False, torch.float32),
+                                                                  (1, True, False, torch.float32),
+                                                                  (2, False, True, torch.float64),
+                                                                  (3, False, False, torch.float64)])
+def test_leader_statistics_equal_the_trace_and_find_leaders(seed, learn_A, paper_padding, dtype):
+    corpus = sentiment_corpus(40, n_neutral=30, min_length=4, max_length=40, seed=seed)
+    torch.manual_seed(seed)
+    model = HardmaxClassifier(ModelConfig(vocab_size=corpus.vocab_size, d=4, layers=6, alpha_init=0.7,
+                                          learn_A=learn_A, paper_padding=paper_padding)).to(dtype)
+    with torch.no_grad():
+        if learn_A:
+            model.A_factor.add_(0.3 * torch.randn(4, 4, dtype=dtype))
+        # Copies of one embedding: distinct words at one position, an exact tie the rule must keep.
+        model.embedding.weight[5] = model.embedding.weight[6]
+    per_review, both = _reference_statistics(model, corpus.ids, corpus.mask)
+    stats = leader_statistics(model, corpus.ids, corpus.mask, batch_size=7)
+    assert torch.equal(stats.per_review, per_review)
+    assert stats.fraction_initial == pytest.approx(both / int(per_review.sum()))
+
+
+def test_final_layer_is_the_traces_last_layer():
+    corpus = sentiment_corpus(30, n_neutral=20, min_length=4, max_length=30, seed=4)
+    torch.manual_seed(4)
+    model = HardmaxClassifier(ModelConfig(vocab_size=corpus.vocab_size, d=3, layers=5)).double().eval()
+    state = final_layer(model, corpus.ids, corpus.mask)
+    trace = model.trace(corpus.ids, corpus.mask, attention="hardmax")
+    torch.testing.assert_close(state.logits, trace.logits.detach())
+    for b in range(len(corpus)):
+        ours = {int(i): z for i, z, p in zip(state.ids[b], state.last[b], state.present[b], strict=True) if p}
+        theirs = {int(i): z for i, z, w in zip(trace.ids[b], trace.tokens[-1, b], trace.multiplicity[b],
+                                              strict=True) if w > 0}
+        assert ours.keys() == theirs.keys()
+        for word, z in ours.items():
+            torch.testing.assert_close(z, theirs[word].detach(), rtol=0, atol=1e-12)
+
+
+def test_leader_flags_equal_find_leaders_near_ties():
+    """Random configurations with planted exact ties, near-ties (one ulp) and copies."""
+    from hardmax.theory import find_leaders
+
+    g = torch.Generator().manual_seed(0)
+    for dtype in (torch.float32, torch.float64):
+        z = torch.randn(64, 9, 3, generator=g, dtype=dtype)
+        z[:16, 1] = z[:16, 0]  # copies
+        z[16:32, 1] = z[16:32, 0] * torch.tensor([1.0, 1.0, -1.0], dtype=dtype)  # mirror: equal norms
+        z[32:48, 2] = torch.nextafter(z[32:48, 0], torch.full_like(z[32:48, 0], 10.0))  # one ulp apart
+        present = torch.rand(64, 9, generator=g) > 0.2
+        present[:, :3] = True
+        expected = find_leaders(z, mask=present, atol=0.0)
+        assert torch.equal(leader_flags(z, present, chunk=5), expected), dtype
+        A = torch.tensor([[2.0, 0.3, 0.0], [0.3, 1.0, 0.1], [0.0, 0.1, 0.5]], dtype=dtype)
+        assert torch.equal(leader_flags(z, present, A=A), find_leaders(z, A=A, mask=present, atol=0.0)), dtype
+
+
+def test_explanation_when_every_word_leads(model):
+    """d ≥ 8 in practice: almost every word is its own leader; the summary says so and lists the decisive ones."""
+    e = explain(model, ["great", "awful", "boring", "plot"])
+    e = dataclasses.replace(e, leaders=list(range(len(e.words))), d=16)
+    assert e.mostly_leaders
+    text = e.summary(decisive=2.0)
+    assert "almost every word is its own leader" in text and "d = 16" in text
+    shown = [line.split(":")[0].strip("★ ") for line in text.splitlines() if line.startswith("  ★")]
+    decisive = [e.words[i] for i in e.leaders if abs(e.word_logits[i]) > 2.0]
+    assert sorted(shown) == sorted(decisive) and shown
+    assert "follower(s)" not in text
+    logits = [abs(e.word_logits[e.words.index(w)]) for w in shown]
+    assert logits == sorted(logits, reverse=True)  # most decisive first
+    assert "(none" in dataclasses.replace(e, word_logits=[0.0] * len(e.words)).summary()

@@ -7,6 +7,7 @@ Figures are checked through what they contain (bars, labels, titles, frames), no
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import Counter
 
@@ -15,12 +16,13 @@ import numpy as np
 import pytest
 import torch
 from corpus import sentiment_corpus
+from matplotlib.colors import to_rgba
 from PIL import Image
 
 from hardmax import HardmaxClassifier, ModelConfig
 from hardmax.explain import Explanation, explain_ids
 from hardmax.plots import save_figure
-from hardmax.plots.sentiment import animate_review, plot_leader_words, plot_review, project_review
+from hardmax.plots.sentiment import animate_review, plot_leader_words, plot_review, project_review, shown_leaders
 
 LAYERS = 3
 
@@ -119,18 +121,57 @@ def test_project_review_keeps_the_decision(review):
         assert normal[1] == 0 and normal[0] == pytest.approx(np.linalg.norm(w))
 
 
+def _overlap(a, b) -> bool:
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
 def test_plot_review_panels(review):
     model, explanation = review
     fig = plot_review(explanation, model, layers=(0, 1, 2, 8))  # 8 > LAYERS: clipped to the last layer
     assert [ax.get_title() for ax in fig.axes] == ["layer 0", "layer 1", "layer 2", f"layer {LAYERS}"]
     leader_words = sorted(explanation.words[i] for i in explanation.leaders)
-    for ax in fig.axes:  # every leader labelled, nothing else
-        assert sorted(t.get_text() for t in ax.texts) == leader_words
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert sorted(legend[:len(leader_words)]) == leader_words  # every leader named in the legend
+    assert legend[len(leader_words):] == ["mean token (decided on)", "decision line v·z + b = 0",
+                                          "positive half-plane", "negative half-plane"]
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    for ax in fig.axes:  # names beside stars: leaders only, none overlapping another
+        assert {t.get_text() for t in ax.texts} <= set(leader_words)
+        boxes = [t.get_window_extent(renderer) for t in ax.texts]
+        assert not any(_overlap(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
     title = fig.get_suptitle()
     assert title.startswith(explanation.label) and f"{len(explanation.leaders)} leaders" in title
     axes = "token coordinates" if model.config.d == 2 else "decoder direction × principal component"
     assert title.endswith(f"axes: {axes}")
-    plt.close(fig)
+
+
+def test_up_to_twenty_leaders_get_distinct_colours(corpus):
+    """With many leaders (here every word made one), each drawn leader has its own colour up to 20."""
+    model, explanation = explained(corpus, 2)
+    many = dataclasses.replace(explanation, leaders=list(range(len(explanation.words))), follows={},
+                               word_logits=[])
+    stars = shown_leaders(many)
+    assert len(stars) == len(explanation.words) > 12
+    fig = plot_review(many, model, layers=(0, LAYERS))
+    handles = fig.legends[0].legend_handles[:min(len(stars), 20)]
+    colours = {tuple(np.round(to_rgba(h.get_markerfacecolor()), 3)) for h in handles}
+    assert len(colours) == len(handles)
+    assert not fig.axes[0].texts  # too many to name beside the stars: the legend names them
+
+
+def test_when_every_word_leads_the_stars_are_the_decisive_leaders(corpus):
+    model, explanation = explained(corpus, 5)
+    every = dataclasses.replace(explanation, leaders=list(range(len(explanation.words))), follows={}, d=16)
+    assert every.mostly_leaders
+    decisive = float(np.median(np.abs(every.word_logits)))
+    stars = shown_leaders(every, decisive)
+    assert stars == every.decisive_leaders(decisive) and 0 < len(stars) < len(every.words)
+    fig = plot_review(every, model, layers=(0, LAYERS), decisive=decisive)
+    assert "almost every word is its own leader" in fig.get_suptitle()
+    assert fig.legends[0].get_title().get_text().startswith("decisive leaders")
 
 
 def test_animate_review_writes_a_gif(review, tmp_path):
@@ -155,7 +196,7 @@ def test_save_writes_png_and_pdf_atomically(corpus, tmp_path):
     assert _files(tmp_path / "figures") == ["review.pdf", "review.png"]  # no temporary files left
     assert (tmp_path / "figures" / "review.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "figures" / "review.pdf").read_bytes()[:5] == b"%PDF-"
-    assert not plt.fignum_exists(fig.number)  # closed
+    assert plt.get_fignums() == []  # figures are plain `Figure`s: nothing is left open in pyplot
 
 
 def test_a_failed_save_leaves_no_temporary_file_and_still_closes(tmp_path):
@@ -163,7 +204,7 @@ def test_a_failed_save_leaves_no_temporary_file_and_still_closes(tmp_path):
     with pytest.raises(ValueError, match="not-a-format"):
         save_figure(fig, tmp_path / "bars", formats=("png", "not-a-format"), close=True)
     assert _files(tmp_path) == ["bars.png"]
-    assert not plt.fignum_exists(fig.number)
+    assert plt.get_fignums() == []
 
 
 def test_tight_saving_crops_to_the_drawing(tmp_path):

@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 
 from hardmax.data import STOP_LISTS, DataConfig
+from hardmax.experiments.report import benchmarks_link, read_benchmarks, render_report
 from hardmax.experiments.reproduce import (
     PAPER_ACCURACY,
+    QUICK_ACCURACY,
     TARGET_ACCURACY,
     ReproduceConfig,
     quick,
-    read_benchmarks,
-    render_report,
     reproduce,
 )
 from hardmax.io import write_json
@@ -170,6 +170,39 @@ def test_render_report_quotes_the_benchmarks_found(payload, tmp_path):
     assert engine in render_report(payload).splitlines()
 
 
+def test_quick_report_compares_with_quick_expectations(payload):
+    """A quick run is held to what quick runs reach, not to the full run's targets."""
+    payload = {**payload, "label": "quick", "command": "hardmax reproduce --quick"}
+    payload["results"]["2"]["test"]["accuracy_hardmax"] = QUICK_ACCURACY[2] + 0.001  # below the full target
+    payload["results"]["16"]["test"]["accuracy_hardmax"] = QUICK_ACCURACY[16] - 0.001
+    lines = render_report(payload).splitlines()
+    start = lines.index("## Test accuracy")
+    assert "not with the full run's targets" in lines[start + 2]
+    header = next(line for line in lines[start:] if line.startswith("| d | hardmax"))
+    assert "| expected (quick run) |" in header and "| target |" not in header
+    table = lines[lines.index(header) + 2:]
+    rows = {line.split(" | ")[0]: line for line in table[:3]}
+    assert f"| {QUICK_ACCURACY[2] + 0.001:.4f} ✓ |" in rows["| 2"] and f"≥ {QUICK_ACCURACY[2]:.2f}" in rows["| 2"]
+    assert f"| {QUICK_ACCURACY[16] - 0.001:.4f} ✗ |" in rows["| 16"]
+    assert all(QUICK_ACCURACY[d] < TARGET_ACCURACY[d] for d in QUICK_ACCURACY)
+
+
+def test_benchmarks_link_works_from_any_report_directory(payload, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docs").mkdir()
+    report = tmp_path / "runs" / "quick"
+    report.mkdir(parents=True)
+    assert benchmarks_link(report) is None
+    (tmp_path / "docs" / "benchmarks.md").write_text("# speed\n")
+    link = benchmarks_link(report)
+    assert link == "../../docs/benchmarks.md" and (report / link).resolve() == tmp_path / "docs" / "benchmarks.md"
+    assert benchmarks_link(tmp_path / "docs") == "benchmarks.md"
+    text = render_report({**payload, "benchmarks_link": link})
+    assert "[benchmarks.md](../../docs/benchmarks.md)" in text
+    assert "[benchmarks.md]" not in render_report({**payload, "benchmarks_link": None})
+    assert "[benchmarks.md](benchmarks.md)" in render_report(payload)  # results.json from before the link
+
+
 def test_render_report_cached_quick_run(payload):
     payload = {**payload, "label": "quick", "command": "hardmax reproduce --quick",
                "data": {**payload["data"], "cache_hit": True}}
@@ -191,7 +224,8 @@ def test_quick_preset_and_overrides():
     assert config.stopwords == ("nltk",) and ReproduceConfig().stopwords == ("nltk", "sklearn")
     assert quick(dims=(2,), progress=False).dims == (2,)
     full = ReproduceConfig()
-    assert full.label == "full" and full.report_dir == "docs" and full.data.limit is None
+    # The full run writes beside its runs; the tracked docs/ only when asked (--report-dir docs).
+    assert full.label == "full" and full.report_dir == full.out_dir == "runs/reproduce" and full.data.limit is None
 
 
 @pytest.mark.parametrize("changes, match", [({"dims": ()}, "dims"), ({"dims": (2, 0)}, "dims"),

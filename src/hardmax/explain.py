@@ -1,31 +1,87 @@
-"""Measurements on trained classifiers: leaders per review, leader words, explanations.
+"""Why a trained classifier decided: leaders per review, decisive leader words, explanations of one review.
 
 Everything here consumes a `HardmaxClassifier` and word ids and returns small dataclasses; nothing
 trains and nothing plots. Leaders are counted on *distinct words* of a review: a repeated word is
 one token of multiplicity w (see `hardmax.dynamics`), and it is a leader when its attention set
 holds only itself (C_i = {i} up to its own copies), so it never moves.
+
+The statistics over a whole test set need only layers 0 and K: they run the compiled engine
+(`hardmax.simulate(..., store="final")`) on the reviews, and decide leaders with the one leader rule
+(`hardmax.theory.find_leaders`) wherever a score margin is near a tie (see `leader_flags`).
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
-from hardmax.dynamics import attention_weights
+from hardmax.dynamics import Hardmax, attention_matrix, simulate
 from hardmax.models import HardmaxClassifier, ModelTrace
 from hardmax.theory import find_leaders
 
 __all__ = [
     "Explanation",
+    "FinalLayer",
     "LeaderStats",
     "explain_ids",
+    "final_layer",
+    "leader_flags",
     "leader_masks",
     "leader_statistics",
     "leader_word_counts",
 ]
+
+# Score margins farther than this many tie tolerances from 0 decide a leader without the tie rule: the
+# engine's attention sets only ever hold keys within 2 (tie_rtol + d·eps) W R of a row's best score
+# (`hardmax.dynamics.ties.coarse_tolerance`; W = max_j ‖|A||z_j|‖, R = max_j ‖z_j‖), and the scores computed
+# here round differently from the engine's by less than d·eps·W·R.
+_SAFETY = 4.0
+
+
+def leader_flags(tokens: Tensor, present: Tensor, *, A: Tensor | None = None,
+                 tie_rtol: float | None = None, chunk: int = 256) -> Tensor:
+    """Bool (batch, m): distinct token i is a leader (C_i = {i}); `find_leaders` with exact identity (atol = 0).
+
+    The same answer as ``find_leaders(tokens, A=A, mask=present, tie_rtol=tie_rtol, atol=0)``, faster: a token
+    whose own score beats every other one by more than any tie tolerance of the engine,
+    s_ii − max_{j≠i} s_ij > 8 (tie_rtol + d·eps) W R, is a leader, one beaten by as much is not, and only the
+    reviews with a token in between (near-ties, copies of one position) go through `find_leaders`.
+
+    Args:
+        tokens: (batch, m, d) distinct tokens of each review. present: (batch, m) bool, False for unused slots.
+        A: (d, d) score matrix, None for the identity. tie_rtol: as in `Hardmax(tie_rtol)`.
+        chunk: reviews scored together (the (chunk, m, m) scores stay in cache).
+    """
+    leader = torch.zeros_like(present)
+    unsure = torch.zeros(present.shape[0], dtype=torch.bool, device=present.device)
+    if tokens.shape[1] == 0:
+        return leader
+    A = None if A is None else A.detach()
+    rtol = Hardmax(tie_rtol).rtol(tokens.dtype)
+    tol = _SAFETY * 2 * (rtol + tokens.shape[-1] * torch.finfo(tokens.dtype).eps)
+    zero = torch.zeros((), dtype=tokens.dtype, device=tokens.device)
+    for rows in torch.split(torch.arange(tokens.shape[0], device=tokens.device), chunk):
+        z, real = tokens[rows], present[rows]
+        s = (z if A is None else z @ A) @ z.transpose(-1, -2)  # (chunk, m, m)
+        s.masked_fill_(~real.unsqueeze(-2), -math.inf)
+        diagonal = s.diagonal(dim1=1, dim2=2)
+        own = diagonal.clone()
+        diagonal.fill_(-math.inf)
+        margin = own - s.amax(-1)  # +inf for a review's only token
+        radius = torch.where(real, z.norm(dim=-1), zero).amax(-1, keepdim=True)  # R
+        size = z.abs() if A is None else z.abs() @ A.abs()
+        size = torch.where(real, size.norm(dim=-1), zero).amax(-1, keepdim=True)  # W
+        bound = tol * size * radius
+        leader[rows] = (margin > bound) & real
+        unsure[rows] = ((margin.abs() <= bound) & real).any(-1)
+    if bool(unsure.any()):
+        rows = unsure.nonzero().squeeze(-1)
+        leader[rows] = find_leaders(tokens[rows], A=A, mask=present[rows], tie_rtol=tie_rtol, atol=0.0)
+    return leader
 
 
 def leader_masks(trace: ModelTrace, *, layers: tuple[int, ...] | None = None,
@@ -37,10 +93,85 @@ def leader_masks(trace: ModelTrace, *, layers: tuple[int, ...] | None = None,
     is a token whose attention set holds only itself. `layers`: which layers (default all, 0..K).
     """
     chosen = range(trace.tokens.shape[0]) if layers is None else layers
-    present = trace.weights > 0
+    present = trace.multiplicity > 0
     A = None if trace.A is None else trace.A.detach()
-    return torch.stack([find_leaders(trace.tokens[k], A=A, mask=present, tie_rtol=tie_rtol, atol=0.0)
-                        for k in chosen])
+    return torch.stack([leader_flags(trace.tokens[k], present, A=A, tie_rtol=tie_rtol) for k in chosen])
+
+
+@dataclass(frozen=True)
+class FinalLayer:
+    """Layers 0 and K of a batch of reviews on their distinct words, computed by the compiled engine.
+
+    Attributes:
+        ids: (batch, m) word id of each distinct word (PAD where unused). present: (batch, m) bool.
+        first, last: (batch, m, d) the distinct words at layer 0 and at layer K.
+        logits: (batch,) the classifier's hardmax logits. word_logits: (batch, m) each word's own decoder
+            logit at layer K, v·z_i^K + b (how firmly its final position alone would classify).
+    """
+
+    ids: Tensor
+    present: Tensor
+    first: Tensor
+    last: Tensor
+    logits: Tensor
+    word_logits: Tensor
+
+
+@torch.no_grad()
+def final_layer(model: HardmaxClassifier, ids: Tensor, mask: Tensor) -> FinalLayer:
+    """Run the classifier's hardmax layers on (batch, n) reviews and keep layers 0 and K (see `FinalLayer`).
+
+    The same dynamics as ``model.trace(ids, mask, attention="hardmax")``, run by `hardmax.simulate`
+    (the compiled kernel on a CPU, one review per core), which stores only the two layers needed.
+    """
+    if model.config.paper_padding:  # the authors' padding attends, is attended and pooled
+        mask = torch.ones_like(mask)
+    weight = model.embedding.weight
+    distinct, index = _distinct_ids(ids, mask)
+    present = distinct >= 0
+    distinct = distinct.clamp(min=0)
+    z = model.embedding(ids)
+    layers = model.config.layers
+    if layers:
+        A = model.A
+        run = simulate(z, Hardmax(), alpha=float(model.alpha), layers=layers, A=None if A is None else A.detach(),
+                       mask=mask, store="final")
+        end = run.tokens[-1]
+    else:
+        end = z
+    # Copies of a word stay identical through every layer: any copy gives the word's position. Padding
+    # goes to one extra slot, dropped.
+    last = torch.zeros(distinct.shape[0], distinct.shape[1] + 1, weight.shape[1], dtype=end.dtype, device=end.device)
+    last = last.scatter(1, index.unsqueeze(-1).expand_as(end), end)[:, :-1]
+    real = mask.unsqueeze(-1).to(end.dtype)
+    pooled = (real * end).sum(1) / real.sum(1)
+    return FinalLayer(ids=distinct, present=present, first=model.embedding(distinct), last=last,
+                      logits=model.decoder(pooled).squeeze(-1), word_logits=model.decoder(last).squeeze(-1))
+
+
+def _distinct_ids(ids: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+    """(batch, m) the distinct word ids of each review (−1 where unused), and (batch, n) the slot of each
+    real position among them (m, one past the end, for padding)."""
+    keyed = torch.where(mask, ids, torch.full_like(ids, -1))
+    ordered, order = keyed.sort(dim=-1)
+    new = torch.ones_like(mask)
+    new[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    new &= ordered >= 0
+    slot = new.cumsum(-1) - 1
+    m = int(new.sum(-1).max()) if ids.numel() else 0
+    distinct = torch.full((ids.shape[0], m), -1, dtype=ids.dtype, device=ids.device)
+    rows = torch.arange(ids.shape[0], device=ids.device).unsqueeze(1).expand_as(slot)
+    distinct[rows[new], slot[new]] = ordered[new]
+    index = torch.empty_like(slot)
+    index.scatter_(1, order, torch.where(ordered >= 0, slot, torch.full_like(slot, m)))
+    return distinct, index
+
+
+def _batches(n: int, batch_size: int, what: str, progress: bool):
+    from hardmax.progress import progress as bar
+
+    rows = torch.split(torch.arange(n), batch_size)
+    return bar(rows, total=len(rows), desc=what, unit="batch", disable=not progress, leave=False)
 
 
 @dataclass(frozen=True)
@@ -53,27 +184,32 @@ class LeaderStats:
     min: int
     max: int
     fraction_initial: float  # share of final leaders that were already leaders at layer 0
-    per_review: Tensor  # (n_reviews,) int64 number of leaders of each review
+    per_review: Tensor | None = field(default=None, repr=False)  # (n_reviews,) int64 leaders of each review
 
 
 @torch.no_grad()
-def leader_statistics(model: HardmaxClassifier, ids: Tensor, mask: Tensor, *, batch_size: int = 512) -> LeaderStats:
+def leader_statistics(model: HardmaxClassifier, ids: Tensor, mask: Tensor, *, batch_size: int = 2048,
+                      progress: bool = False) -> LeaderStats:
     """Count hardmax leaders at the last layer of every review, and how many were leaders at layer 0.
 
     Args:
         model: a trained classifier. ids, mask: (N, n) word ids and real-token mask.
+        batch_size: reviews per engine call. progress: report progress on stderr.
     """
     device = next(model.parameters()).device
-    counts, initial = [], 0
-    total = 0
-    for rows in torch.split(torch.arange(ids.shape[0]), batch_size):
-        trace = _trace(model, ids[rows].to(device), mask[rows].to(device))
-        first, final = leader_masks(trace, layers=(0, -1))
+    A = model.A
+    counts, initial, total = [], 0, 0
+    for rows in _batches(ids.shape[0], batch_size, "leaders", progress):
+        state = final_layer(model, ids[rows].to(device), mask[rows].to(device))
+        first = leader_flags(state.first, state.present, A=A)
+        final = leader_flags(state.last, state.present, A=A)
         counts.append(final.sum(-1).cpu())
         initial += int((final & first).sum())
         total += int(final.sum())
-    per_review = torch.cat(counts)
+    per_review = torch.cat(counts) if counts else torch.zeros(0, dtype=torch.int64)
     as_float = per_review.double()
+    if per_review.numel() == 0:
+        raise ValueError("leader_statistics needs at least one review")
     return LeaderStats(
         n_reviews=int(per_review.numel()),
         mean=float(as_float.mean()),
@@ -85,14 +221,10 @@ def leader_statistics(model: HardmaxClassifier, ids: Tensor, mask: Tensor, *, ba
     )
 
 
-def _trace(model: HardmaxClassifier, ids: Tensor, mask: Tensor) -> ModelTrace:
-    return model.trace(ids, mask, attention="hardmax")
-
-
 @torch.no_grad()
 def leader_word_counts(model: HardmaxClassifier, ids: Tensor, mask: Tensor, labels: Tensor, *,
                        confidence: float = 0.95, decisive: float | None = 2.0,
-                       batch_size: int = 512) -> dict[str, Counter]:
+                       batch_size: int = 2048, progress: bool = False) -> dict[str, Counter]:
     """How often each word is a decisive final-layer leader in confidently and correctly classified reviews.
 
     The paper's histogram (the authors' code): a review counts when its hardmax prediction is correct
@@ -104,22 +236,27 @@ def leader_word_counts(model: HardmaxClassifier, ids: Tensor, mask: Tensor, labe
     device = next(model.parameters()).device
     out = {"positive": Counter(), "negative": Counter()}
     vocab_size = model.config.vocab_size
-    for rows in torch.split(torch.arange(ids.shape[0]), batch_size):
-        trace = _trace(model, ids[rows].to(device), mask[rows].to(device))
-        prob = torch.sigmoid(trace.logits).cpu()
+    A = model.A
+    for rows in _batches(ids.shape[0], batch_size, "leader words", progress):
+        state = final_layer(model, ids[rows].to(device), mask[rows].to(device))
+        prob = torch.sigmoid(state.logits).cpu()
         truth = labels[rows].cpu() > 0.5
         keep = ((prob > 0.5) == truth) & (torch.maximum(prob, 1 - prob) > confidence)
-        final = leader_masks(trace, layers=(-1,))[0]
+        final = leader_flags(state.last, state.present, A=A)
         if decisive is not None:
-            final &= model.decoder(trace.tokens[-1]).squeeze(-1).abs() > decisive
+            final &= state.word_logits.abs() > decisive
         final = final.cpu()
         for name, side in (("positive", truth), ("negative", ~truth)):
             sel = keep & side
-            word_ids = trace.ids.cpu()[sel][final[sel]]
+            word_ids = state.ids.cpu()[sel][final[sel]]
             hist = torch.bincount(word_ids, minlength=vocab_size)
             nz = hist.nonzero().squeeze(-1)
             out[name].update(dict(zip(nz.tolist(), hist[nz].tolist(), strict=True)))
     return out
+
+
+# Above this share of words leading, followers are too few for leaders to explain anything.
+_MOSTLY_LEADERS = 0.8
 
 
 @dataclass(frozen=True)
@@ -133,11 +270,37 @@ class Explanation:
     leaders: list[int]  # indices (into `words`) of the final-layer leaders
     initial_leaders: list[int]  # leaders at layer 0
     follows: dict[int, list[int]]  # leader index -> indices of the words whose final attention set holds it
+    word_logits: list[float] = field(default_factory=list)  # each word's decoder logit v·z_i^K + b at layer K
+    d: int = 2  # the model's token dimension
     trace: ModelTrace = None  # the full per-layer trace (for figures)
 
-    def summary(self) -> str:
-        lines = [f"prediction: {self.label}  (P(positive) = {self.probability:.3f})",
-                 f"{len(self.leaders)} leader(s) among {len(self.words)} distinct words:"]
+    @property
+    def mostly_leaders(self) -> bool:
+        """True when almost every word is its own leader (usual for d ≥ 8): followers explain little."""
+        return len(self.words) > 2 and len(self.leaders) >= _MOSTLY_LEADERS * len(self.words)
+
+    def decisive_leaders(self, decisive: float = 2.0) -> list[int]:
+        """Leaders whose own decoder logit |v·z_i + b| exceeds `decisive`, most decisive first."""
+        chosen = [i for i in self.leaders if abs(self.word_logits[i]) > decisive]
+        return sorted(chosen, key=lambda i: -abs(self.word_logits[i]))
+
+    def summary(self, decisive: float = 2.0) -> str:
+        """The explanation as text: leaders and their followers, or, when almost every word leads, the
+        decisive leaders."""
+        lines = [f"prediction: {self.label}  (P(positive) = {self.probability:.3f})"]
+        if self.mostly_leaders and self.word_logits:
+            lines.append(f"{len(self.leaders)} leader(s) among {len(self.words)} distinct words: at d = {self.d} "
+                         "almost every word is its own leader, so leaders and followers explain little here "
+                         "(they do at d = 2). The decisive leaders, whose own decoder logit |v·z + b| > "
+                         f"{decisive:g}, carry the prediction:")
+            chosen = self.decisive_leaders(decisive)
+            for i in chosen[:20]:
+                side = "positive" if self.word_logits[i] > 0 else "negative"
+                lines.append(f"  ★ {self.words[i]}: logit {self.word_logits[i]:+.2f} ({side})")
+            if not chosen:
+                lines.append("  (none: no single word is decisive; the prediction comes from their mean)")
+            return "\n".join(lines)
+        lines.append(f"{len(self.leaders)} leader(s) among {len(self.words)} distinct words:")
         for i in sorted(self.leaders, key=lambda i: -len(self.follows.get(i, []))):
             followers = [self.words[j] for j in self.follows.get(i, []) if j != i]
             star = "" if i in self.initial_leaders else " (emerged)"
@@ -155,10 +318,10 @@ def explain_ids(model: HardmaxClassifier, ids: Tensor, words: list[str]) -> Expl
     """
     device = next(model.parameters()).device
     ids = ids.reshape(1, -1).to(device)
-    trace = _trace(model, ids, torch.ones_like(ids, dtype=torch.bool))
-    present = trace.weights[0] > 0
+    trace = model.trace(ids, torch.ones_like(ids, dtype=torch.bool), attention="hardmax")
+    present = trace.multiplicity[0] > 0
     leaders = leader_masks(trace)
-    p_last = attention_weights(trace.tokens[-1], trace.weights, A=trace.A, attention="hardmax")[0]
+    p_last = attention_matrix(trace.tokens[-1], trace.multiplicity, rule=Hardmax(), A=trace.A)[0]
     final_leaders = leaders[-1, 0].nonzero().squeeze(-1).tolist()
     # follower i of leader j: j ∈ C_i at the last layer, i ≠ j, i a real word.
     attends = (p_last > 0) & present.unsqueeze(-1)
@@ -169,9 +332,11 @@ def explain_ids(model: HardmaxClassifier, ids: Tensor, words: list[str]) -> Expl
         probability=prob,
         label="positive" if prob > 0.5 else "negative",
         words=[words[int(k)] for k in trace.ids[0].tolist()],
-        multiplicity=[int(w) for w in trace.weights[0].tolist()],
+        multiplicity=[int(w) for w in trace.multiplicity[0].tolist()],
         leaders=final_leaders,
         initial_leaders=leaders[0, 0].nonzero().squeeze(-1).tolist(),
         follows=follows,
+        word_logits=[float(v) for v in model.decoder(trace.tokens[-1][0]).squeeze(-1).tolist()],
+        d=model.config.d,
         trace=trace,
     )

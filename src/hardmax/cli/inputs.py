@@ -1,18 +1,23 @@
-"""Reading user input for the commands: token arrays (.npy / .csv) and matrices given inline."""
+"""Reading user input for the commands: token arrays (.npy / .csv) and matrices given inline.
+
+numpy is imported inside the readers, so that building the parser (`hardmax --help`) stays fast.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
+__all__ = ["read_array", "read_matrix"]
 
 # --------------------------------------------------------------------------------------------
 # Reading user input.
 # --------------------------------------------------------------------------------------------
 
 
-def _read_csv(path: Path) -> np.ndarray:
+def _read_csv(path: Path):
     """A numeric CSV file as an (n, d) float64 array; a first line that is not numeric is a header."""
+    import numpy as np
+
     lines = [line for line in path.read_text(encoding="utf-8").splitlines()
              if line.strip() and not line.lstrip().startswith("#")]
     rows = [[cell.strip() for cell in line.split(",")] for line in lines]
@@ -32,8 +37,10 @@ def _read_csv(path: Path) -> np.ndarray:
         raise ValueError(f"{path}: {e}") from None
 
 
-def _read_array(path: Path, what: str) -> np.ndarray:
-    """An (rows, cols) float64 array from a .npy or .csv file."""
+def read_array(path: Path, what: str):
+    """An (rows, cols) float64 array from a .npy or .csv file; `what` names it in errors."""
+    import numpy as np
+
     if not path.is_file():
         raise ValueError(f"{what} file not found: {path}")
     suffix = path.suffix.lower()
@@ -51,11 +58,13 @@ def _read_array(path: Path, what: str) -> np.ndarray:
     return array.astype(np.float64)
 
 
-def read_matrix(text: str) -> np.ndarray:
+def read_matrix(text: str):
     """The matrix A from a .npy/.csv file or a literal: rows split by ';', entries by ',' ("2,0;0,1")."""
+    import numpy as np
+
     path = Path(text)
     if path.suffix.lower() in (".npy", ".csv", ".txt") or path.is_file():
-        return _read_array(path, "A")
+        return read_array(path, "A")
     try:
         rows = [[float(cell) for cell in row.replace(",", " ").split()] for row in text.split(";")]
     except ValueError:

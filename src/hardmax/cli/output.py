@@ -1,4 +1,8 @@
-"""Writing command output: progress lines on stderr, timings, text, arrays and JSON."""
+"""Writing command output: progress lines on stderr, timings, text, arrays and JSON.
+
+numpy and torch are imported inside the functions that need them, so that building the parser
+(`hardmax --help`) stays fast.
+"""
 
 from __future__ import annotations
 
@@ -9,35 +13,38 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-import torch
-
-from hardmax.dynamics import Trajectory
-from hardmax.io import atomic_write
+__all__ = ["jsonable", "save_npy", "say", "summary", "timed"]
 
 # --------------------------------------------------------------------------------------------
 # Output helpers.
 # --------------------------------------------------------------------------------------------
 
 
-def _say(message: str) -> None:
+def say(message: str) -> None:
+    """One progress or timing line on stderr (stdout is kept for tables)."""
     print(f"hardmax: {message}", file=sys.stderr, flush=True)
 
 
-def _timed(what: str, make: Callable[[], list[Path]]) -> list[Path]:
+def timed(what: str, make: Callable[[], list[Path]]) -> list[Path]:
+    """Run `make` (which writes files), say what it wrote and how long it took."""
     start = time.perf_counter()
     paths = make()
-    _say(f"{what}: {', '.join(p.name for p in paths)} in {time.perf_counter() - start:.2f} s")
+    say(f"{what}: {', '.join(p.name for p in paths)} in {time.perf_counter() - start:.2f} s")
     return paths
 
 
-def _summary(paths: list[Path], start: float) -> str:
+def summary(paths: list[Path], start: float) -> str:
+    """"wrote N files to DIR/ in T s"."""
     folder = paths[0].parent
     return f"wrote {len(paths)} files to {folder}/ in {time.perf_counter() - start:.1f} s"
 
 
-def _save_npy(path: Path, trajectory: Trajectory) -> Path:
-    """(layers + 1, n, d) positions; `np.save` to an open file, which keeps the temporary name."""
+def save_npy(path: Path, trajectory) -> Path:
+    """A trajectory's (layers + 1, n, d) positions as .npy; `np.save` to an open file keeps the temporary name."""
+    import numpy as np
+
+    from hardmax.io import atomic_write
+
     tokens = trajectory.tokens.detach().cpu().numpy()
 
     def write(tmp: str) -> None:
@@ -47,18 +54,18 @@ def _save_npy(path: Path, trajectory: Trajectory) -> Path:
     return atomic_write(path, write)
 
 
-def _jsonable(x):
+def jsonable(x):
     """Plain JSON values for configs and reports (dataclasses, tensors, arrays, paths); NaN -> None."""
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        return {f.name: _jsonable(getattr(x, f.name)) for f in dataclasses.fields(x)}
-    if isinstance(x, torch.Tensor):
-        return _jsonable(x.detach().cpu().tolist())
-    if isinstance(x, np.ndarray | np.generic):
-        return _jsonable(x.tolist())
+        return {f.name: jsonable(getattr(x, f.name)) for f in dataclasses.fields(x)}
+    if hasattr(x, "detach") and hasattr(x, "tolist"):  # a tensor (torch not imported for the check)
+        return jsonable(x.detach().cpu().tolist())
+    if type(x).__module__ == "numpy" and hasattr(x, "tolist"):  # array or scalar
+        return jsonable(x.tolist())
     if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
+        return {str(k): jsonable(v) for k, v in x.items()}
     if isinstance(x, list | tuple | set | frozenset):
-        return [_jsonable(v) for v in x]
+        return [jsonable(v) for v in x]
     if isinstance(x, float):
         return x if math.isfinite(x) else None
     if x is None or isinstance(x, bool | int | str):

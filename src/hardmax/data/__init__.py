@@ -16,60 +16,88 @@ read) -> `text` (clean, vocabulary, encode) -> `splits` (rows, tensors, statisti
 
 from __future__ import annotations
 
-from hardmax.data.config import (
-    IMDB_BYTES,
-    IMDB_FILENAME,
-    IMDB_SHA256,
-    IMDB_URL,
-    PAD,
-    PAD_WORD,
-    PIPELINE_VERSION,
-    STOP_LISTS,
-    UNK,
-    UNK_WORD,
-    VAL_BLOCK,
-    DataConfig,
-    DataError,
-    SplitProtocol,
-    StopWords,
-    Truncation,
-    ValSplit,
-)
-from hardmax.data.load import load_imdb
-from hardmax.data.source import Reviews, default_cache_dir, download_imdb, read_reviews, resolve_imdb_path
-from hardmax.data.splits import DataStats, ImdbData, SplitStats
-from hardmax.data.text import EncodedTexts, Split, Vocabulary, clean_text, encode_texts
+import importlib
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "DataConfig",
-    "DataError",
-    "DataStats",
-    "EncodedTexts",
-    "IMDB_BYTES",
-    "IMDB_FILENAME",
-    "IMDB_SHA256",
-    "IMDB_URL",
-    "ImdbData",
-    "PAD",
-    "PAD_WORD",
-    "PIPELINE_VERSION",
-    "Reviews",
-    "STOP_LISTS",
-    "Split",
-    "SplitProtocol",
-    "SplitStats",
-    "StopWords",
-    "Truncation",
-    "UNK",
-    "UNK_WORD",
-    "VAL_BLOCK",
-    "ValSplit",
-    "Vocabulary",
-    "clean_text",
-    "default_cache_dir",
-    "download_imdb",
-    "encode_texts",
-    "load_imdb",
-    "read_reviews",
-    "resolve_imdb_path",
-]
+# public name -> module that defines it. Names are imported on first use (PEP 562 `__getattr__`), so
+# `hardmax.data.config` (DataConfig, read by the command line for its options) loads without torch.
+_EXPORTS: dict[str, str] = {
+    "DataConfig": "hardmax.data.config",
+    "DataError": "hardmax.data.config",
+    "DataStats": "hardmax.data.splits",
+    "EncodedTexts": "hardmax.data.text",
+    "IMDB_BYTES": "hardmax.data.config",
+    "IMDB_FILENAME": "hardmax.data.config",
+    "IMDB_SHA256": "hardmax.data.config",
+    "IMDB_URL": "hardmax.data.config",
+    "ImdbData": "hardmax.data.splits",
+    "PAD": "hardmax.data.config",
+    "PAD_WORD": "hardmax.data.config",
+    "PIPELINE_VERSION": "hardmax.data.config",
+    "Reviews": "hardmax.data.source",
+    "STOP_LISTS": "hardmax.data.config",
+    "Split": "hardmax.data.text",
+    "SplitProtocol": "hardmax.data.config",
+    "SplitStats": "hardmax.data.splits",
+    "StopWords": "hardmax.data.config",
+    "Truncation": "hardmax.data.config",
+    "UNK": "hardmax.data.config",
+    "UNK_WORD": "hardmax.data.config",
+    "VAL_BLOCK": "hardmax.data.config",
+    "ValSplit": "hardmax.data.config",
+    "Vocabulary": "hardmax.data.text",
+    "clean_text": "hardmax.data.text",
+    "default_cache_dir": "hardmax.data.source",
+    "download_imdb": "hardmax.data.source",
+    "encode_texts": "hardmax.data.text",
+    "load_imdb": "hardmax.data.load",
+    "read_reviews": "hardmax.data.source",
+    "resolve_imdb_path": "hardmax.data.source",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hardmax.data' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:
+    from hardmax.data.config import (  # noqa: F401
+        IMDB_BYTES,
+        IMDB_FILENAME,
+        IMDB_SHA256,
+        IMDB_URL,
+        PAD,
+        PAD_WORD,
+        PIPELINE_VERSION,
+        STOP_LISTS,
+        UNK,
+        UNK_WORD,
+        VAL_BLOCK,
+        DataConfig,
+        DataError,
+        SplitProtocol,
+        StopWords,
+        Truncation,
+        ValSplit,
+    )
+    from hardmax.data.load import load_imdb  # noqa: F401
+    from hardmax.data.source import (  # noqa: F401
+        Reviews,
+        default_cache_dir,
+        download_imdb,
+        read_reviews,
+        resolve_imdb_path,
+    )
+    from hardmax.data.splits import DataStats, ImdbData, SplitStats  # noqa: F401
+    from hardmax.data.text import EncodedTexts, Split, Vocabulary, clean_text, encode_texts  # noqa: F401

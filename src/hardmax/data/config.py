@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
-
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 # The canonical archive. Checksum and size agree across several independent public records
 # (TensorFlow Datasets metadata, dataset loaders in Rust, Go, Julia and Python).
@@ -50,12 +49,31 @@ StopWords = Literal["nltk", "nltk_keep_negations", "sklearn", "none"]
 # measures it); "sklearn": scikit-learn's 318 words, longer (it also drops "never", "nothing", "well",
 # "serious", and a few content words such as "show", "find", "fire"); "none".
 _NLTK = frozenset(_NLTK_ENGLISH.split())
-STOP_LISTS: dict[str, frozenset[str]] = {
-    "nltk": _NLTK,
-    "nltk_keep_negations": _NLTK - NEGATIONS,
-    "sklearn": frozenset(ENGLISH_STOP_WORDS),
-    "none": frozenset(),
-}
+
+
+class _StopLists(Mapping):
+    """The stop-word lists by name. scikit-learn's is read on first use: importing scikit-learn takes about
+    a second, which every `hardmax --help` would pay (the command line reads DataConfig for its options)."""
+
+    def __init__(self) -> None:
+        self._lists: dict[str, frozenset[str] | None] = {
+            "nltk": _NLTK, "nltk_keep_negations": _NLTK - NEGATIONS, "sklearn": None, "none": frozenset()}
+
+    def __getitem__(self, name: str) -> frozenset[str]:
+        if name == "sklearn" and self._lists["sklearn"] is None:
+            from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+            self._lists["sklearn"] = frozenset(ENGLISH_STOP_WORDS)
+        return self._lists[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._lists)
+
+    def __len__(self) -> int:
+        return len(self._lists)
+
+
+STOP_LISTS: Mapping[str, frozenset[str]] = _StopLists()
 # Words a list keeps that must also skip the lemmatiser: it maps some of them to stop words of the
 # list ("dont" -> "do", "isnt" -> "be"), which would drop them after all.
 VERBATIM: dict[str, frozenset[str]] = {"nltk_keep_negations": NEGATIONS}

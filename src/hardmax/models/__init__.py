@@ -1,12 +1,56 @@
 """Models built from attention layers.
 
+    config.py       `ModelConfig` (no torch: the command line builds its options from it quickly)
     classifier.py   `HardmaxClassifier`: word embedding → the one attention layer `layers` times → mean →
-                    linear decoder (the paper's Section 4 model), and its `ModelConfig`
+                    linear decoder (the paper's Section 4 model)
 
 A new model is a new file here that runs its layers through `hardmax.dynamics` (so that what is trained
 is what the theory analyses) and returns a `hardmax.dynamics.Trajectory` from its `trace` method.
+Names are imported on first use (PEP 562 `__getattr__`), so `hardmax.models.ModelConfig` does not
+import torch.
 """
 
-from hardmax.models.classifier import HardmaxClassifier, ModelConfig, ModelTrace
+from __future__ import annotations
 
-__all__ = ["HardmaxClassifier", "ModelConfig", "ModelTrace"]
+import importlib
+from typing import TYPE_CHECKING
+
+# public name -> module that defines it
+_EXPORTS: dict[str, str] = {
+    "HardmaxClassifier": "hardmax.models.classifier",
+    "ModelConfig": "hardmax.models.config",
+    "ModelTrace": "hardmax.models.classifier",
+    "CrateClassifier": "hardmax.models.crate",
+    "CrateConfig": "hardmax.models.crate",
+}
+
+__all__ = sorted([*_EXPORTS, "build_model"])
+
+
+def build_model(config):
+    """The classifier a `ModelConfig` describes: `HardmaxClassifier`, or `CrateClassifier` for layer="crate"."""
+    if config.layer == "crate":
+        from hardmax.models.crate import CrateClassifier, CrateConfig
+
+        return CrateClassifier(CrateConfig.from_model_config(config))
+    from hardmax.models.classifier import HardmaxClassifier
+
+    return HardmaxClassifier(config)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hardmax.models' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:
+    from hardmax.models.classifier import HardmaxClassifier, ModelTrace  # noqa: F401
+    from hardmax.models.config import ModelConfig  # noqa: F401

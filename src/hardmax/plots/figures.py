@@ -219,6 +219,66 @@ def animate(
     return atomic_write(target, write)
 
 
+def animate_figure2(
+    trajectories: Mapping[str, Trajectory],
+    path: str | os.PathLike,
+    *,
+    fps: int = 8,
+    max_frames: int = 40,
+    dpi: int = 80,
+) -> Path:
+    """Write a GIF of several 2-D runs side by side (the four rows of Figure 2), all at the same layer.
+
+    Each run gets one panel (a grid of up to two columns), drawn as in `figure2`; every frame moves
+    all of them to the next shown layer, so the rows can be compared as they converge.
+
+    Args:
+        trajectories: name -> single-sequence 2-D `Trajectory` (e.g. the paper's four configurations).
+        path: the .gif file to write (parent folders are created). fps, max_frames, dpi: as in `animate`.
+
+    Returns:
+        The path written.
+    """
+    if not trajectories:
+        raise ValueError("animate_figure2 needs at least one trajectory")
+    if fps < 1 or max_frames < 1:
+        raise ValueError(f"fps and max_frames must be ≥ 1, got {fps} and {max_frames}")
+    for name, trajectory in trajectories.items():
+        _single(trajectory)
+        if trajectory.tokens.shape[-1] != 2:
+            raise ValueError(f"animate_figure2 draws runs in the plane; {name!r} has d = {trajectory.tokens.shape[-1]}")
+    total = min(t.layers for t in trajectories.values())
+    frames = _frame_layers(total, max_frames)
+    held = frames + [frames[-1]] * (fps // 2)  # hold the end for half a second
+    cols = 1 if len(trajectories) == 1 else 2
+    rows = -(-len(trajectories) // cols)
+    fig = Figure(figsize=(3.3 * cols + 0.2, 3.3 * rows + 0.9))
+    # A fixed layout (no layout engine): every frame must have the same size and placement.
+    fig.subplots_adjust(left=0.06, right=0.97, bottom=0.1, top=0.9, wspace=0.15, hspace=0.25)
+    axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel()
+    shows = []
+    for ax, (name, trajectory) in zip(axes, trajectories.items(), strict=False):
+        scene = _scene(trajectory, 2)
+        shows.append(_draw_panel(ax, scene, 0, scene.box()))
+        ax.set_title(name.replace("_", " "), fontsize=9)
+    for ax in axes[len(trajectories):]:
+        ax.set_visible(False)
+    _add_legend(fig, "S: projection of 0 on a face of K")
+    heading = fig.suptitle("", fontsize=11)
+
+    def write(tmp: str) -> None:
+        writer = PillowWriter(fps=fps)
+        with writer.saving(fig, tmp, dpi):
+            for layer in held:
+                for show in shows:
+                    show(layer)
+                heading.set_text(f"Hardmax dynamics, {_describe(next(iter(trajectories.values())))}: "
+                                 f"layer {layer} of {total}")
+                writer.grab_frame()
+
+    return atomic_write(Path(path), write)
+
+
 def _frame_layers(total: int, max_frames: int) -> list[int]:
     """Layers to show: all of them if they fit, else up to `max_frames` spaced quadratically."""
     if total + 1 <= max_frames:

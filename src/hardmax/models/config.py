@@ -1,0 +1,55 @@
+"""`ModelConfig`: the settings of `HardmaxClassifier`, importable without torch.
+
+The command line builds its options from this dataclass (`hardmax.cli.options`), so importing it
+must stay cheap: only the standard library here. The model itself is in `classifier.py`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Literal
+
+__all__ = ["ModelConfig"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    """Configuration of `HardmaxClassifier` (defaults: the paper's d = 16 model)."""
+
+    vocab_size: int  # number of word ids, PAD and UNK included
+    d: int = 16  # token dimension (paper: 2, 4, 8, 16)
+    layers: int = 8  # K, applications of the one shared attention layer
+    alpha_init: float = 1.0  # initial α > 0; α = softplus(raw) stays positive during training
+    learn_alpha: bool = True  # train α (the paper does)
+    learn_A: bool = False  # A = I (paper), or a learnable SPD A = L Lᵀ + A_eps·I
+    A_eps: float = 1e-3  # keeps a learnable A uniformly positive definite
+    beta: float = 1000.0  # inverse temperature of the training softmax (paper: temperature 0.001)
+    paper_padding: bool = False  # reproduce the authors' code: PAD tokens attend, are attended and pooled
+    pad_id: int = 0  # id of the padding token
+    embedding_std: float = 1.0  # N(0, std²) initialisation of the embedding
+    layer: Literal["hardmax", "crate"] = "hardmax"  # the paper's shared attention layer, or CRATE blocks
+
+    def __post_init__(self):
+        if self.vocab_size < 2:
+            raise ValueError(f"vocab_size must be ≥ 2 (PAD and UNK), got {self.vocab_size}")
+        if self.d < 1 or self.layers < 0:
+            raise ValueError(f"need d ≥ 1 and layers ≥ 0, got d={self.d}, layers={self.layers}")
+        if not (self.alpha_init > 0 and math.isfinite(self.alpha_init)):
+            raise ValueError(f"alpha_init must be finite and > 0, got {self.alpha_init}")
+        if not (self.beta > 0 and math.isfinite(self.beta)):
+            raise ValueError(f"beta must be finite and > 0, got {self.beta}")
+        if self.A_eps <= 0:
+            raise ValueError(f"A_eps must be > 0, got {self.A_eps}")
+        if not (self.embedding_std > 0 and math.isfinite(self.embedding_std)):
+            raise ValueError(f"embedding_std must be finite and > 0, got {self.embedding_std}")
+        if self.layer not in ("hardmax", "crate"):
+            raise ValueError(f"layer must be 'hardmax' or 'crate', got {self.layer!r}")
+        if not 0 <= self.pad_id < self.vocab_size:
+            raise ValueError(f"pad_id {self.pad_id} is outside the vocabulary of size {self.vocab_size}")
+
+    def to_dict(self) -> dict:
+        record = asdict(self)
+        if record["layer"] == "hardmax":  # records of hardmax runs stay as before the field existed (resume, reuse)
+            del record["layer"]
+        return record
