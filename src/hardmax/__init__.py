@@ -18,16 +18,20 @@ __version__ = "0.1.0"
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
     # dynamics
+    "AttentionRule": "hardmax.dynamics",
     "Deduplicated": "hardmax.dynamics",
+    "Hardmax": "hardmax.dynamics",
+    "Softmax": "hardmax.dynamics",
     "Trajectory": "hardmax.dynamics",
+    "attention_matrix": "hardmax.dynamics",
     "attention_step": "hardmax.dynamics",
-    "attention_weights": "hardmax.dynamics",
     "deduplicate": "hardmax.dynamics",
     "default_tie_rtol": "hardmax.dynamics",
     "scores": "hardmax.dynamics",
     "simulate": "hardmax.dynamics",
     # theory
     "FIGURE2_ALPHA": "hardmax.theory",
+    "Check": "hardmax.theory",
     "Clusters": "hardmax.theory",
     "Polytope": "hardmax.theory",
     "TheoremReport": "hardmax.theory",
@@ -74,18 +78,23 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # static checkers and IDEs see the eager imports
     from hardmax.dynamics import (  # noqa: F401
+        AttentionRule,
         Deduplicated,
+        Hardmax,
+        Softmax,
         Trajectory,
+        attention_matrix,
         attention_step,
-        attention_weights,
         deduplicate,
         default_tie_rtol,
         scores,
         simulate,
     )
     from hardmax.models import HardmaxClassifier, ModelConfig, ModelTrace  # noqa: F401
+    from hardmax.svm import AttSVM, att_svm  # noqa: F401
     from hardmax.theory import (  # noqa: F401
         FIGURE2_ALPHA,
+        Check,
         Clusters,
         Polytope,
         TheoremReport,
@@ -98,7 +107,6 @@ if TYPE_CHECKING:  # static checkers and IDEs see the eager imports
         limit_set,
         polytope,
     )
-    from hardmax.svm import AttSVM, att_svm  # noqa: F401
     from hardmax.training import (  # noqa: F401
         Evaluation,
         TrainConfig,

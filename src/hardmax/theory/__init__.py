@@ -7,7 +7,7 @@ deduplicated tokens), so theory and dynamics always agree on who attends to whom
 
     leaders.py    attention sets, leaders, leader layers, clusters (torch, batched)
     geometry.py   the polytope K, its faces and the set S (NumPy float64, SciPy qhull / NNLS)
-    check.py      check_theorem -> TheoremReport, the numerical evidence for Theorem 2.1
+    check.py      check_theorem -> TheoremReport: a tuple of named `Check`s (passed / failed / not tested)
     figure2.py    the paper's Figure 2 configurations
 
 Theorem 2.1 (Alcalde, Fantuzzi, Zuazua 2024). Let α > 0, A symmetric positive definite, and z_1^0..z_n^0
@@ -39,7 +39,7 @@ Numerical conventions (why there are tolerances at all):
     is why S excludes it.
 """
 
-from hardmax.theory.check import TheoremReport, check_theorem
+from hardmax.theory.check import Check, TheoremReport, check_theorem
 from hardmax.theory.figure2 import FIGURE2_ALPHA, figure2_configurations
 from hardmax.theory.geometry import Polytope, limit_set, polytope
 from hardmax.theory.leaders import Clusters, attention_sets, find_clusters, find_leaders, leader_layers
@@ -48,6 +48,7 @@ __all__ = [
     "FIGURE2_ALPHA",
     "Clusters",
     "Polytope",
+    "Check",
     "TheoremReport",
     "attention_sets",
     "check_theorem",

@@ -7,7 +7,9 @@ Each check can fail (the tests feed it doctored trajectories); the tolerances ar
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 import torch
@@ -23,82 +25,80 @@ from hardmax.theory.leaders import (
     trajectory_rtol,
 )
 
+Status = Literal["passed", "failed", "not tested"]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One claim of Theorem 2.1 checked on a trajectory.
+
+    Attributes:
+        name: short key ("limits", "leaders_fixed", "hull", "rate", "vertices", "norms").
+        claim: what the theorem says, in words.
+        status: "passed", "failed", or "not tested" (nothing to measure: never reported as passed).
+        value: what was measured, in words. expected: what passing means.
+        messages: one line per failed sequence ("sequence b: ..."); empty unless failed.
+        numbers: the measured quantities (aggregated over the batch), for programs.
+    """
+
+    name: str
+    claim: str
+    status: Status
+    value: str
+    expected: str
+    messages: tuple[str, ...] = ()
+    numbers: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
 
 @dataclass(frozen=True)
 class TheoremReport:
-    """Numerical evidence for Theorem 2.1 on a trajectory (`check_theorem`); aggregated over a batch.
+    """Numerical evidence for Theorem 2.1 on a trajectory (`check_theorem`), aggregated over a batch.
 
-    `passed` is the conjunction of the six `*_ok` checks; `hypotheses_ok` is informative only.
-    Distances are absolute (same units as the tokens) unless said otherwise.
+    Attributes:
+        checks: the named checks, in the theorem's order (`report["limits"]`, ...).
+        sequences, layers: the size of what was checked. atol: the largest same-point tolerance used.
+        hypotheses_ok: whether the initial tokens are nonzero and distinct (informative: the theorem
+            assumes it; tokens that start at 0 are left out of the limits check).
     """
 
-    passed: bool
+    checks: tuple[Check, ...]
     sequences: int
     layers: int
-    atol: float                       # largest same-point tolerance used
-    failed_sequences: tuple[int, ...]
-    failures: tuple[str, ...]         # one line per failed (sequence, check)
-    # (1) every token ends on a vertex of K or a point of S
-    limits_ok: bool
-    tokens_checked: int
-    tokens_off: int
-    limit_excess: float               # worst dist(z_i^K, certified point) / tol_i; ≤ 1 passes (inf: no
-                                      # leaders to certify against)
-    # (2) leaders stop moving after finitely many layers
-    leaders_fixed_ok: bool
-    leader_drift: float               # max ‖z_i^k − z_i^{k_i}‖ over final leaders i, k ≥ leader layer k_i
-    last_leader_layer: int
-    settle_window: int                # the last leader layer must be ≤ layers − settle_window
-    leaders_lost: int                 # tokens that led at some layer but not at the last
-    # (3) the hull shrinks
-    hull_ok: bool
-    hull_excess: float                # largest growth of conv(Z^k) found (support function / qhull)
-    hull_exact: bool                  # qhull containment verified for every sequence
-    # (4) followers converge at rate 1/(1+α) per layer
-    rate_ok: bool
-    rate_tested: bool                 # False: no follower had a settled step to measure ("not tested")
-    rate_measured: float              # geometric mean of ‖z^{k+1} − x*‖ / ‖z^k − x*‖; nan: no samples
-    rate_expected: float              # geometric mean of 1/(1+α_k) over the same samples (all layers)
-    rate_error: float                 # max |ratio_k (1+α_k) − 1|
-    rate_samples: int
-    # (5) leaders sit on distinct vertices of K
-    vertices_ok: bool
-    leaders: int                      # distinct leader positions (vertices of K), summed over sequences
-    leader_defects: int
-    # extra: ‖z_i^k‖_A is nondecreasing (why the origin is never a limit)
-    norms_ok: bool
-    norm_decrease: float
-    # informative: the theorem assumes nonzero distinct initial tokens
+    atol: float
     hypotheses_ok: bool
+    passed: bool = field(init=False)  # no check failed ("not tested" does not fail, and is shown as such)
+
+    def __post_init__(self):
+        object.__setattr__(self, "passed", all(c.status != "failed" for c in self.checks))
+
+    def __getitem__(self, name: str) -> Check:
+        for check in self.checks:
+            if check.name == name:
+                return check
+        raise KeyError(f"no check named {name!r}; checks: {', '.join(c.name for c in self.checks)}")
+
+    @property
+    def failures(self) -> tuple[str, ...]:
+        """One line per failed (sequence, check)."""
+        return tuple(m for c in self.checks for m in c.messages)
+
+    @property
+    def failed_sequences(self) -> tuple[int, ...]:
+        return tuple(sorted({int(m.split(":")[0].split()[1]) for m in self.failures}))
 
     def table(self) -> str:
-        """A markdown table: check, value, expected, pass."""
-        def mark(ok: bool, tested: bool = True) -> str:
-            return "not tested" if not tested else "yes" if ok else "NO"
-
-        rate = (f"{self.rate_measured:.6g} (max rel. error {self.rate_error:.1e}, {self.rate_samples} samples)"
-                if self.rate_samples else "no samples")
-        rows = [
-            ("1. tokens end on vertices of K or points of S",
-             f"{self.tokens_off} of {self.tokens_checked} off (worst {self.limit_excess:.2g} × tol)",
-             "0 off", self.limits_ok),
-            ("2. leaders fixed after finitely many layers",
-             f"drift {self.leader_drift:.1e}, last leader layer {self.last_leader_layer}, lost {self.leaders_lost}",
-             f"drift ≤ atol, layer ≤ {self.layers - self.settle_window}, lost 0", self.leaders_fixed_ok),
-            ("3. hull shrinks: conv(Z^{k+1}) ⊆ conv(Z^k)",
-             f"growth {self.hull_excess:.1e} ({'qhull + support' if self.hull_exact else 'support function'})",
-             "≤ atol", self.hull_ok),
-            ("4. follower rate per layer", rate, f"1/(1+α) = {self.rate_expected:.6g}", self.rate_ok,
-             self.rate_tested),
-            ("5. leaders on distinct vertices of K", f"{self.leaders} leaders, {self.leader_defects} defects",
-             "0 defects", self.vertices_ok),
-            ("‖z_i‖_A nondecreasing", f"max decrease {self.norm_decrease:.1e}", "≤ atol", self.norms_ok),
-            ("hypotheses: nonzero distinct tokens", mark(self.hypotheses_ok), "(informative)", True),
-        ]
+        """A markdown table: check, value, expected, status."""
         lines = [f"Theorem 2.1 on {self.sequences} sequence(s), {self.layers} layers, atol {self.atol:.1e}: "
                  f"{'PASSED' if self.passed else 'FAILED'}",
-                 "", "| check | value | expected | pass |", "| --- | --- | --- | --- |"]
-        lines += [f"| {row[0]} | {row[1]} | {row[2]} | {mark(*row[3:])} |" for row in rows]
+                 "", "| check | value | expected | status |", "| --- | --- | --- | --- |"]
+        lines += [f"| {i}. {c.claim} | {c.value} | {c.expected} | {c.status} |"
+                  for i, c in enumerate(self.checks, start=1)]
+        lines.append(f"| hypotheses: nonzero distinct tokens | {'yes' if self.hypotheses_ok else 'no'} | "
+                     "(informative) | - |")
         lines += [f"- {f}" for f in self.failures]
         return "\n".join(lines)
 
@@ -106,7 +106,6 @@ class TheoremReport:
 _RATE_RTOL = 1e-3       # allowed |ratio·(1+α) − 1| for a follower of a fixed target
 _RATE_FLOOR = 1e4       # rate samples need ‖z − x*‖ ≥ _RATE_FLOOR · eps · R, far above rounding
 _SUPPORT_DIRECTIONS = 32
-_CHECKS = ("limits", "leaders_fixed", "hull", "rate", "vertices", "norms")
 
 
 @dataclass
@@ -132,19 +131,24 @@ class _Seq:
 
     def failures(self, last_allowed: int, sqrt_a: float) -> dict[str, str]:
         """Check name -> what went wrong, for the checks this sequence fails."""
-        found = {
-            "limits": self.off > 0 and f"{self.off} token(s) end off vertices ∪ S (worst {self.excess:.3g} × tol)",
-            "leaders_fixed": (self.drift > self.atol and f"a leader drifts by {self.drift:.3g} after its leader layer"
-                              or self.lost > 0 and f"{self.lost} token(s) stop leading"
-                              or self.last_leader > last_allowed
-                              and f"a leader emerges at layer {self.last_leader} (> {last_allowed})"),
-            "hull": self.hull > self.atol and f"the hull grows by {self.hull:.3g}",
-            "rate": self.samples > 0 and self.rate_error > _RATE_RTOL
-            and f"follower rate off by {self.rate_error:.3g} (relative)",
-            "vertices": self.defects > 0 and f"{self.defects} leader(s) not at distinct vertices of K",
-            "norms": self.norm_decrease > self.atol * sqrt_a and f"an A-norm decreases by {self.norm_decrease:.3g}",
-        }
-        return {name: msg for name, msg in found.items() if msg}
+        found: dict[str, str] = {}
+        if self.off > 0:
+            found["limits"] = f"{self.off} token(s) end off vertices ∪ S (worst {self.excess:.3g} × tol)"
+        if self.drift > self.atol:
+            found["leaders_fixed"] = f"a leader drifts by {self.drift:.3g} after its leader layer"
+        elif self.lost > 0:
+            found["leaders_fixed"] = f"{self.lost} token(s) stop leading"
+        elif self.last_leader > last_allowed:
+            found["leaders_fixed"] = f"a leader emerges at layer {self.last_leader} (> {last_allowed})"
+        if self.hull > self.atol:
+            found["hull"] = f"the hull grows by {self.hull:.3g}"
+        if self.samples > 0 and self.rate_error > _RATE_RTOL:
+            found["rate"] = f"follower rate off by {self.rate_error:.3g} (relative)"
+        if self.defects > 0:
+            found["vertices"] = f"{self.defects} leader(s) not at distinct vertices of K"
+        if self.norm_decrease > self.atol * sqrt_a:
+            found["norms"] = f"an A-norm decreases by {self.norm_decrease:.3g}"
+        return found
 
 
 def _settle_layers(T: np.ndarray, followers: np.ndarray, atol: float) -> np.ndarray:
@@ -370,26 +374,44 @@ def check_theorem(trajectory: Trajectory, *, atol: float | None = None,
                               float(same[b]), exact_hull, torch.finfo(path.dtype).eps)
         seqs.append(seq)
         failures.append(seq.failures(L - 1 - window, sqrt_a))
-    ok = {name: all(name not in f for f in failures) for name in _CHECKS}
     samples = sum(s.samples for s in seqs)
     expected_rate = float(np.exp(-np.log1p(alpha).mean())) if len(alpha) else math.nan
-    return TheoremReport(
-        passed=all(ok.values()),
-        sequences=B, layers=L - 1, atol=max(s.atol for s in seqs),
-        failed_sequences=tuple(b for b, f in enumerate(failures) if f),
-        failures=tuple(f"sequence {b}: {msg}" for b, f in enumerate(failures) for msg in f.values()),
-        limits_ok=ok["limits"], tokens_checked=sum(s.checked for s in seqs),
-        tokens_off=sum(s.off for s in seqs), limit_excess=max(s.excess for s in seqs),
-        leaders_fixed_ok=ok["leaders_fixed"], leader_drift=max(s.drift for s in seqs),
-        last_leader_layer=max(s.last_leader for s in seqs), settle_window=window,
-        leaders_lost=sum(s.lost for s in seqs),
-        hull_ok=ok["hull"], hull_excess=max(s.hull for s in seqs), hull_exact=bool(exact_hull),
-        rate_ok=ok["rate"], rate_tested=samples > 0,
-        rate_measured=math.exp(sum(s.log_ratio for s in seqs) / samples) if samples else math.nan,
-        rate_expected=math.exp(sum(s.log_expected for s in seqs) / samples) if samples else expected_rate,
-        rate_error=max(s.rate_error for s in seqs), rate_samples=samples,
-        vertices_ok=ok["vertices"], leaders=sum(s.leaders for s in seqs),
-        leader_defects=sum(s.defects for s in seqs),
-        norms_ok=ok["norms"], norm_decrease=max(s.norm_decrease for s in seqs),
-        hypotheses_ok=all(s.hypotheses for s in seqs),
+
+    def messages(name: str) -> tuple[str, ...]:
+        return tuple(f"sequence {b}: {f[name]}" for b, f in enumerate(failures) if name in f)
+
+    def check(name: str, claim: str, value: str, expected: str, numbers: dict, tested: bool = True) -> Check:
+        msgs = messages(name)
+        status: Status = "failed" if msgs else "passed" if tested else "not tested"
+        return Check(name, claim, status, value, expected, msgs, numbers)
+
+    off, checked, excess = sum(s.off for s in seqs), sum(s.checked for s in seqs), max(s.excess for s in seqs)
+    drift, last, lost = max(s.drift for s in seqs), max(s.last_leader for s in seqs), sum(s.lost for s in seqs)
+    growth = max(s.hull for s in seqs)
+    measured = math.exp(sum(s.log_ratio for s in seqs) / samples) if samples else math.nan
+    expected = math.exp(sum(s.log_expected for s in seqs) / samples) if samples else expected_rate
+    rate_error = max(s.rate_error for s in seqs)
+    n_leaders, defects = sum(s.leaders for s in seqs), sum(s.defects for s in seqs)
+    decrease = max(s.norm_decrease for s in seqs)
+    rate_value = (f"{measured:.6g} (max rel. error {rate_error:.1e}, {samples} samples)" if samples
+                  else "no samples")
+    checks = (
+        check("limits", "tokens end on vertices of K or points of S",
+              f"{off} of {checked} off (worst {excess:.2g} × tol)", "0 off",
+              dict(checked=checked, off=off, excess=excess)),
+        check("leaders_fixed", "leaders fixed after finitely many layers",
+              f"drift {drift:.1e}, last leader layer {last}, lost {lost}",
+              f"drift ≤ atol, layer ≤ {L - 1 - window}, lost 0",
+              dict(drift=drift, last_leader_layer=last, lost=lost, window=window)),
+        check("hull", "hull shrinks: conv(Z^{k+1}) ⊆ conv(Z^k)",
+              f"growth {growth:.1e} ({'qhull + support' if exact_hull else 'support function'})", "≤ atol",
+              dict(growth=growth, exact=float(bool(exact_hull)))),
+        check("rate", "follower rate per layer", rate_value, f"1/(1+α) = {expected:.6g}",
+              dict(measured=measured, expected=expected, error=rate_error, samples=samples), tested=samples > 0),
+        check("vertices", "leaders on distinct vertices of K", f"{n_leaders} leaders, {defects} defects",
+              "0 defects", dict(leaders=n_leaders, defects=defects)),
+        check("norms", "‖z_i‖_A nondecreasing", f"max decrease {decrease:.1e}", "≤ atol",
+              dict(decrease=decrease)),
     )
+    return TheoremReport(checks=checks, sequences=B, layers=L - 1, atol=max(s.atol for s in seqs),
+                         hypotheses_ok=all(s.hypotheses for s in seqs))
