@@ -47,6 +47,15 @@ _EXPORTS: dict[str, str] = {
     "HardmaxClassifier": "hardmax.models",
     "ModelConfig": "hardmax.models",
     "ModelTrace": "hardmax.models",
+    "CrateClassifier": "hardmax.models",
+    "CrateConfig": "hardmax.models",
+    "build_model": "hardmax.models",
+    # measures (coding rates: the MCR² / CRATE view)
+    "MCR2Loss": "hardmax.measures",
+    "class_coding_rate": "hardmax.measures",
+    "coding_rate": "hardmax.measures",
+    "rate_reduction": "hardmax.measures",
+    "subspace_coding_rate": "hardmax.measures",
     # svm (the Att-SVM view; cvxpy loads on the first solve)
     "AttSVM": "hardmax.svm",
     "att_svm": "hardmax.svm",
@@ -90,7 +99,21 @@ if TYPE_CHECKING:  # static checkers and IDEs see the eager imports
         scores,
         simulate,
     )
-    from hardmax.models import HardmaxClassifier, ModelConfig, ModelTrace  # noqa: F401
+    from hardmax.measures import (  # noqa: F401
+        MCR2Loss,
+        class_coding_rate,
+        coding_rate,
+        rate_reduction,
+        subspace_coding_rate,
+    )
+    from hardmax.models import (  # noqa: F401
+        CrateClassifier,
+        CrateConfig,
+        HardmaxClassifier,
+        ModelConfig,
+        ModelTrace,
+        build_model,
+    )
     from hardmax.svm import AttSVM, att_svm  # noqa: F401
     from hardmax.theory import (  # noqa: F401
         FIGURE2_ALPHA,

@@ -3,6 +3,8 @@
     config.py       `ModelConfig` (no torch: the command line builds its options from it quickly)
     classifier.py   `HardmaxClassifier`: word embedding → the one attention layer `layers` times → mean →
                     linear decoder (the paper's Section 4 model)
+    crate.py        `CrateClassifier`: word embedding → `layers` CRATE blocks (MSSA + ISTA, Yu et al. 2023) →
+                    mean → linear decoder; `build_model(config)` picks it for `ModelConfig(layer="crate")`
 
 A new model is a new file here that runs its layers through `hardmax.dynamics` (so that what is trained
 is what the theory analyses) and returns a `hardmax.dynamics.Trajectory` from its `trace` method.
@@ -54,3 +56,4 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:
     from hardmax.models.classifier import HardmaxClassifier, ModelTrace  # noqa: F401
     from hardmax.models.config import ModelConfig  # noqa: F401
+    from hardmax.models.crate import CrateClassifier, CrateConfig  # noqa: F401

@@ -155,7 +155,7 @@ class CrateBlock(nn.Module):
         batch, m, _ = z.shape
         K, p = self.config.heads, self.config.p
         w = (z @ self.U).reshape(batch, m, K, p).transpose(1, 2).reshape(batch * K, m, p)
-        heads = rule.targets(w, multiplicity.repeat_interleave(K, dim=0), None)
+        heads = rule.targets(w, multiplicity.repeat_interleave(K, dim=0), None)  # heads folded into the batch
         return heads.reshape(batch, K, m, p).transpose(1, 2).reshape(batch, m, K * p)
 
     def compress(self, z: Tensor, multiplicity: Tensor, rule) -> Tensor:

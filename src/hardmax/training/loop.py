@@ -34,7 +34,7 @@ from hardmax.io import (
     write_json,
     write_text,
 )
-from hardmax.models import HardmaxClassifier, ModelConfig
+from hardmax.models import HardmaxClassifier, ModelConfig, build_model
 from hardmax.training.config import TrainConfig, check_device_name
 from hardmax.training.run import EpochRecord, config_record, lock_run, settings_differences, vocab_sha256
 
@@ -260,7 +260,7 @@ def _train_locked(train_split: LabelledSplit, val_split: LabelledSplit, *, model
     write_json(run_dir / "config.json", record)
 
     torch.manual_seed(train_config.seed)
-    model = HardmaxClassifier(model_config).to(device)
+    model = build_model(model_config).to(device)
     optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=train_config.lr,
                                  weight_decay=train_config.weight_decay)
     state = {"epoch": 0, "batch": 0, "history": [], "best_val": -1.0, "best_epoch": 0, "bad_epochs": 0,

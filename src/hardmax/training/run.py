@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from hardmax.io import CheckpointError, load_tensors, read_json
-from hardmax.models import HardmaxClassifier, ModelConfig
+from hardmax.models import HardmaxClassifier, ModelConfig, build_model
 from hardmax.training.config import TrainConfig
 
 if TYPE_CHECKING:
@@ -258,7 +258,7 @@ class Run:
                 raise CheckpointError(f"{weights_path} holds non-finite weights (NaN or inf in {name}); "
                                       "re-train or restore the file")
         vocab = _read_vocab(run_dir, meta, model_config)
-        model = HardmaxClassifier(model_config).to(torch_device)
+        model = build_model(model_config).to(torch_device)
         try:
             model.load_state_dict(tensors)
         except RuntimeError as e:
