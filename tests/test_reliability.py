@@ -38,6 +38,8 @@ import numpy as np
 import pytest
 import torch
 from corpus import sentiment_corpus, train_val
+from hypothesis import given
+from hypothesis import strategies as st
 from safetensors import SafetensorError
 
 from hardmax.data import IMDB_FILENAME, IMDB_URL, DataConfig, DataError, Vocabulary, load_imdb, read_reviews
@@ -154,6 +156,24 @@ def test_cut_archives_are_refused(good_archive, tmp_path, where):
     path.write_bytes(data[:keep])
     with pytest.raises(DataError, match=r"cut\.tar\.gz: the archive is damaged"):
         read_reviews(path)
+
+
+@given(fraction=st.floats(0.0, 1.0, exclude_max=True), xor=st.integers(1, 255), cut=st.booleans())
+def test_any_damage_is_refused_or_harmless(good_archive, tmp_path_factory, fraction, xor, cut):
+    """One flipped byte anywhere, or a cut anywhere: an error, or (a flip in bytes 4-9 of the gzip header,
+    time stamp, extra flags and OS, which the data do not depend on) exactly the reviews of the intact file."""
+    data = good_archive.read_bytes()
+    at = int(fraction * len(data))
+    damaged = data[:at] if cut else data[:at] + bytes([data[at] ^ xor]) + data[at + 1:]
+    path = tmp_path_factory.mktemp("fuzz") / "damaged.tar.gz"
+    path.write_bytes(damaged)
+    try:
+        reviews = read_reviews(path)
+    except DataError as e:
+        assert "damaged.tar.gz: the archive is damaged" in str(e), str(e)
+        return
+    assert not cut and 4 <= at < 10, f"damage at byte {at} of {len(data)} was read without error"
+    assert reviews.texts == read_reviews(good_archive).texts
 
 
 @pytest.mark.parametrize("member", [80, 159])  # in the middle, and the last review
