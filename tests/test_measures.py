@@ -266,3 +266,21 @@ def test_mcr2_loss_training_increases_reduction():
 def test_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_benchmark_script_quick(tmp_path, capsys):
+    """benchmarks/bench_rate.py --quick runs, prints its table and writes its JSON (so that it does not rot)."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_rate.py"
+    spec = importlib.util.spec_from_file_location("bench_rate", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "bench.json"
+    assert bench.main(["--quick", "--repeat", "1", "--threads", "1", "--json", str(out)]) == 0
+    assert "| case | library | reference | target |" in capsys.readouterr().out
+    results = json.loads(out.read_text())
+    assert results["token_sets"]["max_abs_error_library"] < 1e-10
+    assert results["samples"]["reference_membership_bytes"] == 10 * 20_000**2 * 4
