@@ -60,6 +60,8 @@ def test_leader_rates_single_cluster_closed_form():
     assert result.leaders.tolist() == [1]
     assert result.rate.item() == pytest.approx(0.5 * math.log(1 + 2 * v.pow(2).sum().item() / 0.25), rel=1e-9)
     assert result.rank_at_most_clusters == 1.0 and result.clusters_mean == 1.0
+    # one point: R̂ = ½ ln(1 + d/ε²), the bound (r/2) ln(1 + d/(r ε²)) with r = 1, reached
+    assert result.scaled_bound_holds == 1.0
 
 
 def test_measure_classifier_small_and_crate_measures():

@@ -140,6 +140,9 @@ class LeaderRates:
         correlation: Spearman rank correlation of R and the number of leaders.
         clusters_mean: mean number of distinct final points (clusters) per review.
         rank_at_most_clusters: share of reviews whose final tokens have numerical rank ≤ min(#clusters, d).
+        scaled_bound_holds: share of reviews whose final scale-free rate R̂ is at most (r/2) ln(1 + d/(r ε²)),
+            r = min(#clusters, d): the most a set of unit RMS norm and rank r can have (AM-GM on the r
+            non-zero eigenvalues of c·ZᵀZ, whose sum is d/ε²).
     """
 
     leaders: Tensor = field(repr=False)
@@ -148,10 +151,12 @@ class LeaderRates:
     correlation: float
     clusters_mean: float
     rank_at_most_clusters: float
+    scaled_bound_holds: float
 
     def to_dict(self) -> dict:
         return {"table": {str(k): list(v) for k, v in self.table.items()}, "correlation": self.correlation,
                 "clusters_mean": self.clusters_mean, "rank_at_most_clusters": self.rank_at_most_clusters,
+                "scaled_bound_holds": self.scaled_bound_holds,
                 "leaders_mean": float(self.leaders.double().mean())}
 
 
@@ -197,6 +202,9 @@ def leader_rates(trajectory: Trajectory, eps: float, *, same: float = 1e-5) -> L
     singular = torch.linalg.svdvals(weighted)
     rank = (singular > same * singular[..., :1].clamp(min=1e-300)).sum(-1)
     d = final.shape[-1]
+    r = torch.clamp(clusters, max=d).double()
+    _, scaled, _ = _set_rates(final.unsqueeze(0), counts, eps)
+    bound = r / 2 * torch.log1p(d / (r * eps**2))
     table = {}
     for ell in torch.unique(leaders).tolist():  # a loop over distinct leader counts, not reviews
         chosen = leaders == ell
@@ -204,7 +212,8 @@ def leader_rates(trajectory: Trajectory, eps: float, *, same: float = 1e-5) -> L
         table[int(ell)] = (int(chosen.sum()), float(r.mean()), float(r.mean()) / max(int(ell), 1))
     return LeaderRates(leaders=leaders, rate=rate, table=table, correlation=_spearman(rate, leaders.double()),
                        clusters_mean=float(clusters.double().mean()),
-                       rank_at_most_clusters=float((rank <= torch.clamp(clusters, max=d)).double().mean()))
+                       rank_at_most_clusters=float((rank <= torch.clamp(clusters, max=d)).double().mean()),
+                       scaled_bound_holds=float((scaled[0] <= bound * (1 + 1e-9)).double().mean()))
 
 
 @dataclass(frozen=True)
@@ -252,8 +261,10 @@ class RateReport:
                   f"{soft_long.rate_scaled_mean[-1]:.3f} (softmax); ΔR {long.reduction[0]:.4f} → "
                   f"{long.reduction[-1]:.4f} (hardmax), {soft_long.reduction[-1]:.4f} (softmax)",
                   f"final R vs number of leaders ℓ: Spearman {self.leaders.correlation:.3f}; "
-                  f"rank(final tokens) ≤ min(#clusters, d) for {100 * self.leaders.rank_at_most_clusters:.1f} % "
-                  "of reviews", "", "| leaders ℓ | reviews | mean final R | R / ℓ |", "|---|---|---|---|"]
+                  f"rank(final tokens) ≤ r = min(#clusters, d) for {100 * self.leaders.rank_at_most_clusters:.1f} % "
+                  f"of reviews, R̂ ≤ (r/2) ln(1 + d/(r ε²)) for {100 * self.leaders.scaled_bound_holds:.1f} %; "
+                  f"{self.leaders.clusters_mean:.2f} clusters per review on average", "",
+                  "| leaders ℓ | reviews | mean final R | R / ℓ |", "|---|---|---|---|"]
         for ell, (n, r, per) in sorted(self.leaders.table.items()):
             lines.append(f"| {ell} | {n} | {r:.3f} | {per:.3f} |")
         return "\n".join(lines)
