@@ -84,15 +84,22 @@ def test_plot_layers_marks_leaders_and_limit_points(run2d):
         assert (np.abs(points - midpoint).max(1) < 1e-3).any()
 
 
-def test_above_the_plane_only_reached_points_of_S_are_marked():
-    # The square of SQUARE in the plane z = 0 of R^3: S has the four midpoints of the sides (not the
-    # origin: S is tight), but only (±1, 0, 0) are limits of tokens.
-    tokens = np.pad(SQUARE, ((0, 0), (0, 1)))
-    scene = _scene(simulate(tokens, alpha=0.5, layers=40), 3)
-    assert scene.reached_only
-    np.testing.assert_allclose(scene.limit[np.argsort(scene.limit[:, 0])], [[-1, 0, 0], [1, 0, 0]], atol=1e-12)
-    planar = _scene(simulate(SQUARE, alpha=0.5, layers=40), 2)
-    assert not planar.reached_only and len(planar.limit) == 4
+def test_only_reached_points_of_S_are_marked_in_the_plane_and_above():
+    # The square of SQUARE: S has the four midpoints of the sides (not the origin: S is tight), but only
+    # (±1, 0), where (±0.5, 0) converge, are limits of tokens; the same square in the plane z = 0 of R^3.
+    for d in (2, 3):
+        tokens = np.pad(SQUARE, ((0, 0), (0, d - 2)))
+        scene = _scene(simulate(tokens, alpha=0.5, layers=40), d)
+        want = np.pad([[-1.0, 0.0], [1.0, 0.0]], ((0, 0), (0, d - 2)))
+        np.testing.assert_allclose(scene.limit[np.argsort(scene.limit[:, 0])], want, atol=1e-12)
+
+
+def test_K_and_S_are_drawn_at_the_final_layer_only(run2d):
+    fig = Figure()
+    axes = fig.subplots(1, 2)
+    plot_layers(run2d, [0, run2d.layers], ax_row=axes)
+    first, last = ([a for a in (*ax.patches, *ax.collections) if not a.get_visible()] for ax in axes)
+    assert first and not last  # hidden at layer 0 (K, its edges, S), all shown at the last layer
 
 
 def test_plot_layers_into_given_axes(run2d):

@@ -32,6 +32,7 @@ from hardmax.theory import (
     find_leaders,
     leader_layers,
     limit_set,
+    paper_figure2_configurations,
     polytope,
 )
 
@@ -673,3 +674,25 @@ def test_polytope_is_scale_free(scale):
     K = polytope(P * scale)
     assert K.faces == reference.faces and K.dim == reference.dim == 3
     np.testing.assert_allclose(K.vertices, reference.vertices * scale, rtol=1e-15)
+
+
+def test_the_papers_figure2_configurations_behave_as_the_paper_says():
+    """The authors' four configurations (random followers with a fixed seed): the triangle's and the
+    square's corners lead and every other token ends on a vertex; (−1/12, 1/12) becomes a leader at
+    layer 1;
+    (±1/2, 0) end at (±1, 0), points of S that are not vertices."""
+    configs = paper_figure2_configurations()
+    assert [len(z) for z in configs.values()] == [9, 8, 10, 10]
+    np.testing.assert_array_equal(configs["square"], paper_figure2_configurations()["square"])  # seeded
+    for name in ("triangle", "square"):
+        run = simulate(configs[name], alpha=0.5, layers=30)
+        corners = 3 if name == "triangle" else 4
+        assert check_theorem(run).passed
+        assert bool((leader_layers(run)[:corners] == 0).all())
+        ends = run.final.numpy()
+        assert np.abs(ends[:, None] - configs[name][None, :corners]).max(-1).min(1).max() < 1e-4
+    emerging = simulate(configs["emerging_leader"], alpha=0.5, layers=30)
+    assert leader_layers(emerging).tolist() == [0, 1, 0, -1, -1, -1, -1, -1] and check_theorem(emerging).passed
+    clusters = simulate(configs["non_leader_clusters"], alpha=0.5, layers=60)
+    np.testing.assert_allclose(clusters.final[4:6].numpy(), [[-1.0, 0.0], [1.0, 0.0]], atol=1e-9)
+    assert check_theorem(clusters).passed

@@ -38,6 +38,7 @@ _EXPORTS: dict[str, str] = {
     "attention_sets": "hardmax.theory",
     "check_theorem": "hardmax.theory",
     "figure2_configurations": "hardmax.theory",
+    "paper_figure2_configurations": "hardmax.theory",
     "find_clusters": "hardmax.theory",
     "find_leaders": "hardmax.theory",
     "leader_layers": "hardmax.theory",
@@ -128,6 +129,7 @@ if TYPE_CHECKING:  # static checkers and IDEs see the eager imports
         find_leaders,
         leader_layers,
         limit_set,
+        paper_figure2_configurations,
         polytope,
     )
     from hardmax.training import (  # noqa: F401

@@ -11,6 +11,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from hardmax.cli.options import HelpFormatter, add_options, config_from_args
 
@@ -33,6 +34,8 @@ class SimulateConfig:
     out: Path | None = None  # output folder; None = runs/figure2 or runs/simulate
     gif: bool = True  # also render a GIF animation (the slowest part)
     fps: int = 8  # frames per second of the GIF
+    configurations: Literal["paper", "dyadic"] = "paper"  # Figure 2's tokens: the authors' notebook (random
+    # followers drawn with a fixed seed) or the library's dyadic variants (exact ties, known limits)
 
     def __post_init__(self) -> None:
         if self.tokens is not None and self.random is not None:
@@ -89,13 +92,14 @@ def _simulate_figure2(config: SimulateConfig) -> int:
     from hardmax.io import write_json, write_text
     from hardmax.plots import figure2, save_figure
     from hardmax.plots.figures import animate_figure2
-    from hardmax.theory import check_theorem, figure2_configurations
+    from hardmax.theory import check_theorem, figure2_configurations, paper_figure2_configurations
 
     out = config.out or Path("runs/figure2")
     start = time.perf_counter()
     A = None if config.A is None else read_matrix(config.A)
     trajectories = {name: simulate(tokens, alpha=config.alpha, layers=config.layers, A=A)
-                    for name, tokens in figure2_configurations().items()}
+                    for name, tokens in (paper_figure2_configurations() if config.configurations == "paper"
+                                         else figure2_configurations()).items()}
     reports = {name: check_theorem(trajectory) for name, trajectory in trajectories.items()}
     say(f"simulated the {len(trajectories)} configurations of Figure 2, {config.layers} layers, "
          f"α = {config.alpha:g}: {time.perf_counter() - start:.2f} s")

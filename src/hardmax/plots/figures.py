@@ -15,7 +15,7 @@ from hardmax.dynamics import Trajectory, simulate
 from hardmax.io import atomic_write
 from hardmax.plots.panels import _add_legend, _draw_panel, _draw_panel_3d
 from hardmax.plots.scene import FIGURE2_LAYERS, _check_layers, _scene, _single
-from hardmax.theory import FIGURE2_ALPHA, figure2_configurations
+from hardmax.theory import FIGURE2_ALPHA, paper_figure2_configurations
 
 # --------------------------------------------------------------------------------------------
 # Public figures.
@@ -113,7 +113,9 @@ def figure2(
     """The paper's Figure 2: four configurations in the plane, each shown at layers 0, 1, 2, 5, 30.
 
     Rows: a triangle K with interior tokens; an emerging leader; a square K; clusters that are not
-    at leaders (square plus (±0.5, 0)), all with α = 0.5 and A = I (`theory.figure2_configurations`).
+    at leaders (square plus (±0.5, 0)), all with α = 0.5 and A = I: the authors' configurations
+    (`theory.paper_figure2_configurations`, random followers with a fixed seed). K is shaded, and the
+    points of S that tokens reach are marked, at the final layer only, as in the paper.
 
     Args:
         trajectories: name -> single-sequence 2-D `Trajectory`, one row each; None runs the paper's
@@ -127,7 +129,7 @@ def figure2(
     if trajectories is None:
         trajectories = {
             name: simulate(tokens, alpha=FIGURE2_ALPHA, layers=max(layers or FIGURE2_LAYERS))
-            for name, tokens in figure2_configurations().items()
+            for name, tokens in paper_figure2_configurations().items()
         }
     if not trajectories:
         raise ValueError("figure2 needs at least one trajectory")
@@ -142,7 +144,7 @@ def figure2(
                 ax.set_title("")
     fig.suptitle(f"Hardmax dynamics, {_describe(next(iter(trajectories.values())))} "
                  "(Alcalde, Fantuzzi, Zuazua 2024, Figure 2)", fontsize=11)
-    _add_legend(fig, "S: projection of 0 on a face of K")
+    _add_legend(fig, "limit in S: projection of 0 on a face of K")
     # Lay out once and freeze: saving to several formats would otherwise redo it for each.
     fig.draw_without_rendering()
     fig.set_layout_engine("none")
@@ -263,7 +265,7 @@ def animate_figure2(
         ax.set_title(name.replace("_", " "), fontsize=9)
     for ax in axes[len(trajectories):]:
         ax.set_visible(False)
-    _add_legend(fig, "S: projection of 0 on a face of K")
+    _add_legend(fig, "limit in S: projection of 0 on a face of K")
     heading = fig.suptitle("", fontsize=11)
 
     def write(tmp: str) -> None:

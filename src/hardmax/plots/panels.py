@@ -28,15 +28,19 @@ def _draw_panel(ax: Axes, scene: _Scene, layer: int, box: tuple[np.ndarray, np.n
     colours = scene.colours
     v = scene.vertices
     light = scene.projected  # the inner edges of K show: draw them lighter
+    # K and the limits in S belong to the final layer (as in the paper's Figure 2): shown there only.
+    final_only: list = []
     if len(v) >= 3:
         with contextlib.suppress(QhullError):  # collinear vertices: K is a segment, drawn below
-            ax.fill(*v[ConvexHull(v).vertices].T, facecolor=_K_FACE, edgecolor="none", zorder=0)
+            final_only += ax.fill(*v[ConvexHull(v).vertices].T, facecolor=_K_FACE, edgecolor="none", zorder=0)
     if len(scene.edges):
-        ax.add_collection(LineCollection(v[scene.edges], colors=_K_EDGE, linewidths=0.5 if light else 1.0,
-                                         alpha=0.6 if light else 1.0, zorder=1))
+        final_only.append(ax.add_collection(LineCollection(v[scene.edges], colors=_K_EDGE,
+                                                           linewidths=0.5 if light else 1.0,
+                                                           alpha=0.6 if light else 1.0, zorder=1)))
     if len(scene.limit):
-        ax.scatter(*scene.limit.T, marker="D", s=46, facecolors="none", edgecolors="black", linewidths=0.9,
-                   zorder=3)
+        final_only.append(ax.scatter(*scene.limit.T, marker="D", s=46, facecolors="none", edgecolors="black",
+                                     linewidths=0.9, zorder=3))
+    last = scene.path.shape[0] - 1
     trails = LineCollection([], colors=colours, linewidths=0.8, alpha=0.55, zorder=2)
     ax.add_collection(trails)
     dots = ax.scatter(np.empty(0), np.empty(0), s=22, edgecolors="white", linewidths=0.4, zorder=4)
@@ -55,6 +59,8 @@ def _draw_panel(ax: Axes, scene: _Scene, layer: int, box: tuple[np.ndarray, np.n
         dots.set_facecolor(colours[~lead])
         stars.set_offsets(position[lead])
         stars.set_facecolor(colours[lead])
+        for artist in final_only:
+            artist.set_visible(k == last)
         ax.set_title(f"layer {k}", fontsize=10)
 
     show(layer)
@@ -113,7 +119,7 @@ def _legend_handles(limit_label: str | None) -> list:
         Line2D([], [], marker="o", linestyle="none", markersize=5, markerfacecolor=_PALETTE[0],
                markeredgecolor="white", label="token (colour: its limit)"),
         Line2D([], [], color=_PALETTE[0], linewidth=0.8, alpha=0.6, label="trail"),
-        Patch(facecolor=_K_FACE, edgecolor=_K_EDGE, label="K: hull of the leaders"),
+        Patch(facecolor=_K_FACE, edgecolor=_K_EDGE, label="K: hull of the final leaders (last layer)"),
     ]
     if limit_label:
         handles.append(Line2D([], [], marker="D", linestyle="none", markersize=6, markerfacecolor="none",

@@ -34,19 +34,14 @@ class _Scene:
     vertices: np.ndarray  # (v, p) vertices of K
     edges: np.ndarray  # (e, 2) pairs of vertex indices: the edges of K
     k_dim: int  # dimension of K
-    limit: np.ndarray  # (s, p) points of S that are not vertices of K (only limits of tokens if d > 2)
+    limit: np.ndarray  # (s, p) points of S, not vertices of K, that some token reaches
     projected: bool  # d > p: the tokens were projected onto principal components
     note: str  # how the tokens were mapped to the plot, and what was left out ("" if nothing)
 
     @property
     def limit_label(self) -> str:
-        """Legend entry of the diamonds (in d > 2 the unreached points of S would bury the picture)."""
-        what = "projection of 0 on a face of K"
-        return f"limit in S: {what}" if self.reached_only else f"S: {what}"
-
-    @property
-    def reached_only(self) -> bool:
-        return self.path.shape[-1] == 3 or self.projected
+        """Legend entry of the diamonds: the points of S that some token reaches."""
+        return "limit in S: projection of 0 on a face of K"
 
     @property
     def colours(self) -> np.ndarray:
@@ -113,15 +108,16 @@ def _scene(trajectory: Trajectory, p: int) -> _Scene:
             vertices = np.unique(leaders, axis=0)
             k_dim = int(np.linalg.matrix_rank(vertices - vertices.mean(0))) if len(vertices) > 1 else 0
             notes.append("faces of K and S not drawn (too many faces)")
-        # Vertices of K are already marked by the leaders' stars; keep the other points of S. Above
-        # the plane, S has a point on most faces of K: keep those some token converges to.
+        # Vertices of K are already marked by the leaders' stars; of the other points of S, draw the
+        # limits: those some token reaches (as the paper's Figure 2 does).
         S = S.reshape(-1, d)
         scale = max(float(np.abs(path).max()), 1.0)
         gap = np.linalg.norm(S[:, None] - vertices[None], axis=-1).min(1, initial=np.inf)
-        S = S[gap > 1e-6 * scale]
-        if d > 2:
-            reach = np.linalg.norm(S[:, None] - path[-1][None], axis=-1).min(1, initial=np.inf)
-            S = S[reach <= 1e-3 * scale]
+        # Where each token is heading: with a settled target x*, z^K − x* = (z^{K−1} − x*)/(1+α), so
+        # x* = z^K + (z^K − z^{K−1})/α (a short run has not arrived yet).
+        heading = path[-1] if len(path) < 2 else path[-1] + (path[-1] - path[-2]) / float(trajectory.alpha[-1])
+        reach = np.linalg.norm(S[:, None] - heading[None], axis=-1).min(1, initial=np.inf)
+        S = S[(gap > 1e-6 * scale) & (reach <= 1e-3 * scale)]
     project, note = _projection(path.reshape(-1, d), p)
     note = "; ".join([note, *notes] if note else notes)
     return _Scene(

@@ -40,12 +40,13 @@ Numerical conventions (why there are tolerances at all):
 """
 
 from hardmax.theory.check import Check, TheoremReport, check_theorem
-from hardmax.theory.figure2 import FIGURE2_ALPHA, figure2_configurations
+from hardmax.theory.figure2 import FIGURE2_ALPHA, FIGURE2_SEED, figure2_configurations, paper_figure2_configurations
 from hardmax.theory.geometry import Polytope, limit_set, polytope
 from hardmax.theory.leaders import Clusters, attention_sets, find_clusters, find_leaders, leader_layers
 
 __all__ = [
     "FIGURE2_ALPHA",
+    "FIGURE2_SEED",
     "Clusters",
     "Polytope",
     "Check",
@@ -53,6 +54,7 @@ __all__ = [
     "attention_sets",
     "check_theorem",
     "figure2_configurations",
+    "paper_figure2_configurations",
     "find_clusters",
     "find_leaders",
     "leader_layers",
