@@ -24,9 +24,9 @@ def test_lines_every_few_seconds_and_one_at_the_end():
     bar.close()
     bar.close()  # closing twice prints once
     lines = out.getvalue().splitlines()
-    assert lines == ["leaders: 40/100 batch (40 %) in 10 s, 4 batch/s",
-                     "leaders: 80/100 batch (80 %) in 20 s, 4 batch/s",
-                     "leaders: 100/100 batch (100 %) in 25 s, 4 batch/s"]
+    assert lines == ["leaders: 40/100 batch (40 %) in 10 s, 4.0 batch/s",
+                     "leaders: 80/100 batch (80 %) in 20 s, 4.0 batch/s",
+                     "leaders: 100/100 batch (100 %) in 25 s, 4.0 batch/s"]
     assert "\r" not in out.getvalue()
 
 

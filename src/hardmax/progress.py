@@ -66,7 +66,8 @@ class LineProgress:
         elapsed = self._clock() - self._start
         done = f"{self.n:,.0f}" + (f"/{self.total:,.0f}" if self.total else "")
         pct = f" ({100 * self.n / self.total:.0f} %)" if self.total else ""
-        rate = f", {self.n / elapsed:,.0f} {self.unit}/s" if elapsed > 0 and self.n else ""
+        speed = self.n / elapsed if elapsed > 0 else 0.0
+        rate = f", {speed:,.{0 if speed >= 10 else 1}f} {self.unit}/s" if speed else ""
         postfix = f", {self.postfix}" if self.postfix else ""
         return f"{self.desc + ': ' if self.desc else ''}{done} {self.unit}{pct} in {elapsed:.0f} s{rate}{postfix}"
 
