@@ -233,12 +233,12 @@ def naive_torch(tokens: torch.Tensor, mask: torch.Tensor, A: torch.Tensor, *, al
 
 
 def library(tokens: torch.Tensor, mask: torch.Tensor, A: torch.Tensor, *, alpha: float,
-            layers: int, backend: str = "auto") -> torch.Tensor:
-    """`hardmax.dynamics.simulate`, full trajectory (layers + 1, reviews, n, d).
+            layers: int, backend: str = "auto", store: str = "all") -> torch.Tensor:
+    """`hardmax.dynamics.simulate`, full trajectory (layers + 1, reviews, n, d) (store="final": 2 layers).
 
     backend "auto" is the default (the compiled kernel on a CPU); "torch" the batched torch engine.
     """
-    return simulate(tokens, alpha=alpha, layers=layers, A=A, mask=mask, engine=backend).tokens
+    return simulate(tokens, alpha=alpha, layers=layers, A=A, mask=mask, engine=backend, store=store).tokens
 
 
 # --------------------------------------------------------------------------------------------
@@ -306,8 +306,13 @@ def time_dtype(config: BenchConfig, batch: Batch, name: str, matmul: float) -> d
     some = slice(0, config.naive_reviews)
     naive = partial(naive_torch, tokens[some], mask[some], A, tie_rtol=rtol, **kwargs)
     naive_s = statistics.median(wall_times(naive, max(1, config.repeats // 2)))
+    # The first call on a batch in fresh memory (the engine already loaded by `check_engines`): the
+    # trajectory is written to newly mapped pages.
+    first_s = wall_times(partial(library, tokens.clone(), mask.clone(), A, **kwargs), 1, warmup=0)[0]
     library_times = wall_times(partial(library, tokens, mask, A, **kwargs), config.repeats)
     library_s = statistics.median(library_times)
+    final_s = statistics.median(wall_times(partial(library, tokens, mask, A, store="final", **kwargs),
+                                           max(1, config.repeats // 2)))
     engine = partial(library, tokens, mask, A, backend="torch", **kwargs)
     engine_s = statistics.median(wall_times(engine, max(1, config.repeats // 2)))
 
@@ -316,6 +321,8 @@ def time_dtype(config: BenchConfig, batch: Batch, name: str, matmul: float) -> d
         "naive_reviews_per_s": config.naive_reviews / naive_s,
         "library_reviews_per_s": config.reviews / library_s,
         "torch_engine_reviews_per_s": config.reviews / engine_s,
+        "first_call_reviews_per_s": config.reviews / first_s,
+        "store_final_reviews_per_s": config.reviews / final_s,
     }
     gflops = rates["library_reviews_per_s"] * flops_per_review(config) / 1e9
     return {
@@ -411,6 +418,11 @@ def format_table(results: dict) -> str:
             f"{r['torch_engine_reviews_per_s']:>10,.0f}{r['library_reviews_per_s']:>10,.0f}{r['speedup_vs_loop']:>9,.0f}{r['speedup_vs_naive']:>9,.1f}"
             f"{r['library_gflops']:>9.1f}{r['matmul_gflops']:>9.1f}{100 * r['fraction_of_matmul']:>6.0f}%"
         )
+    for name, r in results["dtypes"].items():
+        if "first_call_reviews_per_s" in r:
+            lines.append(f"{name}: first call on a fresh batch {r['first_call_reviews_per_s']:,.0f} rev/s "
+                         f"({r['library_reviews_per_s'] / r['first_call_reviews_per_s']:.2f}x the median call's "
+                         f"time); store='final' {r['store_final_reviews_per_s']:,.0f} rev/s")
     if mach["load_average_1min"] > 0.5:
         lines.append("warning: the machine was busy when the run started; timings are pessimistic")
     lines.append("")
@@ -424,7 +436,7 @@ def format_table(results: dict) -> str:
 
 
 def profile(config: BenchConfig, rows: int = 15) -> str:
-    """torch.profiler table of one float32 `simulate( engine="torch")` call on `config.reviews` reviews.
+    """torch.profiler table of one float32 `simulate(engine="torch")` call on `config.reviews` reviews.
 
     The torch engine only: the default compiled kernel is one opaque call the profiler cannot split.
     """
@@ -448,7 +460,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[BenchConfig, argparse.Namesp
     parser.add_argument("--imdb", metavar="PATH", help="IMDb archive: real word ids via hardmax.data")
     parser.add_argument("--json", metavar="PATH", type=Path, help="also write the results as JSON")
     parser.add_argument("--profile", action="store_true",
-                        help="print a torch.profiler table of simulate( engine='torch')")
+                        help="print a torch.profiler table of simulate(engine='torch')")
     args = parser.parse_args(argv)
     config = quick() if args.quick else BenchConfig()
     changes = {"reviews": args.reviews, "repeats": args.repeats, "threads": args.threads, "imdb": args.imdb}

@@ -1,4 +1,4 @@
-"""Tests of `hardmax.dynamics.kernel`, the compiled CPU engine behind `simulate( engine="compiled")`.
+"""Tests of `hardmax.dynamics.kernel`, the compiled CPU engine behind `simulate(engine="compiled")`.
 
 The kernel must give the torch engine's trajectory (the reference for autograd, CUDA and softmax),
 which test_dynamics.py checks against the slow oracles: here, IMDb-shaped batches in both dtypes, its
