@@ -140,6 +140,8 @@ def test_train_layer_crate_smoke(tmp_path, monkeypatch, capsys):
     assert code == 0, capsys.readouterr().err
     loaded = load_run(run)
     assert isinstance(loaded.model, CrateClassifier) and loaded.model.config.heads == 1
+    assert loaded.model.config.mode == "reference"
+    assert CrateConfig.from_model_config(ModelConfig(vocab_size=5, d=2)).mode == "faithful"  # LayerNorm in R²
     assert loaded.model_config.layer == "crate"
     assert main(["rate", "--run", str(run), "--data", str(archive)]) == 2  # hardmax runs only, one clear line
     assert "CRATE" in capsys.readouterr().err
@@ -148,3 +150,12 @@ def test_train_layer_crate_smoke(tmp_path, monkeypatch, capsys):
     assert type(build_model(ModelConfig(vocab_size=5))).__name__ == "HardmaxClassifier"
     with pytest.raises(ValueError, match="layer"):
         ModelConfig(vocab_size=5, layer="other")
+
+
+def test_layer_norm_in_two_dimensions_is_degenerate():
+    """Why d = 2 CRATE runs in the faithful mode: a LayerNorm maps every 2-vector to ±(1, −1)."""
+    z = torch.randn(100, 2, generator=torch.Generator().manual_seed(4))
+    normed = torch.nn.functional.layer_norm(z, (2,))
+    assert torch.allclose(normed[:, 0], -normed[:, 1])
+    apart = (z[:, 0] - z[:, 1]).abs() > 0.1  # the LayerNorm's ε only matters for nearly equal coordinates
+    assert torch.allclose(normed[apart].abs(), torch.ones(int(apart.sum()), 2), atol=1e-3)
