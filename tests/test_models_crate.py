@@ -156,6 +156,6 @@ def test_layer_norm_in_two_dimensions_is_degenerate():
     """Why d = 2 CRATE runs in the faithful mode: a LayerNorm maps every 2-vector to ±(1, −1)."""
     z = torch.randn(100, 2, generator=torch.Generator().manual_seed(4))
     normed = torch.nn.functional.layer_norm(z, (2,))
-    assert torch.allclose(normed[:, 0], -normed[:, 1])
+    assert torch.allclose(normed[:, 0], -normed[:, 1], atol=1e-4)
     apart = (z[:, 0] - z[:, 1]).abs() > 0.1  # the LayerNorm's ε only matters for nearly equal coordinates
     assert torch.allclose(normed[apart].abs(), torch.ones(int(apart.sum()), 2), atol=1e-3)
