@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hardmax.dynamics import Hardmax, Softmax, Trajectory, attention_step, deduplicate, hardmax_layers
+from hardmax.dynamics import Hardmax, Softmax, Trajectory, attention_step, deduplicate, hardmax_layers, simulate
 from hardmax.models.config import ModelConfig  # torch-free, so the CLI can read it quickly
 
 __all__ = ["HardmaxClassifier", "ModelConfig", "ModelTrace"]
@@ -136,7 +136,21 @@ class HardmaxClassifier(nn.Module):
     def forward(self, ids: Tensor, mask: Tensor | None = None, *, attention: Mode = "softmax",
                 tie_rtol: float | None = None) -> Tensor:
         """Logits (batch,) for ids (batch, n) and mask (batch, n) (True = real token)."""
+        if attention == "hardmax" and not torch.is_grad_enabled() and ids.device.type == "cpu":
+            return self._hardmax_logits(ids, mask, tie_rtol)
         return self._run(ids, mask, attention, tie_rtol, keep_path=False).logits
+
+    def _hardmax_logits(self, ids: Tensor, mask: Tensor | None, tie_rtol: float | None) -> Tensor:
+        """Hardmax inference through `simulate`'s compiled engine, which merges repeated words itself
+        (identical embeddings) and keeps only the last layer: the same layers as `_run`, 3-4x faster."""
+        mask = self._check_inputs(ids, mask)
+        if (mask.sum(-1) == 0).any():
+            raise ValueError("every review needs at least one real (unmasked) token")
+        run = simulate(self.embedding(ids), Hardmax(tie_rtol), alpha=self.alpha, layers=self.config.layers,
+                       A=self.A, mask=mask, store="final")
+        w = mask.to(run.final.dtype).unsqueeze(-1)
+        pooled = (w * run.final).sum(1) / w.sum(1)
+        return self.decoder(pooled).squeeze(-1)
 
     def rule(self, attention: Mode = "softmax", tie_rtol: float | None = None) -> Hardmax | Softmax:
         """The attention rule of a mode: softmax at the trained β, or exact hardmax."""
