@@ -157,5 +157,5 @@ def test_layer_norm_in_two_dimensions_is_degenerate():
     z = torch.randn(100, 2, generator=torch.Generator().manual_seed(4))
     normed = torch.nn.functional.layer_norm(z, (2,))
     assert torch.allclose(normed[:, 0], -normed[:, 1], atol=1e-4)
-    apart = (z[:, 0] - z[:, 1]).abs() > 0.1  # the LayerNorm's ε only matters for nearly equal coordinates
+    apart = (z[:, 0] - z[:, 1]).abs() > 0.5  # the LayerNorm's ε only matters for nearly equal coordinates
     assert torch.allclose(normed[apart].abs(), torch.ones(int(apart.sum()), 2), atol=1e-3)
