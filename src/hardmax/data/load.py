@@ -17,7 +17,7 @@ from safetensors.torch import save_file
 
 from hardmax.data.config import PIPELINE_VERSION, SPLIT_NAMES, STOP_LISTS, DataConfig
 from hardmax.data.source import GROUPS, acl_root, default_cache_dir, read_reviews, resolve_imdb_path
-from hardmax.data.splits import DataStats, ImdbData, SplitStats, _build, _make_split
+from hardmax.data.splits import DataStats, ImdbData, SplitStats, build_splits, make_split
 from hardmax.data.text import Split, Vocabulary
 from hardmax.io import atomic_write, remove_stale_temp_files, write_text
 
@@ -97,7 +97,7 @@ def _load_cache(stem: Path, key: str) -> tuple[dict[str, Split], Vocabulary, int
         with safe_open(str(tensor_file), framework="pt") as handle:
             if (handle.metadata() or {}).get("key") != key:
                 raise ValueError("tensor file belongs to another entry")
-            splits = {name: _make_split(*(handle.get_tensor(f"{name}.{part}").numpy()
+            splits = {name: make_split(*(handle.get_tensor(f"{name}.{part}").numpy()
                                           for part in ("ids", "labels", "index")))
                       for name in SPLIT_NAMES}
         saved = meta["stats"]
@@ -162,7 +162,7 @@ def load_imdb(config: DataConfig | None = None, *, progress: bool = True) -> Imd
     if reviews.n_bad_bytes:
         logger.warning("%s: %d byte sequence(s) were not UTF-8 and were replaced by U+FFFD",
                        source, reviews.n_bad_bytes)
-    splits, vocab, split_stats = _build(reviews, config, progress)
+    splits, vocab, split_stats = build_splits(reviews, config, progress)
     _report_empty(source, split_stats)
     stats = DataStats(
         source=str(source), n_bad_bytes=reviews.n_bad_bytes, vocab_size=len(vocab), splits=split_stats,

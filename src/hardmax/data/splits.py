@@ -10,7 +10,7 @@ from tqdm.auto import tqdm
 
 from hardmax.data.config import PAD, PAPER_TEST_FRACTION, SPLIT_NAMES, UNK, VAL_BLOCK, DataConfig, DataError
 from hardmax.data.source import Reviews
-from hardmax.data.text import Split, Vocabulary, _clean_truncated, _tensorise, _word_cache
+from hardmax.data.text import Split, Vocabulary, clean_truncated, tensorise, word_cache
 
 # --------------------------------------------------------------------------------------------
 # Splits and statistics.
@@ -137,25 +137,25 @@ class ImdbData:
     config: DataConfig
 
 
-def _make_split(ids: np.ndarray, labels: np.ndarray, index: np.ndarray) -> Split:
+def make_split(ids: np.ndarray, labels: np.ndarray, index: np.ndarray) -> Split:
     ids_t = torch.from_numpy(np.ascontiguousarray(ids, dtype=np.int64))
     mask = ids_t != PAD
     return Split(ids=ids_t, mask=mask, labels=torch.from_numpy(labels.astype(np.int64)),
                  lengths=mask.sum(dim=1), index=torch.from_numpy(index.astype(np.int64)))
 
 
-def _build(reviews: Reviews, config: DataConfig, progress: bool) -> tuple[dict[str, Split], Vocabulary,
+def build_splits(reviews: Reviews, config: DataConfig, progress: bool) -> tuple[dict[str, Split], Vocabulary,
                                                                           dict[str, SplitStats]]:
     rows = _split_rows(reviews, config)
     # One process: cleaning the 50k reviews takes ~7 s of CPU. A Pool(2) was measured slower on
     # the 2-core machine (each worker lemmatises the shared vocabulary again, token lists must be
     # pickled back, and the readers' cores are rarely idle), so it is not used.
-    cache = _word_cache(**config.clean_options())
+    cache = word_cache(**config.clean_options())
     tokens: dict[str, list[list[str]]] = {}
     cut: dict[str, np.ndarray] = {}
     for name in SPLIT_NAMES:
         texts = (reviews.texts[r] for r in rows[name])
-        pairs = [_clean_truncated(t, cache, config.max_len, config.truncation) for t in tqdm(
+        pairs = [clean_truncated(t, cache, config.max_len, config.truncation) for t in tqdm(
             texts, total=len(rows[name]), desc=f"clean {name}", unit=" reviews", disable=not progress)]
         tokens[name] = [p[0] for p in pairs]
         cut[name] = np.array([p[1] for p in pairs], dtype=bool)
@@ -172,8 +172,8 @@ def _build(reviews: Reviews, config: DataConfig, progress: bool) -> tuple[dict[s
     vocab = Vocabulary.build(tokens["train"], min_count=config.min_count, max_size=config.max_vocab)
     splits, stats = {}, {}
     for name in SPLIT_NAMES:
-        ids = _tensorise(tokens[name], vocab, config.max_len)
+        ids = tensorise(tokens[name], vocab, config.max_len)
         truncated = cut[name]
-        splits[name] = _make_split(ids, reviews.labels[rows[name]], rows[name])
+        splits[name] = make_split(ids, reviews.labels[rows[name]], rows[name])
         stats[name] = _split_stats(ids, splits[name].lengths.numpy(), truncated, skipped[name])
     return splits, vocab, stats

@@ -92,7 +92,7 @@ class _WordCache(dict):
 _WORD_CACHES: dict[tuple[bool, bool, str], _WordCache] = {}
 
 
-def _word_cache(lowercase: bool, lemmatize: bool, stopwords: StopWords) -> _WordCache:
+def word_cache(lowercase: bool, lemmatize: bool, stopwords: StopWords) -> _WordCache:
     check_stopwords(stopwords)
     key = (bool(lowercase), bool(lemmatize), stopwords)
     if key not in _WORD_CACHES:
@@ -123,7 +123,7 @@ def clean_text(text: str, *, lowercase: bool = True, lemmatize: bool = True,
 
     Example: "I loved these movies!<br /><br />Best of 2009: http://x.y" -> ["love", "movie", "good"].
     """
-    cache = _word_cache(lowercase, lemmatize, stopwords)
+    cache = word_cache(lowercase, lemmatize, stopwords)
     return [token for token in map(cache.__getitem__, _words(text)) if token]
 
 
@@ -132,7 +132,7 @@ def _clean_head(text: str, cache: _WordCache, limit: int) -> list[str]:
     return list(itertools.islice(filter(None, map(cache.__getitem__, _words(text))), limit))
 
 
-def _clean_truncated(text: str, cache: _WordCache, max_len: int, truncation: str) -> tuple[list[str], bool]:
+def clean_truncated(text: str, cache: _WordCache, max_len: int, truncation: str) -> tuple[list[str], bool]:
     """(kept tokens, whether the review was longer than max_len).
 
     "head" keeps the first max_len tokens. "head_tail" keeps the first ⌈max_len/2⌉ and the last
@@ -252,7 +252,7 @@ class EncodedTexts:
     tokens: list[list[str]]
 
 
-def _tensorise(token_lists: Sequence[Sequence[str]], vocab: Vocabulary, max_len: int) -> np.ndarray:
+def tensorise(token_lists: Sequence[Sequence[str]], vocab: Vocabulary, max_len: int) -> np.ndarray:
     ids = np.zeros((len(token_lists), max_len), dtype=np.int64)  # PAD = 0
     for row, tokens in enumerate(token_lists):
         encoded = vocab.encode(tokens[:max_len])
@@ -278,12 +278,12 @@ def encode_texts(
     punctuation or markup).
     """
     texts = [texts] if isinstance(texts, str) else list(texts)
-    cache = _word_cache(lowercase, lemmatize, stopwords)
-    tokens = [_clean_truncated(text, cache, max_len, truncation)[0] for text in texts]
+    cache = word_cache(lowercase, lemmatize, stopwords)
+    tokens = [clean_truncated(text, cache, max_len, truncation)[0] for text in texts]
     for i, kept in enumerate(tokens):
         if not kept:
             raise DataError(f"text {i} is empty after cleaning (only stop words, digits, punctuation "
                             f"or markup): {texts[i][:80]!r}")
-    ids = torch.from_numpy(_tensorise(tokens, vocab, max_len))
+    ids = torch.from_numpy(tensorise(tokens, vocab, max_len))
     lengths = torch.tensor([len(t) for t in tokens], dtype=torch.int64)
     return EncodedTexts(ids=ids, mask=ids != PAD, lengths=lengths, tokens=tokens)
