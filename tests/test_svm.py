@@ -128,6 +128,23 @@ def test_margins_and_support_are_consistent():
     torch.testing.assert_close(torch.as_tensor(lam) @ A.reshape(len(i), -1), svm.W.reshape(-1), atol=1e-6, rtol=0)
 
 
+@pytest.mark.parametrize("norm", ["fro", "nuc"])
+@pytest.mark.parametrize(("n", "T", "d", "seed"), [(6, 8, 10, 0), (3, 5, 4, 1), (4, 4, 9, 2)])
+def test_direct_clarabel_equals_the_cvxpy_program(norm, n, T, d, seed):
+    # The reduced conic program handed to Clarabel is the cvxpy program written in W (d × d): same W,
+    # objective and support tokens, on problems with several queries (the nuclear solution has rank > 1).
+    X, z, y, v, _ = _synthetic(1, n, T, d, seed=seed)
+    selection = optimal_selection(X[0], y[0], v[0])
+    fast = att_svm(X[0], z[0], selection, norm=norm)
+    ref = att_svm(X[0], z[0], selection, norm=norm, backend="cvxpy")
+    assert fast.status == "optimal"
+    torch.testing.assert_close(fast.W, ref.W, rtol=0, atol=1e-5 * ref.W.norm().item())
+    assert fast.objective == pytest.approx(ref.objective, rel=1e-8)
+    assert fast.support.tolist() == ref.support.tolist()
+    if norm == "nuc":
+        assert fast.rank > 1
+
+
 def test_self_attention_uses_token_zero_as_query():
     X, *_ = _synthetic(1, 3, 4, 6, seed=5)
     a = att_svm(X[0], None, [1, 2, 3])
@@ -171,6 +188,7 @@ def test_infeasible_says_why():
     ({"selection": [0.0]}, "integer"),
     ({"selection": [0, 1]}, "n = 1"),
     ({"norm": "l1"}, "norm must be one of"),
+    ({"backend": "scs"}, "backend must be one of"),
     ({"z": [[0.0, 1.0, 2.0]]}, "z must have shape"),
     ({"z": [[np.inf, 1.0]]}, "z contains NaN"),
     ({"mask": [[True, False]]}, "masked"),
@@ -180,7 +198,8 @@ def test_bad_input(kwargs, message):
     if "mask" in args:
         args["mask"] = torch.tensor(args["mask"])
     with pytest.raises(ValueError, match=message):
-        att_svm(args["X"], args["z"], args["selection"], norm=args["norm"], mask=args.get("mask"))
+        att_svm(args["X"], args["z"], args["selection"], norm=args["norm"], mask=args.get("mask"),
+                backend=args.get("backend", "clarabel"))
 
 
 def test_token_scores_checks_shapes():
@@ -226,6 +245,46 @@ def test_batched_descent_equals_per_problem_loop(parameterisation):
         one = init[s] if parameterisation == "W" else (init[0][s], init[1][s])
         ref = _notebook_loop(X[s], z[s], y[s], v[s], one, parameterisation, 60, config.kq_ridge)
         torch.testing.assert_close(path.W[s, 1:], ref, rtol=1e-9, atol=1e-9)
+
+
+def _exact_gradient(X, z, y, v, W, digits: int) -> np.ndarray:
+    """∇_W L / ‖∇_W L‖ of one problem by the plain formula in mpmath at `digits` digits.
+
+    u_α − f cancels to e^{−(score gap)}: the digits must exceed the largest score gap / ln 10.
+    """
+    mpmath = pytest.importorskip("mpmath")
+    with mpmath.workdps(digits):
+        n, T, d = X.shape
+        X, z, y, v, W = (np.vectorize(mpmath.mpf, otypes=[object])(a.numpy()) for a in (X, z, y, v, W))
+        grad = np.full((d, d), mpmath.mpf(0), dtype=object)
+        for i in range(n):
+            s = [X[i, t] @ W @ z[i] for t in range(T)]
+            e = [mpmath.exp(a - max(s)) for a in s]
+            p = [a / sum(e) for a in e]
+            u = [X[i, t] @ v for t in range(T)]
+            f = sum(pt * ut for pt, ut in zip(p, u, strict=True))
+            g = -y[i] / (1 + mpmath.exp(y[i] * f)) / n
+            for t in range(T):
+                grad = grad + g * p[t] * (u[t] - f) * np.outer(X[i, t], z[i])
+        norm = mpmath.sqrt(sum(a * a for a in grad.ravel()))
+        return np.array([[float(a / norm) for a in row] for row in grad])
+
+
+@pytest.mark.parametrize("scale", [1.0, 30.0, 3000.0])
+def test_step_direction_is_exact_when_softmax_saturates(scale):
+    # At ‖W‖ ~ 10³ the unselected tokens' softmax weights are below e^{-745} (0 in float64) and u − f
+    # cancels for the selected one; the step must still follow the exact gradient direction (80 digits).
+    X, z, y, v, g = _synthetic(1, 3, 4, 3, seed=4)
+    W = scale * torch.randn(1, 3, 3, generator=g, dtype=torch.float64)
+    config = DescentConfig(iterations=1, lr=1.0, eps=0.0, record_every=1)
+    path = descend(X, z, y, v, W, config)
+    step = (path.W[0, 0] - path.W[0, 1]).numpy()  # = ∇/‖∇‖ up to rounding of W (~1e-13 here)
+    scores = (X[0] @ W[0] @ z[0].unsqueeze(-1)).squeeze(-1)
+    gap = float((scores.amax(-1) - scores.amin(-1)).max())
+    expected = _exact_gradient(X[0], z[0], y[0], v[0], W[0], digits=40 + int(gap / math.log(10)))
+    np.testing.assert_allclose(step, expected, rtol=0, atol=1e-10)
+    if scale == 3000.0:  # the case the log-domain formula is for: float64 softmax has underflowed
+        assert (softmax_attention(X, z, W) == 0).any()
 
 
 def test_descent_converges_to_the_svm_direction():

@@ -7,7 +7,7 @@ to the hard-margin SVM that separates each input's selected token from its other
 (K, Q), W = K Qᵀ, converges to the nuclear-norm SVM. As ‖W‖ → ∞ softmax becomes hardmax selection,
 which is where this view meets the hardmax dynamics of the rest of the library.
 
-    solver.py      att_svm -> AttSVM (cvxpy + Clarabel, float64; cvxpy imported on first solve)
+    solver.py      att_svm -> AttSVM (Clarabel, float64, direct or through cvxpy; imported on first solve)
     selection.py   token scores, globally optimal tokens, the local-optimality (support-token) test
     descent.py     normalised gradient descent on W or (K, Q), batched over problems -> DescentPath
 
@@ -27,12 +27,13 @@ from hardmax.svm.descent import (
     softmax_attention,
 )
 from hardmax.svm.selection import beats_support_tokens, is_locally_optimal, optimal_selection, token_scores
-from hardmax.svm.solver import RANK_RTOL, SUPPORT_TOL, AttSVM, Norm, att_svm
+from hardmax.svm.solver import RANK_RTOL, SUPPORT_TOL, AttSVM, Backend, Norm, att_svm
 
 __all__ = [
     "RANK_RTOL",
     "SUPPORT_TOL",
     "AttSVM",
+    "Backend",
     "DescentConfig",
     "DescentPath",
     "Norm",

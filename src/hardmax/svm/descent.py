@@ -138,14 +138,18 @@ def _loss_and_direction(X: Tensor, z: Tensor, y: Tensor, u: Tensor, W: Tensor,
                         mask: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Loss (S,), D (S, d, d) and log c (S,) with ∇_W L = c · D, given u = X v (S, n, T).
 
-        ∇_W L = Σ_i Σ_t g_i p_it (u_it − f_i) x_it z_iᵀ,   g_i = −y_i σ(−y_i f_i)/n,   f_i = Σ_t p_it u_it,
-        u_it − f_i = Σ_t' p_it' (u_it − u_it')
+        ∇_W L = Σ_i Σ_t g_i p_it (u_it − f_i) x_it z_iᵀ,   g_i = −y_i σ(−y_i f_i)/n,   f_i = Σ_t p_it u_it
 
     Normalised descent only needs the direction of ∇_W L, and the direction is what float64 loses first:
-    once softmax saturates, p_it of the unselected tokens underflows (e^{-745}) and u_it − f_i cancels,
-    so the plain gradient is noise or exactly 0 long before the theory's limit. Each term is therefore
-    formed as exp(log|g_i| + log p_it + log p_it' − M) with M the largest exponent of the problem, which
-    is exact up to the common factor e^{M} and never underflows as a whole.
+    once softmax saturates on a token m_i, the other p_it underflow (e^{-745}) and u_{i m_i} − f_i
+    cancels, so the plain gradient is noise or exactly 0 long before the theory's limit. So, with
+    L_i = max_{t ≠ m_i} log p_it (the runner-up), the coefficient of token t is formed as
+
+        t ≠ m_i:  e^{log p_it − L_i} (u_it − f_i)           (u_it − f_i ≈ u_it − u_{i m_i}: no cancellation)
+        t = m_i:  p_{i m_i} Σ_{t' ≠ m_i} e^{log p_it' − L_i} (u_{i m_i} − u_it')     (u − f term by term)
+
+    times sign(g_i) e^{log|g_i| + L_i − M}, M the largest log|g_i| + L_i of the problem: exact up to
+    the common factor e^{M}, never under- or overflowing as a whole, and O(n T) per problem.
     """
     s = (X @ (W.unsqueeze(-3) @ z.unsqueeze(-1))).squeeze(-1).masked_fill(~mask, float("-inf"))
     logp = torch.log_softmax(s, dim=-1)
@@ -154,13 +158,16 @@ def _loss_and_direction(X: Tensor, z: Tensor, y: Tensor, u: Tensor, W: Tensor,
     n = X.shape[1]
     loss = torch.nn.functional.softplus(-y * f).mean(-1)
     g = -y * torch.sigmoid(-y * f) / n
-    # log|g_i| + log p_it + log p_it' over pairs (S, n, T, T); padding pairs are −inf and drop out.
-    exponent = (g.abs().log()[..., None, None] + logp.unsqueeze(-1) + logp.unsqueeze(-2))
-    exponent = exponent.masked_fill(torch.eye(X.shape[2], dtype=torch.bool, device=X.device), float("-inf"))
-    top = exponent.flatten(1).amax(-1).clamp(min=-1e300)  # all −inf only when every input has one token
-    weight = (exponent - top[:, None, None, None]).exp()
-    du = (u.unsqueeze(-1) - u.unsqueeze(-2)).masked_fill(~(mask.unsqueeze(-1) & mask.unsqueeze(-2)), 0.0)
-    c = g.sign().unsqueeze(-1) * (weight * du).sum(-1)  # (S, n, T)
+    lead = logp.argmax(-1, keepdim=True)  # (S, n, 1): m_i (any choice among ties is exact)
+    is_lead = torch.zeros_like(mask).scatter_(-1, lead, True)
+    rest = logp.masked_fill(is_lead, float("-inf"))
+    runner_up = rest.amax(-1, keepdim=True).clamp(min=-1e300)  # L_i; −inf only for a one-token input
+    ratio = (rest - runner_up).exp()  # e^{log p_it − L_i}, 0 at m_i and at padding
+    du_lead = (u.gather(-1, lead) - u).masked_fill(~mask, 0.0)
+    coef = torch.where(is_lead, p * (ratio * du_lead).sum(-1, keepdim=True), ratio * (u - f.unsqueeze(-1)))
+    scale = g.abs().log() + runner_up.squeeze(-1)  # (S, n)
+    top = scale.amax(-1).clamp(min=-1e300)  # all −inf only when every input has one token
+    c = (g.sign() * (scale - top[:, None]).exp()).unsqueeze(-1) * coef  # (S, n, T)
     direction = torch.einsum("snt,sntd,sne->sde", c, X, z)
     return loss, direction, top
 
