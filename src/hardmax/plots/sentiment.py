@@ -88,7 +88,9 @@ def shown_leaders(explanation: Explanation, decisive: float = 2.0) -> list[int]:
 def _colours(explanation: Explanation, stars: list[int]) -> tuple[list, dict[int, tuple]]:
     """A colour per word (its leader's; grey if none drawn) and per drawn leader."""
     cmap = colormaps["tab20"]
-    star_colour = {leader: cmap(rank % MAX_COLOURS) for rank, leader in enumerate(stars)}
+    # tab20 pairs each hue with its light shade: the ten hues first, then the shades.
+    order = [*range(0, MAX_COLOURS, 2), *range(1, MAX_COLOURS, 2)]
+    star_colour = {leader: cmap(order[rank % MAX_COLOURS]) for rank, leader in enumerate(stars)}
     m = len(explanation.words)
     if explanation.mostly_leaders and explanation.word_logits:  # every word its own leader: colour by side
         words = [POSITIVE if explanation.word_logits[i] > 0 else NEGATIVE for i in range(m)]
