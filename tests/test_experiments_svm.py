@@ -96,3 +96,38 @@ def test_cli_smoke(tmp_path, capsys):
 def test_cli_bad_input(tmp_path, capsys):
     assert main(["svm", "--seeds", "0", "--out", str(tmp_path)]) == 2
     assert "seeds must be" in capsys.readouterr().err
+
+
+def test_imdb_join_on_a_small_classifier():
+    # A tiny untrained classifier stands in for a trained run: the join's bookkeeping (feasibility by
+    # prefix, leaders, words, agreement with the optimal word) is checked, not IMDb's numbers.
+    from types import SimpleNamespace
+
+    from hardmax.experiments.svm import imdb_join
+    from hardmax.models import HardmaxClassifier, ModelConfig
+
+    torch.manual_seed(0)
+    words = [f"w{k}" for k in range(40)]
+    model = HardmaxClassifier(ModelConfig(vocab_size=len(words), d=4, layers=2)).double().eval()
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(1, len(words), (12, 9), generator=g)
+    mask = torch.ones(12, 9, dtype=torch.bool)
+    mask[::3, 6:] = False  # some shorter reviews
+    split = SimpleNamespace(ids=ids, mask=mask, labels=torch.randint(0, 2, (12,), generator=g))
+    run = SimpleNamespace(model=model, vocab=SimpleNamespace(words=words))
+    result = imdb_join(run, split, reviews=8, iterations=100)
+    assert result.reviews == 8 and result.d == 4 and 1 <= result.tokens_mean <= result.tokens_max <= 9
+    assert 0 <= result.feasible_single <= 1 and 0 <= result.agree_optimal <= 1
+    sizes = sorted(result.feasible_by_n)
+    assert sizes[-1] == 8
+    # A prefix's constraints are a subset of a longer prefix's: feasibility can only be lost as n grows.
+    flags = [result.feasible_by_n[k] for k in sizes]
+    assert flags == sorted(flags, reverse=True)
+    if result.corr is not None:
+        assert -1 <= result.corr[0] <= 1 and result.feasible_by_n[result.corr[1]]
+    for share in (*result.selected_leader, *result.optimal_leader, *result.chance):
+        assert 0 <= share <= 1
+    assert sum(k for _, k in result.top_words) == 8 and all(w in words for w, _ in result.top_words)
+    assert len(result.examples) == 8
+    text = render_report(run_synthetic(SyntheticConfig(n=2, T=3, d=3, seeds=2, iterations=20)), None, result)
+    assert "## IMDb: the d = 4 classifier's tokens" in text and "globally optimal word" in text

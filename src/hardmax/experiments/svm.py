@@ -307,7 +307,8 @@ class ImdbJoin:
         corr: (corr(W_k, W^mm) at the end, n) on the largest feasible prefix, GD rerun on it; None if none.
         selected_leader, optimal_leader: share of reviews whose GD-selected / optimal word is a leader of
             the classifier at layer 0 and at the last layer K (tuple of two). chance: mean share of
-            leaders among a review's distinct words at layer 0 and at K.
+            leaders among a review's distinct words at layer 0 and at K (the rate of a random word).
+        agree_optimal: share of reviews whose GD-selected word is the globally optimal one.
         top_words: (word, count) of the most often selected words. examples: (label, selected word,
             optimal word, is leader at K) for the first reviews. seconds: wall time.
     """
@@ -324,6 +325,7 @@ class ImdbJoin:
     selected_leader: tuple[float, float]
     optimal_leader: tuple[float, float]
     chance: tuple[float, float]
+    agree_optimal: float
     top_words: list[tuple[str, int]]
     examples: list[tuple[str, str, str, bool]] = field(default_factory=list)
     seconds: float = 0.0
@@ -400,7 +402,8 @@ def imdb_join(run, split, *, reviews: int = 200, iterations: int = 1000, seed: i
     return ImdbJoin(reviews=N, d=d, iterations=iterations, tokens_mean=float(T_i.mean()), tokens_max=int(T_i.max()),
                     feasible_single=float(torch.tensor(single).float().mean()), feasible_by_n=feasible,
                     optimal_feasible_by_n=optimal, corr=corr, selected_leader=tuple(sel_lead.tolist()),
-                    optimal_leader=tuple(best_lead.tolist()), chance=tuple(chance.tolist()), top_words=top,
+                    optimal_leader=tuple(best_lead.tolist()), chance=tuple(chance.tolist()),
+                    agree_optimal=float((sel == best).float().mean()), top_words=top,
                     examples=examples, seconds=time.perf_counter() - start)
 
 
@@ -457,6 +460,8 @@ def render_report(synthetic: SyntheticResult, join: JoinResult | None = None, im
                 f"{100 * imdb.optimal_leader[0]:.1f} % / {100 * imdb.optimal_leader[1]:.1f} %; a random word of the "
                 "review "
                 f"is a leader with probability {100 * imdb.chance[0]:.1f} % / {100 * imdb.chance[1]:.1f} %",
+                f"- the GD-selected word is the globally optimal word (largest y vᵀx) in "
+                f"{100 * imdb.agree_optimal:.1f} % of reviews",
                 "", "| selected word | reviews |", "|---|---|", *[f"| {w} | {k} |" for w, k in imdb.top_words], "",
                 "| review | selected word | globally optimal word | leader at K |", "|---|---|---|---|",
                 *[f"| {lab} | {a} | {b} | {'yes' if lead else 'no'} |" for lab, a, b, lead in imdb.examples], ""]
