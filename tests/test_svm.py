@@ -145,6 +145,22 @@ def test_direct_clarabel_equals_the_cvxpy_program(norm, n, T, d, seed):
         assert fast.rank > 1
 
 
+@pytest.mark.parametrize("norm", ["fro", "nuc"])
+def test_working_set_gives_the_whole_program_solution(norm):
+    # Cutting planes (forced here by a low threshold) end at the solution of the whole program.
+    X, z, y, v, _ = _synthetic(1, 8, 12, 8, seed=6)
+    selection = optimal_selection(X[0], y[0], v[0])
+    whole = att_svm(X[0], z[0], selection, norm=norm, working_set_above=None)
+    cut = att_svm(X[0], z[0], selection, norm=norm, working_set_above=10)
+    torch.testing.assert_close(cut.W, whole.W, rtol=0, atol=1e-5 * whole.W.norm().item())
+    assert cut.objective == pytest.approx(whole.objective, rel=1e-7)
+    assert cut.support.tolist() == whole.support.tolist()
+    # An infeasible program stays infeasible on a working set.
+    Xb, zb, *_ = _synthetic(1, 12, 8, 3, seed=1)
+    with pytest.raises(ValueError, match="infeasible"):
+        att_svm(Xb[0], zb[0], torch.zeros(12, dtype=torch.long), working_set_above=10)
+
+
 def test_self_attention_uses_token_zero_as_query():
     X, *_ = _synthetic(1, 3, 4, 6, seed=5)
     a = att_svm(X[0], None, [1, 2, 3])
@@ -189,6 +205,7 @@ def test_infeasible_says_why():
     ({"selection": [0, 1]}, "n = 1"),
     ({"norm": "l1"}, "norm must be one of"),
     ({"backend": "scs"}, "backend must be one of"),
+    ({"working_set_above": 0}, "working_set_above must be"),
     ({"z": [[0.0, 1.0, 2.0]]}, "z must have shape"),
     ({"z": [[np.inf, 1.0]]}, "z contains NaN"),
     ({"mask": [[True, False]]}, "masked"),
@@ -199,7 +216,7 @@ def test_bad_input(kwargs, message):
         args["mask"] = torch.tensor(args["mask"])
     with pytest.raises(ValueError, match=message):
         att_svm(args["X"], args["z"], args["selection"], norm=args["norm"], mask=args.get("mask"),
-                backend=args.get("backend", "clarabel"))
+                backend=args.get("backend", "clarabel"), working_set_above=args.get("working_set_above", 2000))
 
 
 def test_token_scores_checks_shapes():

@@ -27,11 +27,12 @@ from hardmax.svm.descent import (
     softmax_attention,
 )
 from hardmax.svm.selection import beats_support_tokens, is_locally_optimal, optimal_selection, token_scores
-from hardmax.svm.solver import RANK_RTOL, SUPPORT_TOL, AttSVM, Backend, Norm, att_svm
+from hardmax.svm.solver import RANK_RTOL, SUPPORT_TOL, WORKING_SET_ABOVE, AttSVM, Backend, Norm, att_svm
 
 __all__ = [
     "RANK_RTOL",
     "SUPPORT_TOL",
+    "WORKING_SET_ABOVE",
     "AttSVM",
     "Backend",
     "DescentConfig",

@@ -24,7 +24,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["RANK_RTOL", "SUPPORT_TOL", "AttSVM", "Backend", "Norm", "att_svm", "check_inputs", "check_tokens"]
+__all__ = ["RANK_RTOL", "SUPPORT_TOL", "WORKING_SET_ABOVE", "AttSVM", "Backend", "Norm", "att_svm", "check_inputs",
+           "check_tokens"]
 
 Norm = Literal["fro", "nuc"]
 _NORMS = ("fro", "nuc")
@@ -44,6 +45,14 @@ _SPAN_RTOL = 1e-12
 # Clarabel's statuses in cvxpy's words, so that both backends report alike.
 _CLARABEL_STATUS = {"Solved": "optimal", "AlmostSolved": "optimal_inaccurate", "PrimalInfeasible": "infeasible",
                     "AlmostPrimalInfeasible": "infeasible_inaccurate"}
+# Cutting planes (see `_solve_working_set`) are used above this many constraints by default. The first
+# working set holds _START constraints per input, each round adds at most _ADD violated ones per input,
+# a constraint counts as violated below a margin of 1 − _TOL, and at most _ROUNDS rounds are run.
+WORKING_SET_ABOVE = 2000
+_WORKING_SET_START = 4
+_WORKING_SET_ADD = 4
+_WORKING_SET_TOL = 1e-9
+_WORKING_SET_ROUNDS = 100
 Backend = Literal["clarabel", "cvxpy"]
 _BACKENDS = ("clarabel", "cvxpy")
 
@@ -142,7 +151,8 @@ def check_inputs(X, z=None, selection=None, mask=None) -> tuple[Tensor, Tensor, 
     return X, z, selection, mask
 
 
-def att_svm(X, z, selection, *, norm: Norm = "fro", mask=None, backend: Backend = "clarabel") -> AttSVM:
+def att_svm(X, z, selection, *, norm: Norm = "fro", mask=None, backend: Backend = "clarabel",
+            working_set_above: int | None = WORKING_SET_ABOVE) -> AttSVM:
     """Solve the Att-SVM: the smallest W whose scores put every selected token ahead by a margin of 1.
 
         W^mm = argmin_W ‖W‖  s.t.  (x_{i,α_i} − x_{i,t})ᵀ W z_i ≥ 1  ∀ t ≠ α_i, ∀ i      (Att-SVM)
@@ -159,6 +169,8 @@ def att_svm(X, z, selection, *, norm: Norm = "fro", mask=None, backend: Backend 
             (see `_solve_reduced`); "cvxpy": the same program written in cvxpy and solved by Clarabel,
             the readable reference (2-3× slower: cvxpy canonicalises every call, and the SDP is larger).
             Both give the same W to Clarabel's tolerances (tests compare them).
+        working_set_above: with more constraints than this, solve by cutting planes on a working set
+            of constraints (exact; see `_solve_working_set`); None: always the whole program at once.
 
     Returns:
         `AttSVM` (float64).
@@ -172,6 +184,8 @@ def att_svm(X, z, selection, *, norm: Norm = "fro", mask=None, backend: Backend 
         raise ValueError(f"norm must be one of {_NORMS}, got {norm!r}")
     if backend not in _BACKENDS:
         raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
+    if working_set_above is not None and working_set_above < 1:
+        raise ValueError(f"working_set_above must be ≥ 1 or None, got {working_set_above}")
     if selection is None:
         raise ValueError("selection is required: one token index per input")
     X, z, selection, mask = check_inputs(X, z, selection, mask)
@@ -185,7 +199,10 @@ def att_svm(X, z, selection, *, norm: Norm = "fro", mask=None, backend: Backend 
     queries = z[i].numpy()  # (m, d): z_i of constraint j
     start = time.perf_counter()
     solve = _solve_reduced if backend == "clarabel" else _solve_cvxpy
-    W_np, status = solve(diffs, queries, norm)
+    if working_set_above is None or len(diffs) <= working_set_above:
+        W_np, status = solve(diffs, queries, norm)
+    else:
+        W_np, status = _solve_working_set(diffs, queries, i.numpy(), norm, solve)
     solve_time = time.perf_counter() - start
     if status.startswith("infeasible"):
         raise ValueError(_infeasible_message(n, T, d, status))
@@ -212,6 +229,45 @@ def _basis(vectors: np.ndarray) -> np.ndarray:
     if s.size == 0 or s[0] == 0:
         return U[:, :0]
     return U[:, s > _SPAN_RTOL * s[0]]
+
+
+def _solve_working_set(diffs: np.ndarray, queries: np.ndarray, inputs: np.ndarray, norm: Norm,
+                       solve) -> tuple[np.ndarray | None, str]:
+    """Solve the Att-SVM by cutting planes on a working set of its constraints (many-token inputs).
+
+    Clarabel's KKT matrix holds the dense (constraints × unknowns) block of the margins, so a review set
+    of ~10⁴ tokens costs seconds per interior-point step although only the few support tokens decide W.
+    Cutting planes: solve on a working set (first the `_WORKING_SET_START` shortest differences a_j of
+    each input: the constraints that need the largest W), add each input's most violated constraints,
+    repeat. The result is exact: it is optimal for a relaxation and feasible for the whole program
+    (to `_WORKING_SET_TOL`); an infeasible working set means an infeasible program.
+
+    Args:
+        diffs: (m, d) a_j. queries: (m, d) z_j. inputs: (m,) the input i of each constraint.
+        norm: "fro" / "nuc". solve: `_solve_reduced` or `_solve_cvxpy`.
+    """
+    active = _per_input_smallest(np.linalg.norm(diffs, axis=1) * np.linalg.norm(queries, axis=1), inputs,
+                                 _WORKING_SET_START)
+    for _ in range(_WORKING_SET_ROUNDS):
+        W, status = solve(diffs[active], queries[active], norm)
+        if W is None:
+            return W, status
+        margins = ((diffs @ W) * queries).sum(1)
+        violated = (margins < 1 - _WORKING_SET_TOL) & ~active
+        if not violated.any():
+            return W, status
+        active |= violated & _per_input_smallest(np.where(violated, margins, np.inf), inputs, _WORKING_SET_ADD)
+    return None, f"no convergence of the working set in {_WORKING_SET_ROUNDS} rounds"
+
+
+def _per_input_smallest(values: np.ndarray, inputs: np.ndarray, k: int) -> np.ndarray:
+    """(m,) bool: the k smallest `values` of each input (ties by position), without a loop over inputs."""
+    order = np.lexsort((values, inputs))  # by input, then by value
+    sorted_inputs = inputs[order]
+    rank = np.arange(len(order)) - np.searchsorted(sorted_inputs, sorted_inputs, side="left")
+    chosen = np.zeros(len(values), dtype=bool)
+    chosen[order[rank < k]] = True
+    return chosen
 
 
 def _solve_reduced(diffs: np.ndarray, queries: np.ndarray, norm: Norm) -> tuple[np.ndarray | None, str]:
