@@ -123,8 +123,9 @@ def test_imdb_join_on_a_small_classifier():
     # A prefix's constraints are a subset of a longer prefix's: feasibility can only be lost as n grows.
     flags = [result.feasible_by_n[k] for k in sizes]
     assert flags == sorted(flags, reverse=True)
-    if result.corr is not None:
-        assert -1 <= result.corr[0] <= 1 and result.feasible_by_n[result.corr[1]]
+    assert result.corr is not None  # these 8 short reviews are jointly separable in d = 4
+    assert -1 <= result.corr[0] <= 1 and result.feasible_by_n[result.corr[1]]
+    assert 0 <= result.beats_support <= 1
     for share in (*result.selected_leader, *result.optimal_leader, *result.chance):
         assert 0 <= share <= 1
     assert sum(k for _, k in result.top_words) == 8 and all(w in words for w, _ in result.top_words)

@@ -305,6 +305,8 @@ class ImdbJoin:
         feasible_by_n: n -> whether the joint Att-SVM of the first n reviews (GD selection) is feasible.
         optimal_feasible_by_n: the same for the globally optimal selection (argmax y vᵀx).
         corr: (corr(W_k, W^mm) at the end, n) on the largest feasible prefix, GD rerun on it; None if none.
+        beats_support: on that prefix, share of reviews whose selected word scores above all its support
+            words (γ = y vᵀx), the per-review test of local optimality (all of them: locally optimal).
         selected_leader, optimal_leader: share of reviews whose GD-selected / optimal word is a leader of
             the classifier at layer 0 and at the last layer K (tuple of two). chance: mean share of
             leaders among a review's distinct words at layer 0 and at K (the rate of a random word).
@@ -322,6 +324,7 @@ class ImdbJoin:
     feasible_by_n: dict[int, bool]
     optimal_feasible_by_n: dict[int, bool]
     corr: tuple[float, int] | None
+    beats_support: float | None
     selected_leader: tuple[float, float]
     optimal_leader: tuple[float, float]
     chance: tuple[float, float]
@@ -377,15 +380,17 @@ def imdb_join(run, split, *, reviews: int = 200, iterations: int = 1000, seed: i
     sizes = sorted({k for k in (1, 2, 4, 8, 16, 32, 64, 128, 256) if k < N} | {N})
     feasible = {k: _feasible(X[:k], z[:k], sel[:k], present[:k]) is not None for k in sizes}
     optimal = {k: _feasible(X[:k], z[:k], best[:k], present[:k]) is not None for k in sizes}
-    corr = None
+    corr = beats_support = None
     largest = max((k for k, ok in feasible.items() if ok), default=None)
     if largest is not None:
-        sub = descend(X[None, :largest], z[None, :largest], y[None, :largest], v[None],
-                      torch.zeros(1, d, d, dtype=torch.float64),
-                      DescentConfig(iterations=iterations, record_every=iterations), mask=present[None, :largest])
+        # The first `largest` reviews alone (the same descent when largest = N, deterministic).
+        sub = path if largest == N else descend(
+            X[None, :largest], z[None, :largest], y[None, :largest], v[None], torch.zeros(1, d, d, dtype=torch.float64),
+            DescentConfig(iterations=iterations, record_every=iterations), mask=present[None, :largest])
         svm = _feasible(X[:largest], z[:largest], sub.selection[0], present[:largest])
         if svm is not None:
             corr = (float(sub.correlation(svm.W[None])[0, -1]), largest)
+            beats_support = float(beats_support_tokens(svm, gamma[:largest]).float().mean())
     rows = torch.arange(N)
     sel_lead = leaders[:, rows, sel].float().mean(-1)
     best_lead = leaders[:, rows, best].float().mean(-1)
@@ -401,7 +406,8 @@ def imdb_join(run, split, *, reviews: int = 200, iterations: int = 1000, seed: i
     T_i = present.sum(-1).float()
     return ImdbJoin(reviews=N, d=d, iterations=iterations, tokens_mean=float(T_i.mean()), tokens_max=int(T_i.max()),
                     feasible_single=float(torch.tensor(single).float().mean()), feasible_by_n=feasible,
-                    optimal_feasible_by_n=optimal, corr=corr, selected_leader=tuple(sel_lead.tolist()),
+                    optimal_feasible_by_n=optimal, corr=corr, beats_support=beats_support,
+                    selected_leader=tuple(sel_lead.tolist()),
                     optimal_leader=tuple(best_lead.tolist()), chance=tuple(chance.tolist()),
                     agree_optimal=float((sel == best).float().mean()), top_words=top,
                     examples=examples, seconds=time.perf_counter() - start)
@@ -454,7 +460,9 @@ def render_report(synthetic: SyntheticResult, join: JoinResult | None = None, im
                     f"n = {k}: {'feasible' if imdb.feasible_by_n[k] else 'infeasible'} / "
                     f"{'feasible' if imdb.optimal_feasible_by_n[k] else 'infeasible'}" for k in imdb.feasible_by_n),
                 ("- corr(W_k, W^mm) after GD on the largest feasible group (n = "
-                 f"{imdb.corr[1]}): {imdb.corr[0]:.4f}" if imdb.corr else "- no group of reviews is jointly separable"),
+                 f"{imdb.corr[1]}): {imdb.corr[0]:.4f}; its selected word beats all its support words (local "
+                 f"optimality) in {100 * imdb.beats_support:.1f} % of those reviews" if imdb.corr else
+                 "- no group of reviews is jointly separable"),
                 f"- the selected word is a hardmax leader of the classifier in {100 * imdb.selected_leader[0]:.1f} % "
                 f"(layer 0) / {100 * imdb.selected_leader[1]:.1f} % (layer K) of reviews; the globally optimal word in "
                 f"{100 * imdb.optimal_leader[0]:.1f} % / {100 * imdb.optimal_leader[1]:.1f} %; a random word of the "
