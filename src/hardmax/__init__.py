@@ -10,8 +10,9 @@ name that needs them is touched.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from hardmax.lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -70,20 +71,7 @@ _EXPORTS: dict[str, str] = {
     "train": "hardmax.training",
 }
 
-__all__ = sorted([*_EXPORTS, "__version__"])
-
-
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hardmax' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__all__, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), extra=["__version__"])
 
 
 if TYPE_CHECKING:  # static checkers and IDEs see the eager imports

@@ -16,8 +16,9 @@ read) -> `text` (clean, vocabulary, encode) -> `splits` (rows, tensors, statisti
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from hardmax.lazy import lazy_exports
 
 # public name -> module that defines it. Names are imported on first use (PEP 562 `__getattr__`), so
 # `hardmax.data.config` (DataConfig, read by the command line for its options) loads without torch.
@@ -55,20 +56,7 @@ _EXPORTS: dict[str, str] = {
     "resolve_imdb_path": "hardmax.data.source",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hardmax.data' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__all__, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 if TYPE_CHECKING:

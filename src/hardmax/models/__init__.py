@@ -14,8 +14,9 @@ import torch.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from hardmax.lazy import lazy_exports
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
@@ -26,7 +27,7 @@ _EXPORTS: dict[str, str] = {
     "CrateConfig": "hardmax.models.crate",
 }
 
-__all__ = sorted([*_EXPORTS, "build_model"])
+__all__, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), extra=["build_model"])
 
 
 def build_model(config):
@@ -38,19 +39,6 @@ def build_model(config):
     from hardmax.models.classifier import HardmaxClassifier
 
     return HardmaxClassifier(config)
-
-
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hardmax.models' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
 
 
 if TYPE_CHECKING:

@@ -11,8 +11,9 @@ TrainConfig` and `hardmax.training.TrainConfig` do not import torch.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from hardmax.lazy import lazy_exports
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
@@ -38,20 +39,7 @@ _EXPORTS: dict[str, str] = {
     "vocab_sha256": "hardmax.training.run",
 }
 
-__all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hardmax.training' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__all__, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 if TYPE_CHECKING:
