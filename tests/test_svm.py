@@ -231,14 +231,15 @@ def test_token_scores_checks_shapes():
 # --------------------------------------------------------------------------------------------
 
 
-def _notebook_loop(X, z, y, v, init, parameterisation: str, iterations: int, ridge: float):
+def _notebook_loop(X, z, y, v, init, parameterisation: str, iterations: int, ridge: float, mask=None):
     """One problem, autograd, the plain float64 formulas: the obviously-correct reference."""
     eps = torch.finfo(torch.float64).eps
     params = [init.clone().requires_grad_()] if parameterisation == "W" else [t.clone().requires_grad_() for t in init]
     out = []
     for _ in range(iterations):
         W = params[0] if parameterisation == "W" else params[0] @ params[1].T
-        p = torch.softmax((X @ W @ z.unsqueeze(-1)).squeeze(-1), -1)
+        scores = (X @ W @ z.unsqueeze(-1)).squeeze(-1)
+        p = torch.softmax(scores if mask is None else scores.masked_fill(~mask, float("-inf")), -1)
         f = (p * (X @ v)).sum(-1)
         loss = torch.log1p(torch.exp(-y * f)).mean()
         if parameterisation == "KQ":
@@ -262,6 +263,27 @@ def test_batched_descent_equals_per_problem_loop(parameterisation):
         one = init[s] if parameterisation == "W" else (init[0][s], init[1][s])
         ref = _notebook_loop(X[s], z[s], y[s], v[s], one, parameterisation, 60, config.kq_ridge)
         torch.testing.assert_close(path.W[s, 1:], ref, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("parameterisation", ["W", "KQ"])
+def test_masked_descent_ignores_padding(parameterisation):
+    # Padding tokens get no attention: the path equals autograd with −inf scores there, whatever the
+    # padding holds, and an input with a single real token contributes nothing.
+    X, z, y, v, g = _synthetic(2, 3, 5, 4, seed=13)
+    mask = torch.ones(2, 3, 5, dtype=torch.bool)
+    mask[0, 0, 3:] = False
+    mask[1, 2, 1:] = False  # one real token
+    init = initial_parameters(parameterisation, 2, 4, generator=g)
+    config = DescentConfig(parameterisation=parameterisation, iterations=40, record_every=1)
+    path = descend(X, z, y, v, init, config, mask=mask)
+    other = X.clone()
+    other[~mask] = 7.0
+    torch.testing.assert_close(descend(other, z, y, v, init, config, mask=mask).W, path.W, rtol=0, atol=1e-12)
+    for s in range(2):
+        one = init[s] if parameterisation == "W" else (init[0][s], init[1][s])
+        ref = _notebook_loop(X[s], z[s], y[s], v[s], one, parameterisation, 40, config.kq_ridge, mask=mask[s])
+        torch.testing.assert_close(path.W[s, 1:], ref, rtol=1e-9, atol=1e-9)
+    assert (path.attention[~mask] == 0).all()
 
 
 def _exact_gradient(X, z, y, v, W, digits: int) -> np.ndarray:
