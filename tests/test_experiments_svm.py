@@ -96,6 +96,8 @@ def test_cli_smoke(tmp_path, capsys):
 def test_cli_bad_input(tmp_path, capsys):
     assert main(["svm", "--seeds", "0", "--out", str(tmp_path)]) == 2
     assert "seeds must be" in capsys.readouterr().err
+    assert main(["svm", "--imdb-iterations", "0", "--out", str(tmp_path)]) == 2
+    assert "--imdb-iterations must be" in capsys.readouterr().err
 
 
 def test_imdb_join_on_a_small_classifier():

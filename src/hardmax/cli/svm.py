@@ -29,6 +29,8 @@ def _add_svm(subparsers) -> None:
                    help="a trained classifier's run directory (hardmax train): also run the IMDb join")
     p.add_argument("--data", metavar="PATH", help="IMDb data for --imdb-run (default: $HARDMAX_IMDB, cache)")
     p.add_argument("--reviews", type=int, default=200, help="test reviews of the IMDb join (default 200)")
+    p.add_argument("--imdb-iterations", type=int, default=1000,
+                   help="descent steps of the IMDb join (default 1000)")
     p.add_argument("--no-figures", dest="figures", action="store_false", help="skip the figures")
 
 
@@ -50,6 +52,8 @@ def _run_svm(args: argparse.Namespace) -> int:
 
     if args.reviews < 2:
         raise ValueError(f"--reviews must be ≥ 2, got {args.reviews}")
+    if args.imdb_iterations < 1:
+        raise ValueError(f"--imdb-iterations must be ≥ 1, got {args.imdb_iterations}")
     if args.join_seeds < 0:
         raise ValueError(f"--join-seeds must be ≥ 0, got {args.join_seeds}")
     start = time.perf_counter()
@@ -71,10 +75,11 @@ def _run_svm(args: argparse.Namespace) -> int:
 
         run = load_run(args.imdb_run)
         data = load_imdb(DataConfig.from_record(run.record.get("data") or {}, path=args.data))
-        imdb = imdb_join(run, data.test, reviews=args.reviews, iterations=min(args.iterations, 1000), seed=args.seed)
+        imdb = imdb_join(run, data.test, reviews=args.reviews, iterations=args.imdb_iterations, seed=args.seed)
         say(f"IMDb join: {imdb.reviews} reviews in {imdb.seconds:.1f} s")
     command = "hardmax svm " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
-                                        if k in ("seeds", "iterations", "imdb_run") and v is not None)
+                                        if k in ("seeds", "iterations", "imdb_run", "imdb_iterations") and v is not None
+                                        and (k != "imdb_iterations" or args.imdb_run is not None))
     report = render_report(synthetic, join, imdb, command=command)
     written = []
     if args.figures:
