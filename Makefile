@@ -28,7 +28,7 @@ data:
 quickstart: setup data
 	$(BIN)/hardmax reproduce --quick
 	@echo "Next: source $(VENV)/bin/activate (or call $(BIN)/hardmax), then e.g."
-	@echo "  hardmax explain \"A wonderful film with a great cast.\" --run runs/quick/d2"
+	@echo "  hardmax explain \"Awful, the worst film ever: boring, stupid and a waste of time.\" --run runs/quick/d2"
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks scripts

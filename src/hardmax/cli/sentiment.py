@@ -179,7 +179,8 @@ def _add_explain(subparsers) -> None:
                               "followers, and draw the words through the layers. The figures mean most for "
                               "d = 2 (the plane itself); for d ≥ 8 almost every word is its own leader, and the "
                               "output lists the decisive leaders instead.\n\n"
-                              "example: hardmax explain \"A wonderful film with a great cast.\" --run runs/quick/d2")
+                              "example: hardmax explain \"Awful, the worst film ever: boring, stupid and a waste "
+                              "of time.\" --run runs/quick/d2")
     p.add_argument("text", help="the review text (quote it)")
     p.add_argument("--run", required=True, metavar="DIR", help=RUN_HELP["read"])
     p.add_argument("--out", metavar="DIR", help="where to write the figure (default: RUN/explain)")
