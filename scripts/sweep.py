@@ -56,7 +56,8 @@ def run_variant(name: str, d: int, args: argparse.Namespace) -> dict:
     config = ReproduceConfig(dims=(d,), out_dir=str(Path(args.out) / name), train=train_config,
                              progress=not args.quiet)
     t0 = time.perf_counter()
-    model, history, best_epoch, _ = train_or_load(d, data, config)
+    trained = train_or_load(d, data, config)
+    model, history, best_epoch = trained.model, trained.history, trained.best_epoch
     seconds = time.perf_counter() - t0
     test = evaluate(model, data.test)
     best = history[best_epoch - 1]

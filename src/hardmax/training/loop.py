@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Protocol
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from tqdm.auto import tqdm
 
 from hardmax.io import (
     CheckpointError,
@@ -35,6 +34,7 @@ from hardmax.io import (
     write_text,
 )
 from hardmax.models import HardmaxClassifier, ModelConfig, build_model
+from hardmax.progress import progress as progress_bar
 from hardmax.training.config import TrainConfig, check_device_name
 from hardmax.training.run import EpochRecord, config_record, lock_run, settings_differences, vocab_sha256
 
@@ -254,7 +254,7 @@ def _train_locked(train_split: LabelledSplit, val_split: LabelledSplit, *, model
         if problems:
             raise CheckpointError(f"cannot resume {run_dir}: its settings differ: " + "; ".join(problems))
     elif ckpt_path.exists() or (run_dir / "model.safetensors").exists():
-        raise CheckpointError(f"{run_dir} already holds a run; pass resume=True (--resume) or use a new directory")
+        raise CheckpointError(f"{run_dir} already holds a run; pass resume=True or use a new directory")
     if vocab is not None:
         write_text(run_dir / "vocab.json", vocab.to_json())
     write_json(run_dir / "config.json", record)
@@ -281,8 +281,8 @@ def _train_locked(train_split: LabelledSplit, val_split: LabelledSplit, *, model
         batches = epoch_batches(lengths, batch_size=train_config.batch_size, seed=train_config.seed,
                                 epoch=epoch, bucket=train_config.bucket)
         model.train()
-        bar = tqdm(total=len(batches), initial=state["batch"], desc=f"epoch {epoch + 1}/{train_config.epochs}",
-                   disable=not progress, leave=False, unit="batch")
+        bar = progress_bar(total=len(batches), initial=state["batch"], desc=f"epoch {epoch + 1}/{train_config.epochs}",
+                           disable=not progress, leave=False, unit="batch")
         t_start = time.perf_counter()
         for b in range(state["batch"], len(batches)):
             rows = batches[b]
@@ -309,7 +309,7 @@ def _train_locked(train_split: LabelledSplit, val_split: LabelledSplit, *, model
             sums[2] += len(rows)
             state["batch"] = b + 1
             bar.update(1)
-            bar.set_postfix(loss=f"{sums[0] / sums[2]:.4f}", acc=f"{sums[1] / sums[2]:.4f}")
+            bar.set_postfix_str(f"loss={sums[0] / sums[2]:.4f}, acc={sums[1] / sums[2]:.4f}", refresh=False)
             if state["batch"] % train_config.checkpoint_every == 0 and state["batch"] < len(batches):
                 sums[3] += time.perf_counter() - t_start
                 t_start = time.perf_counter()
@@ -333,9 +333,9 @@ def _train_locked(train_split: LabelledSplit, val_split: LabelledSplit, *, model
         else:
             state["bad_epochs"] += 1
         if progress:
-            tqdm.write(f"epoch {epoch + 1:3d}  loss {entry['train_loss']:.4f}  train acc {entry['train_accuracy']:.4f}"
-                       f"  val acc softmax {val.accuracy_softmax:.4f} hardmax {val.accuracy_hardmax:.4f}"
-                       f"  α {entry['alpha']:.3f}  {entry['train_reviews_per_second']:.0f} reviews/s", file=sys.stderr)
+            print(f"epoch {epoch + 1:3d}  loss {entry['train_loss']:.4f}  train acc {entry['train_accuracy']:.4f}"
+                  f"  val acc softmax {val.accuracy_softmax:.4f} hardmax {val.accuracy_hardmax:.4f}"
+                  f"  α {entry['alpha']:.3f}  {entry['train_reviews_per_second']:.0f} reviews/s", file=sys.stderr)
         state.update(epoch=epoch + 1, batch=0, sums=[0.0, 0.0, 0, 0.0])
         write_json(run_dir / "history.json", state["history"])
         _save_checkpoint(ckpt_path, model, optimizer, state, header)
