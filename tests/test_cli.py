@@ -208,9 +208,9 @@ def test_python_dash_m_hardmax(tmp_path):
 
 
 def _subparsers():
-    from hardmax.cli.app import _parser
+    from hardmax.cli.app import build_parser
 
-    return _parser()._subparsers._group_actions[0].choices
+    return build_parser()._subparsers._group_actions[0].choices
 
 
 OWN_COMMANDS = ("simulate", "train", "evaluate", "explain", "reproduce")  # the commands of this file's CLI modules

@@ -404,9 +404,9 @@ def test_bad_word_dropout_exits_2(archive, tmp_path, capsys):
 
 def test_stopwords_choices_are_the_libraries_lists():
     """The CLI names the lists itself (importing hardmax.data would slow every `hardmax --help`)."""
-    from hardmax.cli.app import _parser
+    from hardmax.cli.app import build_parser
     from hardmax.data import STOP_LISTS
 
-    sub = _parser()._subparsers._group_actions[0].choices["train"]
+    sub = build_parser()._subparsers._group_actions[0].choices["train"]
     action = next(a for a in sub._actions if "--stopwords" in a.option_strings)
     assert sorted(action.choices) == sorted(STOP_LISTS)

@@ -68,7 +68,7 @@ def test_hash_collisions_never_merge_distinct_tokens(monkeypatch):
     rng = np.random.default_rng(3)
     z, mask = imdb_like(rng, batch=12, n=30, d=4)
     honest = simulate(z, alpha=1.0, layers=4, mask=mask, engine="compiled").tokens
-    monkeypatch.setattr(kernel, "_multipliers", lambda d: np.zeros(d, dtype=np.uint64))
+    monkeypatch.setattr(kernel, "hash_multipliers", lambda d: np.zeros(d, dtype=np.uint64))
     colliding = simulate(z, alpha=1.0, layers=4, mask=mask, engine="compiled").tokens
     assert torch.equal(colliding, honest)
     torch.testing.assert_close(colliding, simulate(z, alpha=1.0, layers=4, mask=mask, engine="torch").tokens,
@@ -81,7 +81,8 @@ def test_signed_zeros_are_one_token():
     plus = np.array([[0.0, 1.0], [0.0, 1.0], [0.5, 0.5], [0.9, -0.2]])
     # Merged or not, the two copies score alike; so check the merge itself, not only the run.
     slot, distinct, weights = np.empty(4, np.int64), np.empty((4, 2)), np.empty(4)
-    m = kernel._deduplicate(z, z.view(np.uint64), np.ones(4, bool), kernel._multipliers(2), slot, distinct, weights)
+    m = kernel.deduplicate_review(z, z.view(np.uint64), np.ones(4, bool), kernel.hash_multipliers(2), slot, distinct,
+                                  weights)
     assert m == 3 and slot.tolist() == [0, 0, 1, 2] and weights[:3].tolist() == [2, 1, 1]
     got = simulate(z, alpha=1.0, layers=3, engine="compiled").tokens
     assert torch.equal(got[1:], simulate(plus, alpha=1.0, layers=3, engine="compiled").tokens[1:])

@@ -22,8 +22,8 @@ from hardmax.plots import (
     plot_trajectory,
     save_figure,
 )
-from hardmax.plots.figures import _frame_layers
-from hardmax.plots.scene import _scene
+from hardmax.plots.figures import frame_layers
+from hardmax.plots.scene import make_scene
 
 # A square K with four tokens inside and two that converge to the midpoints of its vertical sides
 # (projections of the origin onto faces): every element of the picture shows up.
@@ -89,7 +89,7 @@ def test_only_reached_points_of_S_are_marked_in_the_plane_and_above():
     # (±1, 0), where (±0.5, 0) converge, are limits of tokens; the same square in the plane z = 0 of R^3.
     for d in (2, 3):
         tokens = np.pad(SQUARE, ((0, 0), (0, d - 2)))
-        scene = _scene(simulate(tokens, alpha=0.5, layers=40), d)
+        scene = make_scene(simulate(tokens, alpha=0.5, layers=40), d)
         want = np.pad([[-1.0, 0.0], [1.0, 0.0]], ((0, 0), (0, d - 2)))
         np.testing.assert_allclose(scene.limit[np.argsort(scene.limit[:, 0])], want, atol=1e-12)
 
@@ -176,8 +176,8 @@ def test_animate_writes_a_gif(tmp_path, request, run):
 
 
 def test_frame_layers_are_dense_early_and_end_at_the_last_layer():
-    assert _frame_layers(8, 40) == list(range(9))
-    frames = _frame_layers(500, 40)
+    assert frame_layers(8, 40) == list(range(9))
+    frames = frame_layers(500, 40)
     assert frames[0] == 0 and frames[-1] == 500 and len(frames) <= 41
     assert frames == sorted(set(frames))
     assert frames[1] - frames[0] < frames[-1] - frames[-2]

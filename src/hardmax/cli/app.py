@@ -7,19 +7,19 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib import metadata
 
-from hardmax.cli.rate import _add_rate, _run_rate
+from hardmax.cli.rate import add_rate, run_rate
 from hardmax.cli.sentiment import (
-    _add_evaluate,
-    _add_explain,
-    _add_reproduce,
-    _add_train,
-    _run_evaluate,
-    _run_explain,
-    _run_reproduce,
-    _run_train,
+    add_evaluate,
+    add_explain,
+    add_reproduce,
+    add_train,
+    run_evaluate,
+    run_explain,
+    run_reproduce,
+    run_train,
 )
-from hardmax.cli.simulate import _add_simulate, _run_simulate
-from hardmax.cli.svm import _add_svm, _run_svm
+from hardmax.cli.simulate import add_simulate, run_simulate
+from hardmax.cli.svm import add_svm, run_svm
 
 # --------------------------------------------------------------------------------------------
 # main
@@ -27,13 +27,13 @@ from hardmax.cli.svm import _add_svm, _run_svm
 
 Command = tuple[str, Callable[[argparse._SubParsersAction], None], Callable[[argparse.Namespace], int]]
 COMMANDS: list[Command] = [
-    ("simulate", _add_simulate, _run_simulate),
-    ("train", _add_train, _run_train),
-    ("evaluate", _add_evaluate, _run_evaluate),
-    ("explain", _add_explain, _run_explain),
-    ("reproduce", _add_reproduce, _run_reproduce),
-    ("svm", _add_svm, _run_svm),
-    ("rate", _add_rate, _run_rate),
+    ("simulate", add_simulate, run_simulate),
+    ("train", add_train, run_train),
+    ("evaluate", add_evaluate, run_evaluate),
+    ("explain", add_explain, run_explain),
+    ("reproduce", add_reproduce, run_reproduce),
+    ("svm", add_svm, run_svm),
+    ("rate", add_rate, run_rate),
 ]
 
 
@@ -47,7 +47,7 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(f"{self.prog}: error: {message} (see {self.prog} --help)")
 
 
-def _parser() -> _Parser:
+def build_parser() -> _Parser:
     try:
         version = metadata.version("hardmax")
     except metadata.PackageNotFoundError:
@@ -64,7 +64,7 @@ def _parser() -> _Parser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``hardmax`` with `argv` (default: the process's arguments); return the exit code."""
-    parser = _parser()
+    parser = build_parser()
     args = None
     try:
         args = parser.parse_args(argv)

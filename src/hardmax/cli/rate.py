@@ -1,5 +1,5 @@
 """`hardmax rate`: coding rate and rate reduction through the layers of a trained run (thin: the work is
-`hardmax.experiments.rate.measure_classifier`; heavy imports happen inside `_run_rate`)."""
+`hardmax.experiments.rate.measure_classifier`; heavy imports happen inside `run_rate`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hardmax.cli.options import HelpFormatter
 # --------------------------------------------------------------------------------------------
 
 
-def _add_rate(subparsers) -> None:
+def add_rate(subparsers) -> None:
     p = subparsers.add_parser(
         "rate", help="coding rate R and rate reduction ΔR through the layers of a trained run",
         formatter_class=HelpFormatter,
@@ -32,7 +32,7 @@ def _add_rate(subparsers) -> None:
     p.add_argument("--threads", type=int, metavar="N", help="torch CPU threads (default: torch's choice)")
 
 
-def _run_rate(args: argparse.Namespace) -> int:
+def run_rate(args: argparse.Namespace) -> int:
     import time
     from dataclasses import asdict
 

@@ -82,7 +82,7 @@ def _add_train_options(p: argparse.ArgumentParser) -> None:
                    "one per core)")
 
 
-def _add_train(subparsers) -> None:
+def add_train(subparsers) -> None:
     from hardmax.models.config import ModelConfig
 
     p = subparsers.add_parser("train", help="train the sentiment classifier on IMDb", formatter_class=HelpFormatter,
@@ -98,7 +98,7 @@ def _add_train(subparsers) -> None:
     _add_train_options(p)
 
 
-def _run_train(args: argparse.Namespace) -> int:
+def run_train(args: argparse.Namespace) -> int:
     from hardmax.data import load_imdb
     from hardmax.data.config import DataConfig
     from hardmax.experiments.reproduce import data_info
@@ -123,7 +123,7 @@ def _run_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_evaluate(subparsers) -> None:
+def add_evaluate(subparsers) -> None:
     p = subparsers.add_parser("evaluate", help="test accuracy (softmax and hardmax) and leader statistics of a run",
                               formatter_class=HelpFormatter,
                               description="Accuracy and loss under softmax and exact hardmax, their agreement, and "
@@ -136,7 +136,7 @@ def _add_evaluate(subparsers) -> None:
     _add_machine_options(p)
 
 
-def _run_evaluate(args: argparse.Namespace) -> int:
+def run_evaluate(args: argparse.Namespace) -> int:
     import time
 
     from hardmax.cli.output import jsonable, say
@@ -171,7 +171,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_explain(subparsers) -> None:
+def add_explain(subparsers) -> None:
     p = subparsers.add_parser("explain", help="prediction, leaders and followers of one review, with a figure",
                               formatter_class=HelpFormatter,
                               description="Run one review through a trained classifier under exact hardmax and "
@@ -189,7 +189,7 @@ def _add_explain(subparsers) -> None:
                    help="a leader is decisive when its own decoder logit |v·z + b| exceeds this (default: 2)")
 
 
-def _run_explain(args: argparse.Namespace) -> int:
+def run_explain(args: argparse.Namespace) -> int:
     from hardmax.cli.output import say
     from hardmax.data import clean_text, encode_texts
     from hardmax.explain import explain_ids
@@ -232,7 +232,7 @@ REPRODUCE_HELP = {
 }
 
 
-def _add_reproduce(subparsers) -> None:
+def add_reproduce(subparsers) -> None:
     from hardmax.experiments.reproduce import ReproduceConfig
 
     p = subparsers.add_parser("reproduce", help="the paper's sentiment results for d = 2, 4, 8, 16 → runs/reproduce/",
@@ -254,7 +254,7 @@ def _add_reproduce(subparsers) -> None:
     _add_machine_options(p)
 
 
-def _run_reproduce(args: argparse.Namespace) -> int:
+def run_reproduce(args: argparse.Namespace) -> int:
     from hardmax.experiments.reproduce import ReproduceConfig, quick, reproduce
 
     base = quick() if args.quick else ReproduceConfig()

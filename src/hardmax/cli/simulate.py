@@ -1,7 +1,7 @@
 """`hardmax simulate`: Figure 2, or the user's own tokens, with the theorem check.
 
 The options are generated from `SimulateConfig` (`hardmax.cli.options`); numpy, torch and matplotlib
-load inside `_run_simulate`, so that building the parser stays fast.
+load inside `run_simulate`, so that building the parser stays fast.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class SimulateConfig:
         return self.tokens is None and self.random is None
 
 
-def _add_simulate(subparsers) -> None:
+def add_simulate(subparsers) -> None:
     p = subparsers.add_parser(
         "simulate",
         help="run the hardmax dynamics, draw them, and check Theorem 2.1",
@@ -80,7 +80,7 @@ def _add_simulate(subparsers) -> None:
                 metavars={"dim": "D", "seed": "S", "A": "FILE_OR_LIST", "out": "DIR"})
 
 
-def _run_simulate(args: argparse.Namespace) -> int:
+def run_simulate(args: argparse.Namespace) -> int:
     config = config_from_args(SimulateConfig, args)
     return _simulate_figure2(config) if config.figure2 else _simulate_tokens(config)
 

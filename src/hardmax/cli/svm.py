@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 
-def _add_svm(subparsers) -> None:
+def add_svm(subparsers) -> None:
     p = subparsers.add_parser(
         "svm",
         help="attention as a max-margin token selector (Att-SVM): reproduce, draw, join to hardmax",
@@ -34,7 +34,7 @@ def _add_svm(subparsers) -> None:
     p.add_argument("--no-figures", dest="figures", action="store_false", help="skip the figures")
 
 
-def _run_svm(args: argparse.Namespace) -> int:
+def run_svm(args: argparse.Namespace) -> int:
     import dataclasses
     import time
 

@@ -34,7 +34,7 @@ from numba import prange
 
 
 @numba.njit(cache=True)
-def _deduplicate(z, bits, mask, multipliers, slot, distinct, weights):
+def deduplicate_review(z, bits, mask, multipliers, slot, distinct, weights):
     """Merge identical real rows of one review (value equality: -0.0 == 0.0).
 
     z: (n, d) tokens; bits: (n, d) the same memory as unsigned integers; mask: (n,) bool, True for real
@@ -275,7 +275,7 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, out):
     slot = np.empty(n, np.int64)
     off = np.empty((n, d), z.dtype)
     w = np.empty(n, z.dtype)
-    m = _deduplicate(z, bits, mask, multipliers, slot, off, w)
+    m = deduplicate_review(z, bits, mask, multipliers, slot, off, w)
     if layers == 0 or m == 0:
         for layer in range(layers):
             for t in range(n):
@@ -426,7 +426,7 @@ def _reviews(z, bits, mask, multipliers, A, identity, gammas, rtol, out, broke):
         broke[b] = _review(z[b], bits[b], mask[b], multipliers, A, identity, gammas, rtol, out[:, b])
 
 
-def _multipliers(d: int) -> np.ndarray:
+def hash_multipliers(d: int) -> np.ndarray:
     """(d,) fixed odd 64-bit multipliers of the row hash (a Weyl sequence).
 
     The torch engine's `dedup._hash_rows` hashes on its own terms; the two need not agree, since each
@@ -453,7 +453,7 @@ def hardmax_trajectory(z: np.ndarray, mask: np.ndarray, A: np.ndarray | None, ga
     previous = numba.get_num_threads()
     numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
     try:
-        _reviews(z, bits, np.ascontiguousarray(mask), _multipliers(z.shape[-1]), A_arr, identity,
+        _reviews(z, bits, np.ascontiguousarray(mask), hash_multipliers(z.shape[-1]), A_arr, identity,
                  gammas.astype(z.dtype, copy=False), z.dtype.type(tie_rtol), out, broke)
     finally:
         numba.set_num_threads(previous)

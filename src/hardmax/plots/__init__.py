@@ -21,13 +21,14 @@ backend to choose, and figures are freed as soon as they are dropped.
 
 from __future__ import annotations
 
-from hardmax.plots.figures import animate, figure2, plot_layers, plot_layers_3d, plot_trajectory
+from hardmax.plots.figures import animate, animate_figure2, figure2, plot_layers, plot_layers_3d, plot_trajectory
 from hardmax.plots.save import save_figure
 from hardmax.plots.scene import FIGURE2_LAYERS
 
 __all__ = [
     "FIGURE2_LAYERS",
     "animate",
+    "animate_figure2",
     "figure2",
     "plot_layers",
     "plot_layers_3d",

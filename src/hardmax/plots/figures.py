@@ -13,8 +13,8 @@ from matplotlib.figure import Figure
 
 from hardmax.dynamics import Trajectory, simulate
 from hardmax.io import atomic_write
-from hardmax.plots.panels import _add_legend, _draw_panel, _draw_panel_3d
-from hardmax.plots.scene import FIGURE2_LAYERS, _check_layers, _scene, _single
+from hardmax.plots.panels import add_legend, draw_panel, draw_panel_3d
+from hardmax.plots.scene import FIGURE2_LAYERS, check_layers, check_single, make_scene
 from hardmax.theory import FIGURE2_ALPHA, paper_figure2_configurations
 
 # --------------------------------------------------------------------------------------------
@@ -46,16 +46,16 @@ def plot_layers(
     Returns:
         The figure drawn into.
     """
-    _single(trajectory)
-    chosen = _check_layers(layers, trajectory.layers)
-    scene = _scene(trajectory, 2)
+    check_single(trajectory)
+    chosen = check_layers(layers, trajectory.layers)
+    scene = make_scene(trajectory, 2)
     if ax_row is None:
         fig = Figure(figsize=(2.3 * len(chosen) + 0.3, 3.4), layout="constrained")
         axes = list(np.atleast_1d(fig.subplots(1, len(chosen))))
         heading = "\n".join(s for s in (title, scene.note) if s)
         if heading:
             fig.suptitle(heading, fontsize=11)
-        _add_legend(fig, scene.limit_label if len(scene.limit) else None)
+        add_legend(fig, scene.limit_label if len(scene.limit) else None)
     else:
         axes = list(ax_row)
         if len(axes) != len(chosen):
@@ -65,7 +65,7 @@ def plot_layers(
             axes[0].set_ylabel("\n".join(s for s in (title, scene.note) if s), fontsize=10)
     box = scene.box()
     for i, (ax, layer) in enumerate(zip(axes, chosen, strict=True)):
-        _draw_panel(ax, scene, layer, box)
+        draw_panel(ax, scene, layer, box)
         if i > 0:  # the panels share their limits: one column of y labels is enough
             ax.tick_params(labelleft=False)
     return fig
@@ -78,11 +78,11 @@ def plot_layers_3d(trajectory: Trajectory, layers: Sequence[int] | None = None, 
     Args:
         trajectory: a single-sequence `Trajectory` with d = 3. layers, title: as in `plot_layers`.
     """
-    _single(trajectory)
+    check_single(trajectory)
     if trajectory.tokens.shape[-1] != 3:
         raise ValueError(f"plot_layers_3d needs tokens in R^3, got d = {trajectory.tokens.shape[-1]}")
-    chosen = _check_layers(layers, trajectory.layers)
-    scene = _scene(trajectory, 3)
+    chosen = check_layers(layers, trajectory.layers)
+    scene = make_scene(trajectory, 3)
     # 3-D axes keep a lot of empty space around their box, which constrained layout cannot
     # trim: place them by hand, edge to edge.
     fig = Figure(figsize=(2.8 * len(chosen) + 0.2, 3.5))
@@ -91,15 +91,15 @@ def plot_layers_3d(trajectory: Trajectory, layers: Sequence[int] | None = None, 
         fig.suptitle(title, fontsize=11)
     box = scene.box()
     for i, layer in enumerate(chosen):
-        _draw_panel_3d(fig.add_subplot(1, len(chosen), i + 1, projection="3d"), scene, layer, box)
-    _add_legend(fig, scene.limit_label if len(scene.limit) else None)
+        draw_panel_3d(fig.add_subplot(1, len(chosen), i + 1, projection="3d"), scene, layer, box)
+    add_legend(fig, scene.limit_label if len(scene.limit) else None)
     return fig
 
 
 def plot_trajectory(trajectory: Trajectory, layers: Sequence[int] | None = None, *,
                     title: str | None = None) -> Figure:
     """The natural picture of a run: 3-D panels for d = 3, else `plot_layers` (projected when d > 2)."""
-    _single(trajectory)
+    check_single(trajectory)
     if trajectory.tokens.shape[-1] == 3:
         return plot_layers_3d(trajectory, layers, title=title)
     return plot_layers(trajectory, layers, title=title)
@@ -133,7 +133,7 @@ def figure2(
         }
     if not trajectories:
         raise ValueError("figure2 needs at least one trajectory")
-    layers = _check_layers(layers, min(t.layers for t in trajectories.values()))
+    layers = check_layers(layers, min(t.layers for t in trajectories.values()))
     rows, cols = len(trajectories), len(layers)
     fig = Figure(figsize=(2.1 * cols + 0.5, 2.15 * rows + 0.6), layout="constrained")
     axes = np.asarray(fig.subplots(rows, cols, squeeze=False))
@@ -144,7 +144,7 @@ def figure2(
                 ax.set_title("")
     fig.suptitle(f"Hardmax dynamics, {_describe(next(iter(trajectories.values())))} "
                  "(Alcalde, Fantuzzi, Zuazua 2024, Figure 2)", fontsize=11)
-    _add_legend(fig, "limit in S: projection of 0 on a face of K")
+    add_legend(fig, "limit in S: projection of 0 on a face of K")
     # Lay out once and freeze: saving to several formats would otherwise redo it for each.
     fig.draw_without_rendering()
     fig.set_layout_engine("none")
@@ -187,13 +187,13 @@ def animate(
     Returns:
         The path written.
     """
-    _single(trajectory)
+    check_single(trajectory)
     if fps < 1 or max_frames < 1:
         raise ValueError(f"fps and max_frames must be ≥ 1, got {fps} and {max_frames}")
     p = 3 if trajectory.tokens.shape[-1] == 3 else 2
-    scene = _scene(trajectory, p)
+    scene = make_scene(trajectory, p)
     total = trajectory.layers
-    frames = _frame_layers(total, max_frames)
+    frames = frame_layers(total, max_frames)
     held = frames + [frames[-1]] * (fps // 2)  # hold the end for half a second
     fig = Figure(figsize=(4.8, 5.0))
     heading = "\n".join(s for s in (title, scene.note) if s)
@@ -203,7 +203,7 @@ def animate(
         fig.suptitle(heading, fontsize=9 if scene.note else 11)
     ax = fig.add_subplot(projection="3d" if p == 3 else None)
     box = scene.box()
-    show = None if p == 3 else _draw_panel(ax, scene, 0, box)
+    show = None if p == 3 else draw_panel(ax, scene, 0, box)
     target = Path(path)
     writer = PillowWriter(fps=fps)
 
@@ -212,7 +212,7 @@ def animate(
             for i, layer in enumerate(held):
                 if show is None:  # 3-D: redraw everything, turning the view a little each frame
                     ax.clear()
-                    _draw_panel_3d(ax, scene, layer, box, azim=-60.0 + 40.0 * i / max(len(held) - 1, 1))
+                    draw_panel_3d(ax, scene, layer, box, azim=-60.0 + 40.0 * i / max(len(held) - 1, 1))
                 else:
                     show(layer)
                 ax.set_title(f"layer {layer} of {total}", fontsize=10)
@@ -246,11 +246,11 @@ def animate_figure2(
     if fps < 1 or max_frames < 1:
         raise ValueError(f"fps and max_frames must be ≥ 1, got {fps} and {max_frames}")
     for name, trajectory in trajectories.items():
-        _single(trajectory)
+        check_single(trajectory)
         if trajectory.tokens.shape[-1] != 2:
             raise ValueError(f"animate_figure2 draws runs in the plane; {name!r} has d = {trajectory.tokens.shape[-1]}")
     total = min(t.layers for t in trajectories.values())
-    frames = _frame_layers(total, max_frames)
+    frames = frame_layers(total, max_frames)
     held = frames + [frames[-1]] * (fps // 2)  # hold the end for half a second
     cols = 1 if len(trajectories) == 1 else 2
     rows = -(-len(trajectories) // cols)
@@ -260,12 +260,12 @@ def animate_figure2(
     axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel()
     shows = []
     for ax, (name, trajectory) in zip(axes, trajectories.items(), strict=False):
-        scene = _scene(trajectory, 2)
-        shows.append(_draw_panel(ax, scene, 0, scene.box()))
+        scene = make_scene(trajectory, 2)
+        shows.append(draw_panel(ax, scene, 0, scene.box()))
         ax.set_title(name.replace("_", " "), fontsize=9)
     for ax in axes[len(trajectories):]:
         ax.set_visible(False)
-    _add_legend(fig, "limit in S: projection of 0 on a face of K")
+    add_legend(fig, "limit in S: projection of 0 on a face of K")
     heading = fig.suptitle("", fontsize=11)
 
     def write(tmp: str) -> None:
@@ -281,7 +281,7 @@ def animate_figure2(
     return atomic_write(Path(path), write)
 
 
-def _frame_layers(total: int, max_frames: int) -> list[int]:
+def frame_layers(total: int, max_frames: int) -> list[int]:
     """Layers to show: all of them if they fit, else up to `max_frames` spaced quadratically."""
     if total + 1 <= max_frames:
         return list(range(total + 1))

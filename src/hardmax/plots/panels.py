@@ -14,14 +14,14 @@ from matplotlib.patches import Patch
 from mpl_toolkits.mplot3d.art3d import Line3DCollection, Poly3DCollection
 from scipy.spatial import ConvexHull, QhullError
 
-from hardmax.plots.scene import _K_EDGE, _K_FACE, _PALETTE, _Scene
+from hardmax.plots.scene import K_EDGE, K_FACE, PALETTE, Scene
 
 # --------------------------------------------------------------------------------------------
 # Drawing one panel.
 # --------------------------------------------------------------------------------------------
 
 
-def _draw_panel(ax: Axes, scene: _Scene, layer: int, box: tuple[np.ndarray, np.ndarray]
+def draw_panel(ax: Axes, scene: Scene, layer: int, box: tuple[np.ndarray, np.ndarray]
                 ) -> Callable[[int], None]:
     """Draw `scene` at `layer` into a 2-D axes; return a function that moves the tokens to another
     layer (animations redraw only the tokens: K, S, limits and ticks stay)."""
@@ -32,9 +32,9 @@ def _draw_panel(ax: Axes, scene: _Scene, layer: int, box: tuple[np.ndarray, np.n
     final_only: list = []
     if len(v) >= 3:
         with contextlib.suppress(QhullError):  # collinear vertices: K is a segment, drawn below
-            final_only += ax.fill(*v[ConvexHull(v).vertices].T, facecolor=_K_FACE, edgecolor="none", zorder=0)
+            final_only += ax.fill(*v[ConvexHull(v).vertices].T, facecolor=K_FACE, edgecolor="none", zorder=0)
     if len(scene.edges):
-        final_only.append(ax.add_collection(LineCollection(v[scene.edges], colors=_K_EDGE,
+        final_only.append(ax.add_collection(LineCollection(v[scene.edges], colors=K_EDGE,
                                                            linewidths=0.5 if light else 1.0,
                                                            alpha=0.6 if light else 1.0, zorder=1)))
     if len(scene.limit):
@@ -75,7 +75,7 @@ def _ordered_polygon(points: np.ndarray) -> np.ndarray:
     return points[np.argsort(np.arctan2(uv[:, 1], uv[:, 0]))]
 
 
-def _draw_panel_3d(ax, scene: _Scene, layer: int, box: tuple[np.ndarray, np.ndarray], azim: float = -60.0):
+def draw_panel_3d(ax, scene: Scene, layer: int, box: tuple[np.ndarray, np.ndarray], azim: float = -60.0):
     """Draw `scene` (3 plot coordinates) at `layer` into a 3-D axes."""
     colours = scene.colours
     v = scene.vertices
@@ -86,9 +86,9 @@ def _draw_panel_3d(ax, scene: _Scene, layer: int, box: tuple[np.ndarray, np.ndar
     elif scene.k_dim == 2 and len(v) >= 3:
         faces = [_ordered_polygon(v)]
     if faces:
-        ax.add_collection3d(Poly3DCollection(faces, facecolors=_K_FACE, edgecolors="none", alpha=0.45))
+        ax.add_collection3d(Poly3DCollection(faces, facecolors=K_FACE, edgecolors="none", alpha=0.45))
     if len(scene.edges):
-        ax.add_collection3d(Line3DCollection(v[scene.edges], colors=_K_EDGE, linewidths=1.0))
+        ax.add_collection3d(Line3DCollection(v[scene.edges], colors=K_EDGE, linewidths=1.0))
     if layer > 0:
         trails = np.swapaxes(scene.path[: layer + 1], 0, 1)
         ax.add_collection3d(Line3DCollection(trails, colors=colours, linewidths=0.7, alpha=0.5))
@@ -116,10 +116,10 @@ def _legend_handles(limit_label: str | None) -> list:
     handles = [
         Line2D([], [], marker="*", linestyle="none", markersize=12, markerfacecolor="0.75",
                markeredgecolor="black", label="leader"),
-        Line2D([], [], marker="o", linestyle="none", markersize=5, markerfacecolor=_PALETTE[0],
+        Line2D([], [], marker="o", linestyle="none", markersize=5, markerfacecolor=PALETTE[0],
                markeredgecolor="white", label="token (colour: its limit)"),
-        Line2D([], [], color=_PALETTE[0], linewidth=0.8, alpha=0.6, label="trail"),
-        Patch(facecolor=_K_FACE, edgecolor=_K_EDGE, label="K: hull of the final leaders (last layer)"),
+        Line2D([], [], color=PALETTE[0], linewidth=0.8, alpha=0.6, label="trail"),
+        Patch(facecolor=K_FACE, edgecolor=K_EDGE, label="K: hull of the final leaders (last layer)"),
     ]
     if limit_label:
         handles.append(Line2D([], [], marker="D", linestyle="none", markersize=6, markerfacecolor="none",
@@ -127,7 +127,7 @@ def _legend_handles(limit_label: str | None) -> list:
     return handles
 
 
-def _add_legend(fig: Figure, limit_label: str | None) -> None:
+def add_legend(fig: Figure, limit_label: str | None) -> None:
     # "outside" places the legend in a margin reserved by the constrained layout engine.
     loc = "outside lower center" if fig.get_layout_engine() is not None else "lower center"
     fig.legend(handles=_legend_handles(limit_label), loc=loc, ncol=5, frameon=False, fontsize=8,

@@ -14,9 +14,9 @@ from hardmax.theory import find_clusters, leader_layers, limit_set, polytope
 FIGURE2_LAYERS = (0, 1, 2, 5, 30)  # the layers shown in the paper's Figure 2
 
 # Tableau colours without grey (grey is K's colour); cycled when there are more clusters.
-_PALETTE = np.array([colormaps["tab10"](i) for i in (0, 1, 2, 3, 4, 5, 6, 8, 9)])
-_K_FACE = "#e4e6ee"
-_K_EDGE = "#8c90a4"
+PALETTE = np.array([colormaps["tab10"](i) for i in (0, 1, 2, 3, 4, 5, 6, 8, 9)])
+K_FACE = "#e4e6ee"
+K_EDGE = "#8c90a4"
 
 
 # --------------------------------------------------------------------------------------------
@@ -25,7 +25,7 @@ _K_EDGE = "#8c90a4"
 
 
 @dataclass(frozen=True)
-class _Scene:
+class Scene:
     """Everything drawn for one sequence, mapped to p = 2 or 3 plot coordinates."""
 
     path: np.ndarray  # (layers + 1, n, p) positions of the real (unmasked) tokens
@@ -46,7 +46,7 @@ class _Scene:
     @property
     def colours(self) -> np.ndarray:
         """(n, 4) RGBA colour of each token: its limit cluster's."""
-        return _PALETTE[self.labels % len(_PALETTE)]
+        return PALETTE[self.labels % len(PALETTE)]
 
     def leaders_at(self, layer: int) -> np.ndarray:
         """(n,) bool: the tokens that are leaders from `layer` on."""
@@ -61,7 +61,7 @@ class _Scene:
         return centre - half, centre + half
 
 
-def _single(trajectory: Trajectory) -> None:
+def check_single(trajectory: Trajectory) -> None:
     if trajectory.tokens.dim() != 3:
         raise ValueError(
             "plots show one sequence: trajectory.tokens must have shape (layers + 1, n, d), got "
@@ -87,9 +87,9 @@ def _projection(points: np.ndarray, p: int) -> tuple[Callable[[np.ndarray], np.n
     return (lambda x: (np.asarray(x, dtype=np.float64).reshape(-1, d) - centre) @ basis.T), note
 
 
-def _scene(trajectory: Trajectory, p: int) -> _Scene:
+def make_scene(trajectory: Trajectory, p: int) -> Scene:
     """Gather leaders, clusters, K and S of a single-sequence trajectory (see `hardmax.theory`)."""
-    _single(trajectory)
+    check_single(trajectory)
     real = trajectory.mask.detach().cpu().numpy().astype(bool)
     path = trajectory.tokens.detach().cpu().double().numpy()[:, real]
     labels = find_clusters(trajectory).labels.detach().cpu().numpy()[real]
@@ -120,7 +120,7 @@ def _scene(trajectory: Trajectory, p: int) -> _Scene:
         S = S[(gap > 1e-6 * scale) & (reach <= 1e-3 * scale)]
     project, note = _projection(path.reshape(-1, d), p)
     note = "; ".join([note, *notes] if note else notes)
-    return _Scene(
+    return Scene(
         path=project(path).reshape(path.shape[0], path.shape[1], p),
         labels=labels,
         leader_since=since,
@@ -133,13 +133,13 @@ def _scene(trajectory: Trajectory, p: int) -> _Scene:
     )
 
 
-def _default_layers(total: int) -> tuple[int, ...]:
+def default_layers(total: int) -> tuple[int, ...]:
     """Figure 2's layers (0, 1, 2, 5, 30) cut to a run of `total` layers, ending at its last layer."""
     return tuple(k for k in FIGURE2_LAYERS if k < total) + (total,)
 
 
-def _check_layers(layers: Sequence[int] | None, total: int) -> tuple[int, ...]:
-    chosen = _default_layers(total) if layers is None else tuple(int(k) for k in layers)
+def check_layers(layers: Sequence[int] | None, total: int) -> tuple[int, ...]:
+    chosen = default_layers(total) if layers is None else tuple(int(k) for k in layers)
     if not chosen:
         raise ValueError("layers must name at least one layer to show")
     bad = [k for k in chosen if not 0 <= k <= total]
