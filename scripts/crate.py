@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
                        resume=(run_dir / "checkpoint.safetensors").exists())
         model = result.model.eval()
         evaluation = evaluate(model, test)
-        speed = statistics.median(h["train_reviews_per_second"] for h in result.history)
+        speed = statistics.median(h.train_reviews_per_second for h in result.history)
         row = {"d": d, "layer": layer, "layers": args.layers, "lr": lr, "epochs": args.epochs,
                "accuracy_hardmax": evaluation.accuracy_hardmax,
                "accuracy_softmax": evaluation.accuracy_softmax, "reviews_per_second": speed,

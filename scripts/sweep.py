@@ -62,7 +62,7 @@ def run_variant(name: str, d: int, args: argparse.Namespace) -> dict:
     test = evaluate(model, data.test)
     best = history[best_epoch - 1]
     return {"variant": name, "d": d, "best_epoch": best_epoch, "epochs_run": len(history),
-            "val_hardmax": best.get("val_accuracy_hardmax"), "test_hardmax": test.accuracy_hardmax,
+            "val_hardmax": best.val_accuracy_hardmax, "test_hardmax": test.accuracy_hardmax,
             "test_softmax": test.accuracy_softmax, "agreement": test.agreement,
             "alpha": float(model.alpha.detach()), "train_seconds": seconds}
 

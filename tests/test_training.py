@@ -72,8 +72,8 @@ def copy_run(trained, tmp_path) -> Path:
     return Path(shutil.copytree(trained.run_dir, tmp_path / "copy"))
 
 
-def without_timing(history: list[dict]) -> list[dict]:
-    return [{k: v for k, v in entry.items() if k not in TIMING} for entry in history]
+def without_timing(history) -> list[dict]:
+    return [{k: v for k, v in entry.to_dict().items() if k not in TIMING} for entry in history]
 
 
 def assert_same_tensors(a: dict, b: dict) -> None:
@@ -89,14 +89,14 @@ def assert_same_tensors(a: dict, b: dict) -> None:
 
 def test_training_learns(trained):
     history = trained.history
-    assert [h["epoch"] for h in history] == [1, 2, 3]
-    assert history[-1]["train_loss"] < 0.8 * history[0]["train_loss"]
+    assert all(isinstance(h, EpochRecord) for h in history) and [h.epoch for h in history] == [1, 2, 3]
+    assert history[-1].train_loss < 0.8 * history[0].train_loss
     assert trained.best_val_accuracy >= 0.75  # chance is 1/2
-    accuracies = [h["val_accuracy_hardmax"] for h in history]
+    accuracies = [h.val_accuracy_hardmax for h in history]
     assert trained.best_epoch == 1 + accuracies.index(max(accuracies))
     assert trained.best_val_accuracy == max(accuracies)
     assert not trained.stopped_early
-    assert all(h["alpha"] > 0 for h in history)
+    assert all(h.alpha > 0 for h in history)
 
 
 def test_run_directory(trained, splits):
@@ -106,7 +106,7 @@ def test_run_directory(trained, splits):
     config = json.loads((run_dir / "config.json").read_text())
     assert config == {"hardmax_version": __version__, "model": model_config(splits).to_dict(),
                       "train": asdict(TRAIN), "data": DATA_INFO}
-    assert json.loads((run_dir / "history.json").read_text()) == trained.history
+    assert json.loads((run_dir / "history.json").read_text()) == [h.to_dict() for h in trained.history]
     weights, meta = load_tensors(run_dir / "model.safetensors")
     assert meta["epoch"] == trained.best_epoch and meta["val_accuracy"] == trained.best_val_accuracy
     assert_same_tensors(weights, trained.model.state_dict())
@@ -122,7 +122,7 @@ def test_load_run_round_trip(trained, splits):
     assert run.path == trained.run_dir and run.best_epoch == trained.best_epoch
     assert run.model_config == model_config(splits) and run.train_config == TRAIN
     assert run.vocab is None  # trained without a vocabulary
-    assert [asdict(h) for h in run.history] == trained.history
+    assert run.history == trained.history
     assert all(isinstance(h, EpochRecord) for h in run.history)
     assert model.config == trained.model.config
     val = splits[1]
@@ -438,7 +438,7 @@ def test_resume_with_another_word_dropout_is_refused(trained, splits):
 
 def test_word_dropout_changes_training(trained, splits, tmp_path):
     plain = run(splits, tmp_path / "plain", word_dropout=0.0, epochs=1)
-    assert plain.history[0]["train_loss"] != trained.history[0]["train_loss"]
+    assert plain.history[0].train_loss != trained.history[0].train_loss
 
 
 def test_train_config_imports_without_torch():

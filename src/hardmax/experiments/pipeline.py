@@ -25,7 +25,7 @@ from hardmax.experiments.reproduce import ReproduceConfig
 from hardmax.explain import explain_ids, leader_statistics, leader_word_counts
 from hardmax.io import CheckpointError, read_json, write_json, write_text
 from hardmax.models import HardmaxClassifier, ModelConfig
-from hardmax.training import Evaluation, evaluate, load_run, train
+from hardmax.training import EpochRecord, Evaluation, evaluate, load_run, train
 
 __all__ = ["Candidate", "DimensionResult", "Selection", "TrainedRun", "data_info", "measure_dimension",
            "run_reproduce", "select_candidate", "train_or_load"]
@@ -36,7 +36,7 @@ class TrainedRun:
     """One trained run directory, as `train_or_load` left it."""
 
     model: HardmaxClassifier = field(repr=False)  # the selected (best-validation) weights
-    history: list[dict] = field(repr=False)  # one record per epoch, as in history.json
+    history: tuple[EpochRecord, ...] = field(repr=False)  # one record per epoch, as in history.json
     best_epoch: int  # 1-based
     run_dir: Path
     reused: bool  # True: a finished run with the same settings and data was found and loaded, not trained
@@ -44,7 +44,7 @@ class TrainedRun:
     @property
     def best_val_accuracy(self) -> float:
         """The best validation accuracy (exact hardmax) over the epochs."""
-        return max(h["val_accuracy_hardmax"] for h in self.history)
+        return max(h.val_accuracy_hardmax for h in self.history)
 
 
 @dataclass(frozen=True)
@@ -132,8 +132,8 @@ def train_or_load(d: int, data: ImdbData, config: ReproduceConfig, run_dir: Path
     same = saved is not None and result_settings(saved) == result_settings(wanted)
     if same and (run_dir / "done.json").exists():
         try:
-            model = load_run(run_dir, device=config.train.device).model
-            return TrainedRun(model=model, history=read_json(run_dir / "history.json"),
+            run = load_run(run_dir, device=config.train.device)
+            return TrainedRun(model=run.model, history=run.history,
                               best_epoch=read_json(run_dir / "done.json")["best_epoch"], run_dir=run_dir, reused=True)
         except CheckpointError:
             pass
@@ -238,7 +238,7 @@ def measure_dimension(selection: Selection, config: ReproduceConfig, report_dir:
     if d == 2:
         figures.append(plots.animate_review(explanation, model, fig_dir / f"review_d{d}.gif"))
     history = run.history
-    train_speed = sorted(h["train_reviews_per_second"] for h in history)[len(history) // 2]
+    train_speed = sorted(h.train_reviews_per_second for h in history)[len(history) // 2]
     leaders = {k: v for k, v in asdict(stats).items() if k != "per_review"}
     stopwords, lr = selection.chosen.stopwords, selection.chosen.lr
     return DimensionResult(

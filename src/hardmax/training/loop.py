@@ -102,7 +102,7 @@ class TrainResult:
 
     run_dir: Path
     model: HardmaxClassifier  # with the selected (best-validation) weights
-    history: list[dict] = field(repr=False)  # `EpochRecord.to_dict()` per epoch, as in history.json
+    history: tuple[EpochRecord, ...] = field(repr=False)  # one record per epoch, as in history.json
     best_epoch: int  # 1-based
     best_val_accuracy: float
     stopped_early: bool
@@ -341,7 +341,8 @@ def _train_locked(train_split: LabelledSplit, val_split: LabelledSplit, *, model
         _save_checkpoint(ckpt_path, model, optimizer, state, header)
     best, _ = load_tensors(run_dir / "model.safetensors", device=device)
     model.load_state_dict(best)
-    return TrainResult(run_dir=run_dir, model=model, history=state["history"], best_epoch=state["best_epoch"],
+    history = tuple(EpochRecord.from_dict(entry) for entry in state["history"])
+    return TrainResult(run_dir=run_dir, model=model, history=history, best_epoch=state["best_epoch"],
                        best_val_accuracy=state["best_val"], stopped_early=stopped_early)
 
 
