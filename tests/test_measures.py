@@ -251,6 +251,9 @@ def test_mcr2_loss_training_increases_reduction():
     (lambda: coding_rate(torch.ones(4, 3), -1.0), "eps"),
     (lambda: coding_rate(torch.ones(4, 3), float("nan")), "eps"),
     (lambda: coding_rate(torch.tensor([[1.0, float("nan")]]), 0.5), "NaN"),
+    (lambda: coding_rate(torch.eye(4).expand(3, 4, 4).contiguous() / torch.tensor([1.0, 0.0, 1.0])[:, None, None],
+                         0.5), "NaN or inf"),  # an inf in the second of three sets
+    (lambda: coding_rate(torch.full((4, 3), 1e200, dtype=torch.float64), 0.5), "too large"),
     (lambda: coding_rate(torch.ones(4, 3, dtype=torch.int64), 0.5), "floating"),
     (lambda: coding_rate(torch.ones(3), 0.5), "shape"),
     (lambda: coding_rate(torch.ones(4, 3), 0.5, mask=torch.ones(5, dtype=torch.bool)), "does not match"),
