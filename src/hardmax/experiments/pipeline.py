@@ -69,6 +69,8 @@ class Selection:
     run_dir: Path  # out_dir/d{d}
     data: ImdbData = field(repr=False)  # the chosen candidate's data (its stop-word list)
     grid: dict[str, float]  # candidate name -> best validation accuracy (exact hardmax), for every candidate
+    training_seconds: float = 0.0  # the epochs of every candidate, as their histories record them
+    reused: int = 0  # candidates found finished in out_dir (trained by an earlier call), not trained now
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,9 @@ class DimensionResult:
     hardmax_test_seconds: float  # exact hardmax pass over the whole test set
     figures: list[str]
     top_leader_words_all: dict | None = None  # the same without the decisive-logit filter
+    candidates: int = 1  # candidate runs for this d
+    candidates_reused: int = 0  # of which found finished in out_dir rather than trained by this call
+    candidates_training_seconds: float = 0.0  # their epochs' training time (from their histories)
 
 
 def _model_config(d: int, config: ReproduceConfig, vocab_size: int) -> ModelConfig:
@@ -192,7 +197,9 @@ def select_candidate(d: int, datasets: dict[str, ImdbData], config: ReproduceCon
     chosen = max(candidates, key=lambda c: grid[c.name])  # max keeps the first of equals: ties go to the earlier
     if chosen.run.run_dir != final_dir:
         _copy_run(chosen.run.run_dir, final_dir)
-    return Selection(d=d, chosen=chosen, run_dir=final_dir, data=datasets[chosen.stopwords], grid=grid)
+    seconds = sum(h.train_seconds for c in candidates for h in c.run.history)
+    return Selection(d=d, chosen=chosen, run_dir=final_dir, data=datasets[chosen.stopwords], grid=grid,
+                     training_seconds=seconds, reused=sum(c.run.reused for c in candidates))
 
 
 def _copy_run(source: Path, target: Path) -> None:
@@ -247,7 +254,8 @@ def measure_dimension(selection: Selection, config: ReproduceConfig, report_dir:
         vocab_size=len(data.vocab), grid=selection.grid, alpha=float(model.alpha.detach()),
         test=asdict(test), leaders=leaders, top_leader_words=top, train_reviews_per_second=train_speed,
         hardmax_test_seconds=test.seconds_hardmax, figures=[str(f.relative_to(report_dir)) for f in figures],
-        top_leader_words_all=top_all,
+        top_leader_words_all=top_all, candidates=len(selection.grid), candidates_reused=selection.reused,
+        candidates_training_seconds=selection.training_seconds,
     )
 
 

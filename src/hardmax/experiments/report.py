@@ -62,6 +62,17 @@ def read_benchmarks(report_dir: Path) -> dict:
     return found
 
 
+def _reuse_note(results: dict) -> str:
+    """', reusing N of M candidate runs trained earlier (their epochs: X min)' when some were reused."""
+    total = sum(r.get("candidates", 1) for r in results.values())
+    reused = sum(r.get("candidates_reused", 0) for r in results.values())
+    seconds = sum(r.get("candidates_training_seconds", 0.0) for r in results.values())
+    if not reused:
+        return ""
+    return (f", reusing {reused} of {total} candidate runs that an earlier call trained (training time of all "
+            f"candidates' epochs, from their histories: {seconds / 60:.1f} min)")
+
+
 def _benchmark_lines(bench: dict) -> list[str]:
     lines = ["", "## Speed on an idle machine (benchmark scripts)", "", "| measure | figure | target | command |",
              "|---|---|---|---|"]
@@ -102,7 +113,8 @@ def render_report(payload: dict) -> str:
     lines = [f"# Sentiment analysis on IMDb: reproduced results ({payload['label']} run)", "",
              f"Produced by `{payload['command']}` in {payload['seconds_total'] / 60:.1f} min on "
              f"{payload['machine']['cpu']} ({payload['machine']['threads']} threads, torch "
-             f"{payload['machine']['torch']}). Machine-readable: `results.json` beside this file.", "",
+             f"{payload['machine']['torch']}){_reuse_note(res)}. Machine-readable: `results.json` beside this "
+             "file.", "",
              f"Data: {payload['data']['train']} train / {payload['data']['val']} validation / "
              f"{payload['data']['test']} test reviews (split `{payload['data']['split']}`), vocabulary "
              f"{payload['data']['vocab_size']} words (min count {payload['data']['min_count']}), "
