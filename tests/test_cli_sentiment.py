@@ -303,7 +303,10 @@ def test_reproduce_quick_writes_the_report_and_reuses_finished_runs(archive, tmp
            f"{runs / 'd2'}/" in out
     assert {p.name: p.stat().st_mtime_ns for p in (runs / "d2").iterdir()} == stamps
     again = json.loads((report / "results.json").read_text())["results"]["2"]
-    assert _without_timings(again) == _without_timings(r)
+    assert r["candidates_reused"] == 0 and again["candidates_reused"] == 1 == again["candidates"]
+    assert again["candidates_training_seconds"] == r["candidates_training_seconds"] > 0  # from the history
+    assert _without_timings({**again, "candidates_reused": 0}) == _without_timings(r)
+    assert "reusing 1 of 1 candidate runs that an earlier call trained" in (report / "results.md").read_text()
 
 
 def test_reproduce_chooses_stop_words_and_learning_rate_on_validation(archive, tmp_path, capsys):

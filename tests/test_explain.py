@@ -292,6 +292,27 @@ def test_leader_statistics_equal_the_trace_and_find_leaders(seed, learn_A, paper
     stats = leader_statistics(model, corpus.ids, corpus.mask, batch_size=7)
     assert torch.equal(stats.per_review, per_review)
     assert stats.fraction_initial == pytest.approx(both / int(per_review.sum()))
+    # The logits of the same pass are the classifier's hardmax logits, review by review.
+    expected = torch.cat([model(corpus.ids[b:b + 1], corpus.mask[b:b + 1], attention="hardmax").detach()
+                          for b in range(corpus.ids.shape[0])])
+    torch.testing.assert_close(stats.logits, expected.float(), rtol=1e-5, atol=1e-5)
+
+
+def test_evaluate_with_leaders_equals_evaluate_and_leader_statistics():
+    from hardmax.explain import evaluate_with_leaders
+    from hardmax.training import evaluate
+
+    corpus = sentiment_corpus(60, n_neutral=30, min_length=4, max_length=40, seed=5)
+    torch.manual_seed(5)
+    model = HardmaxClassifier(ModelConfig(vocab_size=corpus.vocab_size, d=4, layers=6)).eval()
+    split = corpus  # a `LabelledSplit`: ids, mask, labels
+    result, stats = evaluate_with_leaders(model, split, batch_size=16)
+    alone = evaluate(model, split, batch_size=16)
+    for name in ("n", "accuracy_hardmax", "accuracy_softmax", "agreement"):
+        assert getattr(result, name) == getattr(alone, name), name
+    assert result.loss_hardmax == pytest.approx(alone.loss_hardmax, rel=1e-5)
+    assert result.loss_softmax == pytest.approx(alone.loss_softmax, rel=1e-6)
+    assert torch.equal(stats.per_review, leader_statistics(model, corpus.ids, corpus.mask).per_review)
 
 
 def test_final_layer_is_the_traces_last_layer():

@@ -13,8 +13,10 @@ The statistics over a whole test set need only layers 0 and K: they run the comp
 from __future__ import annotations
 
 import math
+import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -23,10 +25,14 @@ from hardmax.dynamics import Hardmax, attention_matrix, simulate
 from hardmax.models import HardmaxClassifier, ModelTrace
 from hardmax.theory import find_leaders
 
+if TYPE_CHECKING:
+    from hardmax.training.loop import Evaluation
+
 __all__ = [
     "Explanation",
     "FinalLayer",
     "LeaderStats",
+    "evaluate_with_leaders",
     "explain_ids",
     "final_layer",
     "leader_flags",
@@ -185,6 +191,9 @@ class LeaderStats:
     max: int
     fraction_initial: float  # share of final leaders that were already leaders at layer 0
     per_review: Tensor | None = field(default=None, repr=False)  # (n_reviews,) int64 leaders of each review
+    # (n_reviews,) the classifier's exact-hardmax logits from the same pass, so that an evaluation needs no
+    # second hardmax pass (`hardmax evaluate`, `reproduce`)
+    logits: Tensor | None = field(default=None, repr=False)
 
 
 @torch.no_grad()
@@ -198,9 +207,10 @@ def leader_statistics(model: HardmaxClassifier, ids: Tensor, mask: Tensor, *, ba
     """
     device = next(model.parameters()).device
     A = model.A
-    counts, initial, total = [], 0, 0
+    counts, logits, initial, total = [], [], 0, 0
     for rows in _batches(ids.shape[0], batch_size, "leaders", progress):
         state = final_layer(model, ids[rows].to(device), mask[rows].to(device))
+        logits.append(state.logits.float().cpu())
         first = leader_flags(state.first, state.present, A=A)
         final = leader_flags(state.last, state.present, A=A)
         counts.append(final.sum(-1).cpu())
@@ -218,6 +228,7 @@ def leader_statistics(model: HardmaxClassifier, ids: Tensor, mask: Tensor, *, ba
         max=int(per_review.max()),
         fraction_initial=initial / total if total else float("nan"),
         per_review=per_review,
+        logits=torch.cat(logits),
     )
 
 
@@ -340,3 +351,23 @@ def explain_ids(model: HardmaxClassifier, ids: Tensor, words: list[str]) -> Expl
         d=model.config.d,
         trace=trace,
     )
+
+
+def evaluate_with_leaders(model: HardmaxClassifier, split, *, batch_size: int = 256,
+                          progress: bool = False) -> tuple[Evaluation, LeaderStats]:
+    """`hardmax.training.evaluate` and `leader_statistics` of one labelled split with a single hardmax pass:
+    the hardmax logits come from the pass that counts the leaders, then the softmax pass.
+
+    Args:
+        model: a trained classifier. split: a `LabelledSplit` (ids, mask, labels).
+        batch_size: reviews per softmax batch. progress: report progress on stderr.
+    """
+    from hardmax.training.loop import Evaluation, predict
+
+    start = time.perf_counter()
+    stats = leader_statistics(model, split.ids, split.mask, progress=progress)
+    middle = time.perf_counter()
+    softmax = predict(model, split.ids, split.mask, attention="softmax", batch_size=batch_size)
+    result = Evaluation.from_logits(split.labels, stats.logits, softmax, seconds_hardmax=middle - start,
+                                    seconds_softmax=time.perf_counter() - middle)
+    return result, stats

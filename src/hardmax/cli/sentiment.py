@@ -142,9 +142,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from hardmax.cli.output import jsonable, say
     from hardmax.data import load_imdb
     from hardmax.data.config import DataConfig
-    from hardmax.explain import leader_statistics
+    from hardmax.explain import evaluate_with_leaders
     from hardmax.io import write_json
-    from hardmax.training import evaluate, load_run
+    from hardmax.training import load_run
 
     _set_threads(args.threads)
     start = time.perf_counter()
@@ -156,16 +156,16 @@ def run_evaluate(args: argparse.Namespace) -> int:
                          f"({model.config.vocab_size}); pass the same data the run was trained on")
     split = getattr(data, args.on)
     say(f"{args.on} set: {len(split):,} reviews; softmax and hardmax passes")
-    result = evaluate(model, split)
-    stats = leader_statistics(model, split.ids, split.mask, progress=True)
+    result, stats = evaluate_with_leaders(model, split, progress=True)
     print(f"{args.on} set, {result.n} reviews, d = {model.config.d}")
     print("| attention | accuracy | loss |\n|---|---|---|")
     print(f"| hardmax (exact) | {result.accuracy_hardmax:.4f} | {result.loss_hardmax:.4f} |")
     print(f"| softmax (β = {model.config.beta:g}) | {result.accuracy_softmax:.4f} | {result.loss_softmax:.4f} |")
-    print(f"agreement {100 * result.agreement:.2f} %; hardmax pass {result.seconds_hardmax:.2f} s")
+    print(f"agreement {100 * result.agreement:.2f} %; hardmax pass with leader counts {result.seconds_hardmax:.2f} s, "
+          f"softmax pass {result.seconds_softmax:.2f} s")
     print(f"leaders per review: mean {stats.mean:.2f}, std {stats.std:.2f}, min {stats.min}, max {stats.max}; "
           f"{100 * stats.fraction_initial:.1f} % already leaders at layer 0")
-    leaders = jsonable(dataclasses.replace(stats, per_review=None))
+    leaders = jsonable(dataclasses.replace(stats, per_review=None, logits=None))
     path = write_json(Path(args.run) / f"metrics_{args.on}.json", {"evaluation": jsonable(result), "leaders": leaders})
     say(f"wrote {path} ({time.perf_counter() - start:.1f} s in all)")
     return 0

@@ -22,10 +22,10 @@ import torch
 from hardmax.data import ImdbData, load_imdb
 from hardmax.experiments.report import benchmarks_link, candidate_name, read_benchmarks, render_report
 from hardmax.experiments.reproduce import ReproduceConfig
-from hardmax.explain import explain_ids, leader_statistics, leader_word_counts
+from hardmax.explain import evaluate_with_leaders, explain_ids, leader_word_counts
 from hardmax.io import CheckpointError, read_json, write_json, write_text
 from hardmax.models import HardmaxClassifier, ModelConfig
-from hardmax.training import EpochRecord, Evaluation, evaluate, load_run, train
+from hardmax.training import EpochRecord, load_run, train
 
 __all__ = ["Candidate", "DimensionResult", "Selection", "TrainedRun", "data_info", "measure_dimension",
            "run_reproduce", "select_candidate", "train_or_load"]
@@ -223,8 +223,8 @@ def measure_dimension(selection: Selection, config: ReproduceConfig, report_dir:
 
     d, data, run = selection.d, selection.data, selection.chosen.run
     model = run.model
-    test: Evaluation = evaluate(model, data.test, batch_size=config.train.eval_batch_size)
-    stats = leader_statistics(model, data.test.ids, data.test.mask, progress=config.progress)
+    test, stats = evaluate_with_leaders(model, data.test, batch_size=config.train.eval_batch_size,
+                                        progress=config.progress)
     words = leader_word_counts(model, data.test.ids, data.test.mask, data.test.labels,
                                confidence=config.confidence, decisive=config.decisive)
     every = leader_word_counts(model, data.test.ids, data.test.mask, data.test.labels,
@@ -246,7 +246,7 @@ def measure_dimension(selection: Selection, config: ReproduceConfig, report_dir:
         figures.append(plots.animate_review(explanation, model, fig_dir / f"review_d{d}.gif"))
     history = run.history
     train_speed = sorted(h.train_reviews_per_second for h in history)[len(history) // 2]
-    leaders = {k: v for k, v in asdict(stats).items() if k != "per_review"}
+    leaders = {k: v for k, v in asdict(stats).items() if k not in ("per_review", "logits")}
     stopwords, lr = selection.chosen.stopwords, selection.chosen.lr
     return DimensionResult(
         d=d, run_dir=str(selection.run_dir), best_epoch=run.best_epoch, epochs_run=len(history),

@@ -95,6 +95,23 @@ class Evaluation:
     seconds_hardmax: float  # wall time of the hardmax pass
     seconds_softmax: float
 
+    @classmethod
+    def from_logits(cls, labels: Tensor, hardmax: Tensor, softmax: Tensor, *, seconds_hardmax: float,
+                    seconds_softmax: float) -> Evaluation:
+        """The evaluation of logits (N,) already computed under each attention, for labels (N,) in {0, 1}."""
+        labels = labels.float()
+        pred_h, pred_s, truth = hardmax > 0, softmax > 0, labels > 0.5
+        return cls(
+            n=int(labels.numel()),
+            accuracy_softmax=float((pred_s == truth).float().mean()),
+            accuracy_hardmax=float((pred_h == truth).float().mean()),
+            loss_softmax=float(F.binary_cross_entropy_with_logits(softmax.float(), labels)),
+            loss_hardmax=float(F.binary_cross_entropy_with_logits(hardmax.float(), labels)),
+            agreement=float((pred_h == pred_s).float().mean()),
+            seconds_hardmax=seconds_hardmax,
+            seconds_softmax=seconds_softmax,
+        )
+
 
 @dataclass(frozen=True)
 class TrainResult:
@@ -143,24 +160,12 @@ def left_align(ids: Tensor, mask: Tensor, width: int) -> tuple[Tensor, Tensor]:
 
 def evaluate(model: HardmaxClassifier, split: LabelledSplit, *, batch_size: int = 256) -> Evaluation:
     """Accuracy, loss and softmax/hardmax agreement of `model` on `split`."""
-    labels = split.labels.float()
     t0 = time.perf_counter()
     logits_h = predict(model, split.ids, split.mask, attention="hardmax", batch_size=batch_size)
     t1 = time.perf_counter()
     logits_s = predict(model, split.ids, split.mask, attention="softmax", batch_size=batch_size)
     t2 = time.perf_counter()
-    pred_h, pred_s = logits_h > 0, logits_s > 0
-    truth = labels > 0.5
-    return Evaluation(
-        n=int(labels.numel()),
-        accuracy_softmax=float((pred_s == truth).float().mean()),
-        accuracy_hardmax=float((pred_h == truth).float().mean()),
-        loss_softmax=float(F.binary_cross_entropy_with_logits(logits_s, labels)),
-        loss_hardmax=float(F.binary_cross_entropy_with_logits(logits_h, labels)),
-        agreement=float((pred_h == pred_s).float().mean()),
-        seconds_hardmax=t1 - t0,
-        seconds_softmax=t2 - t1,
-    )
+    return Evaluation.from_logits(split.labels, logits_h, logits_s, seconds_hardmax=t1 - t0, seconds_softmax=t2 - t1)
 
 
 # --------------------------------------------------------------------------------------------
