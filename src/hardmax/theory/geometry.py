@@ -12,17 +12,19 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from scipy.optimize import nnls
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
-from scipy.spatial import ConvexHull, QhullError, cKDTree
 
+# SciPy is imported inside the functions that use it: importing it costs 0.4 s, which `hardmax evaluate`
+# and `explain` (they need only `find_leaders`) should not pay.
 from hardmax.dynamics import validate_A
 from hardmax.theory.inputs import as_tokens, check_atol
 
 
 def components(points: np.ndarray, radius: float) -> np.ndarray:
     """Single-linkage clusters at `radius`, labelled 0, 1, ... by first appearance. points: (n, d)."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+    from scipy.spatial import cKDTree
+
     n = len(points)
     pairs = cKDTree(points).query_pairs(r=radius, output_type="ndarray") if n else np.zeros((0, 2), int)
     graph = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
@@ -62,6 +64,8 @@ def project_origin(V: np.ndarray, A: np.ndarray, atol: float) -> np.ndarray:
 
 def hull_distance(p: np.ndarray, V: np.ndarray) -> float:
     """Distance from p (d,) to conv(V), V (m, d), by NNLS with the constraint Σλ = 1 as a heavy row."""
+    from scipy.optimize import nnls
+
     weight = 1e3 * max(1.0, float(np.abs(V).max()), float(np.abs(p).max()))
     M = np.vstack([V.T, np.full((1, len(V)), weight)])
     lam, _ = nnls(M, np.append(p, weight))
@@ -101,6 +105,8 @@ def polytope(points, *, atol: float | None = None, max_faces: int = 20_000) -> P
         ValueError: on empty/non-finite input, more faces than `max_faces`, or a non-simplex polytope of
             affine dimension > 8 (qhull's output explodes there; `check_theorem` needs no face lattice).
     """
+    from scipy.spatial import ConvexHull
+
     points = as_tokens(points, "points")  # real, finite, non-empty
     if points.dim() != 2:
         raise ValueError(f"points must be a finite (m, d) array with m, d ≥ 1, got shape {tuple(points.shape)}")
@@ -205,6 +211,8 @@ def limit_set(K: Polytope, A=None, *, atol: float | None = None, max_faces: int 
 
 def outside_hull(P: np.ndarray, X: np.ndarray, atol: float) -> float:
     """Largest distance-like violation of X (n, d) outside conv(P), from qhull halfspaces (≤ 0 inside)."""
+    from scipy.spatial import ConvexHull, QhullError
+
     # Directions thinner than atol/8 are dropped: points there are within atol/8 of the affine hull.
     c, Q = _affine_frame(P, atol / 8)
     off = float(np.linalg.norm((X - c) - (X - c) @ Q @ Q.T, axis=1).max())
