@@ -84,7 +84,10 @@ def main(argv: list[str] | None = None) -> int:
         d, layer = item
         model_config = ModelConfig(vocab_size=len(data.vocab), d=d, layers=args.layers, layer=layer)
         lr = args.lr if layer == "hardmax" else args.crate_lr
-        train_config = TrainConfig(epochs=args.epochs, lr=lr, checkpoint_every=1000)
+        # CRATE's heads run softmax at β = 1/√p (the reference code's temperature), far from the hardmax limit:
+        # its epoch is chosen under the attention it is meant to run with.
+        train_config = TrainConfig(epochs=args.epochs, lr=lr, checkpoint_every=1000,
+                                   select_on="hardmax" if layer == "hardmax" else "softmax")
         run_dir = Path(args.out) / f"{layer}{d}-lr{lr:g}"
         torch.manual_seed(train_config.seed)  # the initialisation `train` starts from
         initial = build_model(model_config)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -145,6 +147,13 @@ def test_train_layer_crate_smoke(tmp_path, monkeypatch, capsys):
     assert loaded.model_config.layer == "crate"
     assert main(["rate", "--run", str(run), "--data", str(archive)]) == 2  # hardmax runs only, one clear line
     assert "CRATE" in capsys.readouterr().err
+    # evaluate: accuracies under both attentions, no leader statistics (a property of the paper's layer)
+    assert main(["evaluate", "--run", str(run), "--data", str(archive)]) == 0
+    out = capsys.readouterr().out
+    assert "CRATE blocks" in out and f"softmax (β = {loaded.model.config.inverse_temperature:g})" in out
+    assert "leaders per review" not in out
+    metrics = json.loads((run / "metrics_test.json").read_text())
+    assert set(metrics) == {"evaluation"} and 0 <= metrics["evaluation"]["accuracy_softmax"] <= 1
     # a hardmax config's record is unchanged by the new field (old runs resume and are reused)
     assert "layer" not in ModelConfig(vocab_size=5).to_dict()
     assert type(build_model(ModelConfig(vocab_size=5))).__name__ == "HardmaxClassifier"
