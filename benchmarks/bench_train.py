@@ -32,6 +32,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--d", type=int, nargs="+", default=[16])
     parser.add_argument("--layer", choices=("hardmax", "crate"), default="hardmax",
                         help="the paper's shared hardmax layer or CRATE blocks")
+    parser.add_argument("--crate-heads", type=int, help="CRATE heads K (default: one)")
     parser.add_argument("--batches", type=int, default=100, help="training batches timed per d")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--limit", type=int, help="use only N reviews per split (smoke runs)")
@@ -45,7 +46,8 @@ def main(argv: list[str] | None = None) -> dict:
     rows_out = []
     for d in args.d:
         torch.manual_seed(0)
-        model = build_model(ModelConfig(vocab_size=len(data.vocab), d=d, layer=args.layer))
+        model = build_model(ModelConfig(vocab_size=len(data.vocab), d=d, layer=args.layer,
+                                        crate_heads=args.crate_heads))
         opt = torch.optim.Adam(model.parameters(), lr=config.lr)
 
         def step(b: int, model: torch.nn.Module = model, opt: torch.optim.Optimizer = opt) -> int:
@@ -74,12 +76,13 @@ def main(argv: list[str] | None = None) -> dict:
         soft_s = time.perf_counter() - t0
         rows_out.append({"d": d, "train_reviews_per_second": train_rate, "test_reviews": len(test),
                          "hardmax_test_seconds": hard_s, "softmax_test_seconds": soft_s})
-    print(f"layer: {args.layer}")
+    print(f"layer: {args.layer}" + (f", {args.crate_heads} head(s)" if args.crate_heads else ""))
     print(f"{'d':>3} | training (reviews/s) | hardmax on {len(data.test)} test reviews (s) | softmax (s)")
     for r in rows_out:
         print(f"{r['d']:>3} | {r['train_reviews_per_second']:>20.0f} | {r['hardmax_test_seconds']:>33.2f} | "
               f"{r['softmax_test_seconds']:.2f}")
-    result = {"layer": args.layer, "threads": args.threads, "torch": torch.__version__, "rows": rows_out}
+    result = {"layer": args.layer, "crate_heads": args.crate_heads, "threads": args.threads,
+              "torch": torch.__version__, "rows": rows_out}
     if args.json:
         write_json(args.json, result)
     return result

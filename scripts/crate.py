@@ -5,7 +5,7 @@
 
 For each d, trains `hardmax train`'s pipeline (`hardmax.training.train`: Adam, softmax attention,
 model chosen on validation under exact hardmax) on the same data and settings for the paper's
-classifier (`--layer hardmax`, lr 1e-2) and CRATE blocks (`--layer crate`: K = max(1, d // 4) heads, the
+classifier (`--layer hardmax`, lr 1e-2) and CRATE blocks (`--layer crate`: one head unless --crate-heads, the
 reference code's pre-LayerNorms, η = λ = 0.1; lr 1e-3, as at 1e-2 CRATE stays at chance). `--kinds`
 runs one of the two (OUT/crate_<kinds>.json). Data: `hardmax reproduce --quick`'s subset by default
 (the first 5,000 reviews of each source split, min_count 2; 4,500 train / 500 validation / 5,000 test).
@@ -33,10 +33,10 @@ from hardmax.data import DataConfig, load_imdb  # noqa: E402
 from hardmax.experiments.pipeline import data_info  # noqa: E402
 from hardmax.experiments.rate import crate_measures, layer_rates  # noqa: E402
 from hardmax.io import write_json, write_text  # noqa: E402
-from hardmax.models import ModelConfig, build_model  # noqa: E402
+from hardmax.models import ModelConfig  # noqa: E402
 from hardmax.plots import save_figure  # noqa: E402
 from hardmax.plots.rate import plot_crate_measures  # noqa: E402
-from hardmax.training import TrainConfig, evaluate, train  # noqa: E402
+from hardmax.training import TrainConfig, evaluate, initial_model, train  # noqa: E402
 
 EPS = 0.5  # distortion ε of every rate
 
@@ -52,7 +52,8 @@ def _table(rows: list[dict]) -> str:
             crate = f"{ci[0]:.2f} → {ci[-1]:.2f} | {ct[0]:.2f} → {ct[-1]:.2f} | {1 - zi:.3f} → {1 - zt:.3f} | -"
         else:
             crate = f"- | - | - | {r['rate_scaled'][-1] / r['rate_scaled'][0]:.3f}"
-        lines.append(f"| {r['d']} | {r['layer']} | {r['accuracy_hardmax']:.4f} | {r['accuracy_softmax']:.4f} | "
+        layer = f"crate (K = {r['crate_heads']})" if r.get("crate_heads") else r["layer"]
+        lines.append(f"| {r['d']} | {layer} | {r['accuracy_hardmax']:.4f} | {r['accuracy_softmax']:.4f} | "
                      f"{r['reviews_per_second']:,.0f} | {crate} |")
     return "\n".join(lines)
 
@@ -66,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lr", type=float, default=1e-2, help="learning rate of the hardmax model (the paper's)")
     parser.add_argument("--crate-lr", type=float, default=1e-3,
                         help="learning rate of CRATE (at 1e-2 it stays at chance on IMDb and on the test corpus)")
+    parser.add_argument("--crate-heads", type=int, help="CRATE heads K (default: the model's, one)")
     parser.add_argument("--kinds", nargs="+", choices=("hardmax", "crate"), default=["hardmax", "crate"])
     parser.add_argument("--limit", type=int, default=5000, help="reviews per source split (0 = all)")
     parser.add_argument("--measure", type=int, default=1000, help="test reviews measured")
@@ -82,22 +84,24 @@ def main(argv: list[str] | None = None) -> int:
 
     def run(item: tuple[int, str]) -> dict:
         d, layer = item
-        model_config = ModelConfig(vocab_size=len(data.vocab), d=d, layers=args.layers, layer=layer)
+        model_config = ModelConfig(vocab_size=len(data.vocab), d=d, layers=args.layers, layer=layer,
+                                   crate_heads=args.crate_heads if layer == "crate" else None)
         lr = args.lr if layer == "hardmax" else args.crate_lr
         # CRATE's heads run softmax at β = 1/√p (the reference code's temperature), far from the hardmax limit:
         # its epoch is chosen under the attention it is meant to run with.
         train_config = TrainConfig(epochs=args.epochs, lr=lr, checkpoint_every=1000,
                                    select_on="hardmax" if layer == "hardmax" else "softmax")
-        run_dir = Path(args.out) / f"{layer}{d}-lr{lr:g}"
-        torch.manual_seed(train_config.seed)  # the initialisation `train` starts from
-        initial = build_model(model_config)
+        heads = f"-k{model_config.crate_heads}" if layer == "crate" else ""
+        run_dir = Path(args.out) / f"{layer}{d}{heads}-lr{lr:g}"
+        initial = initial_model(model_config, train_config)
         result = train(data.train, data.val, model_config=model_config, train_config=train_config,
                        run_dir=run_dir, vocab=data.vocab, progress=False, data_info=data_info(data),
                        resume=(run_dir / "checkpoint.safetensors").exists())
         model = result.model.eval()
         evaluation = evaluate(model, test)
         speed = statistics.median(h.train_reviews_per_second for h in result.history)
-        row = {"d": d, "layer": layer, "layers": args.layers, "lr": lr, "epochs": args.epochs,
+        row = {"d": d, "layer": layer, "crate_heads": model_config.crate_heads, "layers": args.layers, "lr": lr,
+               "epochs": args.epochs,
                "accuracy_hardmax": evaluation.accuracy_hardmax,
                "accuracy_softmax": evaluation.accuracy_softmax, "reviews_per_second": speed,
                "best_epoch": result.best_epoch, "train_reviews": len(data.train), "test_reviews": len(test)}

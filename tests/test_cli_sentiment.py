@@ -208,6 +208,10 @@ def test_evaluate_on_data_with_another_vocabulary_exits_2(trained, tmp_path, cap
     other = write_archive(tmp_path / "other.tar.gz", extra=("orchestra", "popcorn", "ticket"))
     code, _, err = _run(capsys, "evaluate", "--run", str(trained[0]), "--data", str(other))
     assert code == 2 and "vocabulary" in _last_line(err) and "Traceback" not in err
+    # as many words, in another order (other counts): ids would mean other words, so it is refused too
+    reordered = write_archive(tmp_path / "reordered.tar.gz", n=80, seed=1)
+    code, _, err = _run(capsys, "evaluate", "--run", str(trained[0]), "--data", str(reordered))
+    assert code == 2 and "vocabulary" in _last_line(err) and "Traceback" not in err
 
 
 # --------------------------------------------------------------------------------------------

@@ -143,10 +143,15 @@ def test_train_layer_crate_smoke(tmp_path, monkeypatch, capsys):
     loaded = load_run(run)
     assert isinstance(loaded.model, CrateClassifier) and loaded.model.config.heads == 1
     assert loaded.model.config.mode == "reference"
-    assert CrateConfig.from_model_config(ModelConfig(vocab_size=5, d=2)).mode == "faithful"  # LayerNorm in R²
+    # a LayerNorm in R² is degenerate, so d = 2 runs the faithful mode
+    assert CrateConfig.from_model_config(ModelConfig(vocab_size=5, d=2, layer="crate")).mode == "faithful"
     assert loaded.model_config.layer == "crate"
-    assert main(["rate", "--run", str(run), "--data", str(archive)]) == 2  # hardmax runs only, one clear line
-    assert "CRATE" in capsys.readouterr().err
+    # rate: compression and sparsity per block, at the run's initialisation and trained
+    assert main(["rate", "--run", str(run), "--data", str(archive), "--reviews", "40"]) == 0
+    assert "CRATE, d = 4, 1 head(s), 40 reviews" in capsys.readouterr().out
+    rate = json.loads((run / "rate" / "rate.json").read_text())["report"]
+    assert len(rate["trained"]["compression"]) == 2 and len(rate["initial"]["rate"]) == 3
+    assert rate["initial"] != rate["trained"] and (run / "rate" / "rate.png").exists()
     # evaluate: accuracies under both attentions, no leader statistics (a property of the paper's layer)
     assert main(["evaluate", "--run", str(run), "--data", str(archive)]) == 0
     out = capsys.readouterr().out
@@ -159,6 +164,33 @@ def test_train_layer_crate_smoke(tmp_path, monkeypatch, capsys):
     assert type(build_model(ModelConfig(vocab_size=5))).__name__ == "HardmaxClassifier"
     with pytest.raises(ValueError, match="layer"):
         ModelConfig(vocab_size=5, layer="other")
+
+
+def test_crate_heads_choose_the_subspaces():
+    from hardmax.models import ModelConfig, build_model
+
+    assert CrateConfig.from_model_config(ModelConfig(vocab_size=5, d=16, layer="crate")).heads == 1  # the default
+    one = build_model(ModelConfig(vocab_size=5, d=16, layer="crate", crate_heads=1))
+    assert one.config.heads == 1 and one.config.p == 16 and one.blocks[0].subspaces.shape == (1, 16, 16)
+    two = build_model(ModelConfig(vocab_size=5, d=16, layer="crate", crate_heads=2))
+    assert two.blocks[0].subspaces.shape == (2, 16, 8)
+    ids = torch.randint(1, 5, (3, 7))
+    assert one(ids).shape == two(ids).shape == (3,)
+    for bad in (3, 0, True, 32):
+        with pytest.raises(ValueError, match="crate_heads"):
+            ModelConfig(vocab_size=5, d=16, layer="crate", crate_heads=bad)
+    with pytest.raises(ValueError, match="crate only"):
+        ModelConfig(vocab_size=5, d=16, crate_heads=2)
+    with pytest.raises(ValueError, match="layer='crate'"):
+        CrateConfig.from_model_config(ModelConfig(vocab_size=5, d=16))
+    # hardmax records are unchanged by the field; CRATE records name their heads, and a CRATE record from
+    # before the field is read with the heads it was built with, max(1, d // 4)
+    assert "crate_heads" not in ModelConfig(vocab_size=5, d=16).to_dict()
+    record = ModelConfig(vocab_size=5, d=16, layer="crate", crate_heads=2).to_dict()
+    assert record["crate_heads"] == 2 and ModelConfig.from_record(record).crate_heads == 2
+    assert ModelConfig.from_record({"vocab_size": 5, "d": 16, "layer": "crate"}).crate_heads == 4
+    assert ModelConfig.from_record({"vocab_size": 5, "d": 2, "layer": "crate"}).crate_heads == 1
+    assert ModelConfig.from_record({"vocab_size": 5, "d": 16}).crate_heads is None
 
 
 def test_layer_norm_in_two_dimensions_is_degenerate():

@@ -19,8 +19,10 @@ def add_rate(subparsers) -> None:
         formatter_class=HelpFormatter,
         description="Per-layer coding rate of each review's tokens and rate reduction between the two sentiment "
                     "classes (mean token per review), through the classifier (hardmax and softmax) and along "
-                    "long `simulate` runs from its embeddings; final rate against the number of leaders. Prints "
-                    "the tables, writes OUT/rate.json and OUT/rate.png/.pdf.\n\n"
+                    "long `simulate` runs from its embeddings; final rate against the number of leaders. For a "
+                    "CRATE run (--layer crate): compression R^c(Z | U) and sparsity per block, at the run's "
+                    "initialisation and trained. Prints the tables, writes OUT/rate.json, OUT/rate.md and "
+                    "OUT/rate.png/.pdf.\n\n"
                     "example: hardmax rate --run runs/quick/d16")
     p.add_argument("--run", required=True, metavar="DIR", help="run directory written by `hardmax train`")
     p.add_argument("--out", type=Path, metavar="DIR", help="output folder (default: RUN/rate)")
@@ -39,13 +41,11 @@ def run_rate(args: argparse.Namespace) -> int:
     import torch
 
     from hardmax.cli.output import say
-    from hardmax.data import load_imdb
-    from hardmax.data.config import DataConfig
-    from hardmax.experiments.rate import RateConfig, measure_classifier
+    from hardmax.experiments.rate import RateConfig, measure_classifier, measure_crate
     from hardmax.io import write_json, write_text
     from hardmax.plots import save_figure
-    from hardmax.plots.rate import plot_rates
-    from hardmax.training import load_run
+    from hardmax.plots.rate import plot_crate_measures, plot_rates
+    from hardmax.training import initial_model, load_run
 
     if args.threads is not None:
         if args.threads < 1:
@@ -55,22 +55,25 @@ def run_rate(args: argparse.Namespace) -> int:
     config = RateConfig(**given)
     start = time.perf_counter()
     run = load_run(args.run)
-    model, record = run.model, run.record
-    data = load_imdb(DataConfig.from_record(record.get("data", {}), path=args.data))
-    if len(data.vocab) != model.config.vocab_size:
-        raise ValueError(f"the data's vocabulary ({len(data.vocab)} words) differs from the run's "
-                         f"({model.config.vocab_size}); pass the same data the run was trained on")
+    model = run.model
+    data = run.load_data(args.data)
     split = getattr(data, config.split)
     rows = torch.randperm(len(split), generator=torch.Generator().manual_seed(config.seed))
     if config.reviews:
         rows = rows[:config.reviews]
     say(f"{config.split} set: measuring {len(rows):,} of {len(split):,} reviews, ε = {config.eps:g}")
-    report = measure_classifier(model, split.ids[rows], split.mask[rows], split.labels[rows], config)
+    if run.model_config.layer == "crate":
+        initial = initial_model(run.model_config, run.train_config).eval()
+        report = measure_crate(model, initial, split.ids[rows], split.mask[rows], config)
+        figure = plot_crate_measures({f"d = {report.d}, init": report.initial,
+                                      f"d = {report.d}, trained": report.trained})
+    else:
+        report = measure_classifier(model, split.ids[rows], split.mask[rows], split.labels[rows], config)
+        figure = plot_rates({f"d = {report.d}": report})
     table = report.table()
     print(table)
     out = args.out or Path(args.run) / "rate"
     written = [write_json(out / "rate.json", {"config": asdict(config), "report": report.to_dict()}),
-               write_text(out / "rate.md", table + "\n"),
-               *save_figure(plot_rates({f"d = {report.d}": report}), out / "rate", close=True)]
+               write_text(out / "rate.md", table + "\n"), *save_figure(figure, out / "rate", close=True)]
     say(f"wrote {', '.join(str(p) for p in written)} ({time.perf_counter() - start:.1f} s)")
     return 0

@@ -88,7 +88,7 @@ def add_train(subparsers) -> None:
     p = subparsers.add_parser("train", help="train the sentiment classifier on IMDb", formatter_class=HelpFormatter,
                               description="Train embedding → K pure-attention layers → mean → linear on IMDb "
                               "with softmax attention; select the epoch on validation under exact hardmax.\n"
-                              "About 13-15 s per epoch for d = 16 on 2 CPU cores (about 1 min with --layer crate), "
+                              "About 13-15 s per epoch for d = 16 on 2 CPU cores (about 20 s with --layer crate), "
                               "plus the data the first time.\n\n"
                               "example: hardmax train --run runs/t16 --d 16")
     p.add_argument("--run", required=True, metavar="DIR", help=RUN_HELP["train"])
@@ -119,7 +119,8 @@ def run_train(args: argparse.Namespace) -> int:
     model_config = _config(ModelConfig, args, vocab_size=len(data.vocab), flags=MODEL_FLAGS)
     result = train(data.train, data.val, model_config=model_config, train_config=train_config, run_dir=run,
                    resume=args.resume, data_info=data_info(data), vocab=data.vocab)
-    print(f"best epoch {result.best_epoch}: validation accuracy (hardmax) {result.best_val_accuracy:.4f}; "
+    print(f"best epoch {result.best_epoch}: validation accuracy ({train_config.select_on}) "
+          f"{result.best_val_accuracy:.4f}; "
           f"run in {run}/")
     return 0
 
@@ -141,8 +142,6 @@ def run_evaluate(args: argparse.Namespace) -> int:
     import time
 
     from hardmax.cli.output import jsonable, say
-    from hardmax.data import load_imdb
-    from hardmax.data.config import DataConfig
     from hardmax.explain import evaluate_with_leaders
     from hardmax.io import write_json
     from hardmax.models import HardmaxClassifier
@@ -151,11 +150,8 @@ def run_evaluate(args: argparse.Namespace) -> int:
     _set_threads(args.threads)
     start = time.perf_counter()
     run = load_run(args.run, device=args.device)  # checks that config, vocabulary and weights agree
-    model, record = run.model, run.record
-    data = load_imdb(DataConfig.from_record(record.get("data", {}), path=args.data))
-    if len(data.vocab) != model.config.vocab_size:
-        raise ValueError(f"the data's vocabulary ({len(data.vocab)} words) differs from the run's "
-                         f"({model.config.vocab_size}); pass the same data the run was trained on")
+    model = run.model
+    data = run.load_data(args.data)
     split = getattr(data, args.on)
     say(f"{args.on} set: {len(split):,} reviews; softmax and hardmax passes")
     # Leaders (C_i = {i}) belong to the paper's shared layer; a CRATE run (--layer crate) gets accuracies only.

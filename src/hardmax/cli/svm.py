@@ -69,12 +69,10 @@ def run_svm(args: argparse.Namespace) -> int:
         say(f"join to hardmax (self-attention, {args.join_seeds} seeds): {time.perf_counter() - start:.1f} s so far")
     imdb = None
     if args.imdb_run is not None:
-        from hardmax.data import load_imdb
-        from hardmax.data.config import DataConfig
         from hardmax.training import load_run
 
         run = load_run(args.imdb_run)
-        data = load_imdb(DataConfig.from_record(run.record.get("data") or {}, path=args.data))
+        data = run.load_data(args.data)
         imdb = imdb_join(run, data.test, reviews=args.reviews, iterations=args.imdb_iterations, seed=args.seed)
         say(f"IMDb join: {imdb.reviews} reviews in {imdb.seconds:.1f} s")
     command = "hardmax svm " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()

@@ -28,8 +28,8 @@ from hardmax.dynamics import Hardmax, Softmax, Trajectory, simulate
 from hardmax.measures import coding_rate, rate_reduction, subspace_coding_rate, zero_fraction
 from hardmax.theory import leader_layers
 
-__all__ = ["LayerRates", "LeaderRates", "RateConfig", "RateReport", "crate_measures", "layer_rates",
-           "leader_rates", "measure_classifier"]
+__all__ = ["CrateReport", "LayerRates", "LeaderRates", "RateConfig", "RateReport", "crate_measures", "layer_rates",
+           "leader_rates", "measure_classifier", "measure_crate"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -286,7 +286,7 @@ def measure_classifier(model, ids: Tensor, mask: Tensor, labels: Tensor,
         raise ValueError("no reviews to measure")
     if not hasattr(model, "A"):
         raise ValueError("measure_classifier needs a HardmaxClassifier run; for a CRATE run (--layer crate) use "
-                         "hardmax.experiments.rate.crate_measures")
+                         "hardmax.experiments.rate.measure_crate")
     labels = labels.long()
     traces = {}
     for attention in ("hardmax", "softmax"):
@@ -355,3 +355,47 @@ def crate_measures(model, ids: Tensor, mask: Tensor, *, eps: float = 0.5, batch_
     table, rate = sums[0] / n, sums[1] / n
     return CrateMeasures(compression=table[:, 0].tolist(), compression_after=table[:, 1].tolist(),
                          sparsity=table[:, 2].tolist(), rate=rate.tolist())
+
+
+@dataclass(frozen=True)
+class CrateReport:
+    """What `hardmax rate` measures on a CRATE run: `CrateMeasures` at the run's initialisation and trained.
+
+    Attributes:
+        d, heads, layers: the model. reviews: number measured. eps: the distortion used.
+        initial, trained: `CrateMeasures` of the weights `hardmax train` started from (same seed) and of the run's.
+    """
+
+    d: int
+    heads: int
+    layers: int
+    reviews: int
+    eps: float
+    initial: CrateMeasures
+    trained: CrateMeasures
+
+    def to_dict(self) -> dict:
+        return {"d": self.d, "heads": self.heads, "layers": self.layers, "reviews": self.reviews, "eps": self.eps,
+                "initial": vars(self.initial), "trained": vars(self.trained)}
+
+    def table(self) -> str:
+        """Markdown: per block, compression R^c(Z | U) at its input and after MSSA, non-zero fraction after
+        ISTA and R of its input, at initialisation and trained."""
+        i, t = self.initial, self.trained
+        lines = [f"CRATE, d = {self.d}, {self.heads} head(s), {self.reviews} reviews, ε = {self.eps:g}; R^c(Z | U): "
+                 "compression against the block's subspaces, mean over reviews (initialisation / trained)", "",
+                 "| block | R^c input | R^c after MSSA | non-zero after ISTA | R input |", "|---|---|---|---|---|"]
+        for k in range(len(t.compression)):
+            lines.append(f"| {k + 1} | {i.compression[k]:.3f} / {t.compression[k]:.3f} "
+                         f"| {i.compression_after[k]:.3f} / {t.compression_after[k]:.3f} "
+                         f"| {1 - i.sparsity[k]:.3f} / {1 - t.sparsity[k]:.3f} | {i.rate[k]:.3f} / {t.rate[k]:.3f} |")
+        return "\n".join(lines)
+
+
+def measure_crate(model, initial, ids: Tensor, mask: Tensor, config: RateConfig) -> CrateReport:
+    """`crate_measures` of a trained `CrateClassifier` and of `initial` (the weights training started from)."""
+    if ids.shape[0] == 0:
+        raise ValueError("no reviews to measure")
+    measured = [crate_measures(m, ids, mask, eps=config.eps, batch_size=config.batch_size) for m in (initial, model)]
+    return CrateReport(d=model.config.d, heads=model.config.heads, layers=model.config.layers,
+                       reviews=int(ids.shape[0]), eps=config.eps, initial=measured[0], trained=measured[1])

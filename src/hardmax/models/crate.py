@@ -102,18 +102,18 @@ class CrateConfig:
     @classmethod
     def from_model_config(cls, config) -> CrateConfig:
         """The CRATE classifier `hardmax train --layer crate` builds from a `ModelConfig`: its vocabulary, d,
-        depth, padding id and embedding scale, with K = max(1, d // 4) heads of dimension p = d / K (p = 4
-        from d = 4 on) and the reference code's defaults for the rest. For d ≤ 2 the faithful mode is used:
-        a LayerNorm in R² sends every vector to ±(1, −1) (times its gain), so the reference mode would see
-        every token as one of two points. The hardmax layer's settings (α, A, β) do not apply; the authors'
-        padding behaviour (`paper_padding`) and a learned A are refused."""
+        depth, padding id and embedding scale, with K = `crate_heads` heads (default one) of dimension p = d / K
+        and the reference code's defaults for the rest. For d ≤ 2 the faithful mode is used: a LayerNorm in R²
+        sends every vector to ±(1, −1) (times its gain), so the reference mode would see every token as one of
+        two points. The hardmax layer's settings (α, A, β) do
+        not apply; the authors' padding behaviour (`paper_padding`) and a learned A are refused."""
+        if config.layer != "crate":
+            raise ValueError(f"CRATE blocks are built from a ModelConfig with layer='crate', got {config.layer!r}")
         if config.paper_padding or config.learn_A:
             raise ValueError("--layer crate does not support --paper-padding or --learn-A")
-        heads = max(1, config.d // 4)
-        if config.d % heads:
-            raise ValueError(f"--layer crate needs d divisible by max(1, d // 4) heads, got d = {config.d}")
-        return cls(vocab_size=config.vocab_size, d=config.d, layers=config.layers, heads=heads, pad_id=config.pad_id,
-                   embedding_std=config.embedding_std, mode="faithful" if config.d <= 2 else "reference")
+        return cls(vocab_size=config.vocab_size, d=config.d, layers=config.layers, heads=config.crate_heads,
+                   pad_id=config.pad_id, embedding_std=config.embedding_std,
+                   mode="faithful" if config.d <= 2 else "reference")
 
 
 class CrateBlock(nn.Module):

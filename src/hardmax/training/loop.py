@@ -41,8 +41,8 @@ from hardmax.training.run import EpochRecord, config_record, lock_run, settings_
 if TYPE_CHECKING:
     from hardmax.data import Vocabulary
 
-__all__ = ["Evaluation", "TrainResult", "epoch_batches", "evaluate", "left_align", "predict", "resolve_device",
-           "set_threads", "train", "word_dropout"]
+__all__ = ["Evaluation", "TrainResult", "epoch_batches", "evaluate", "initial_model", "left_align", "predict",
+           "resolve_device", "set_threads", "train", "word_dropout"]
 
 
 class LabelledSplit(Protocol):
@@ -150,6 +150,13 @@ def predict(model: HardmaxClassifier, ids: Tensor, mask: Tensor, *, attention: s
         out[rows] = model(b_ids.to(device), b_mask.to(device), attention=attention).float().cpu()
     model.train(was_training)
     return out
+
+
+def initial_model(model_config: ModelConfig, train_config: TrainConfig):
+    """The weights `train` starts from: `build_model(model_config)` after seeding torch with train_config.seed
+    (so measures at initialisation, e.g. `hardmax rate` on a CRATE run, see the run's own starting point)."""
+    torch.manual_seed(train_config.seed)
+    return build_model(model_config)
 
 
 def left_align(ids: Tensor, mask: Tensor, width: int) -> tuple[Tensor, Tensor]:
@@ -264,8 +271,7 @@ def _train_locked(train_split: LabelledSplit, val_split: LabelledSplit, *, model
         write_text(run_dir / "vocab.json", vocab.to_json())
     write_json(run_dir / "config.json", record)
 
-    torch.manual_seed(train_config.seed)
-    model = build_model(model_config).to(device)
+    model = initial_model(model_config, train_config).to(device)
     optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=train_config.lr,
                                  weight_decay=train_config.weight_decay)
     state = {"epoch": 0, "batch": 0, "history": [], "best_val": -1.0, "best_epoch": 0, "bad_epochs": 0,

@@ -221,6 +221,23 @@ class Run:
 
         return DataConfig.from_record(self.record.get("data") or {})
 
+    def load_data(self, path: str | Path | None = None, *, progress: bool = True):
+        """The data the run was trained on (`hardmax.data.load_imdb` with `data_config`; `path` the archive or
+        folder, None: the usual search), checked to give the run's vocabulary, so ids mean the same words.
+
+        Raises:
+            ValueError: the data's vocabulary is not the run's (other data, or other settings).
+        """
+        from hardmax.data import DataConfig, load_imdb
+
+        data = load_imdb(DataConfig.from_record(self.record.get("data") or {}, path=path), progress=progress)
+        same = (len(data.vocab) == self.model_config.vocab_size if self.vocab is None
+                else vocab_sha256(data.vocab.words) == vocab_sha256(self.vocab.words))
+        if not same:
+            raise ValueError(f"the data's vocabulary ({len(data.vocab)} words) differs from the run's "
+                             f"({self.model_config.vocab_size}); pass the same data the run was trained on")
+        return data
+
     @classmethod
     def load(cls, run_dir: str | Path, *, device: str = "cpu") -> Run:
         """Read `run_dir` and check that its files agree with each other (see the module docstring).
@@ -238,7 +255,7 @@ class Run:
         if not isinstance(record, dict) or not isinstance(record.get("model"), dict):
             raise CheckpointError(f"{config_path} has no model settings")
         try:
-            model_config = ModelConfig(**record["model"])
+            model_config = ModelConfig.from_record(record["model"])
         except (TypeError, ValueError) as e:
             raise CheckpointError(f"{config_path} has an incompatible model config ({e})") from None
         try:
