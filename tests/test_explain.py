@@ -235,12 +235,13 @@ def test_leader_word_counts_keep_only_decisive_leaders(model):
     decisive=None counts every leader. The filter removes exactly the leaders at or below it."""
     ids, mask, labels = encode(REVIEWS)
     every = leader_word_counts(model, ids, mask, labels, confidence=0.6, decisive=None)
-    trace = model.trace(ids, mask, attention="hardmax")
+    with torch.no_grad():
+        trace = model.trace(ids, mask, attention="hardmax")
     logit = {}
     for b in range(ids.shape[0]):
         for i, w in enumerate(trace.ids[b].tolist()):
             if trace.multiplicity[b, i] > 0:
-                logit[WORDS[w]] = abs(float(model.decoder(trace.tokens[-1, b, i]).squeeze()))
+                logit[WORDS[w]] = abs(float(model.decoder(trace.tokens[-1, b, i]).detach().squeeze()))
     leaders = {w for side in every.values() for w in by_word(side)}
     cut = sorted(logit[w] for w in leaders)[len(leaders) // 2]  # keeps the leaders strictly above the median
     kept = leader_word_counts(model, ids, mask, labels, confidence=0.6, decisive=cut)

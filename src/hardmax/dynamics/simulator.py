@@ -222,7 +222,11 @@ def simulate(
         raise ValueError(f"tokens must have shape (n, d) or (batch, n, d), got {tuple(z.shape)}")
     if z.numel() == 0:
         raise ValueError(f"tokens must have at least one token of dimension ≥ 1, got {tuple(z.shape)}")
-    if not (math.isfinite(z.detach().amax()) and math.isfinite(z.detach().amin())):  # NaN propagates
+    # Each token's largest and smallest coordinate, read once: they show NaN/inf (amax/amin propagate NaN)
+    # and give hardmax its per-review scale (`_review_scales`) without a temporary of the tokens' size.
+    lo, hi = torch.aminmax(z.detach(), dim=-1)
+    extremes = hi, lo
+    if not (math.isfinite(hi.amax()) and math.isfinite(lo.amin())):
         raise ValueError("tokens contain NaN or inf")
     if isinstance(layers, bool) or not isinstance(layers, int | np.integer) or layers < 0:
         raise ValueError(f"layers must be an integer ≥ 0, got {layers!r}")
@@ -260,7 +264,7 @@ def simulate(
                       use_kernel=engine != "torch" and not why_not, keep_attention=keep_attention,
                       chunk_size=int(chunk_size))
         with torch.no_grad():
-            scale = _review_scales(batched, m_t) if hard else None
+            scale = _review_scales(extremes, m_t.reshape(batch, n)) if hard else None
             if scale is not None:
                 batched = _ldexp(batched, -scale)
             out, attention = run.stored(batched, m_t, stored)
@@ -306,10 +310,14 @@ def _check_softmax_range(z: Tensor, mask: Tensor, A: Tensor, rule: AttentionRule
                          "scale the tokens or lower beta")
 
 
-def _review_scales(z: Tensor, mask: Tensor) -> Tensor | None:
+def _review_scales(extremes: tuple[Tensor, Tensor], mask: Tensor) -> Tensor | None:
     """(batch,) int exponents e with 2^-e · z_b of order 1 for reviews out of the safe range, else 0;
-    None when every review is in range (the common case: nothing is copied)."""
-    biggest = z.abs().masked_fill(~mask.unsqueeze(-1), 0).amax(dim=(1, 2))
+    None when every review is in range (the common case: nothing is copied).
+
+    extremes: each token's largest and smallest coordinate, (..., n) with the tokens' leading shape
+    (a single sequence: (n,)); mask: (batch, n), True for real tokens."""
+    hi, lo = (x.reshape(mask.shape) for x in extremes)
+    biggest = torch.maximum(hi, -lo).masked_fill(~mask, 0).amax(dim=1)
     _, e = torch.frexp(biggest)
     e = torch.where(biggest > 0, e, torch.zeros_like(e))
     outside = e.abs() > SAFE_EXPONENT
