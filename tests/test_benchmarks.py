@@ -143,3 +143,22 @@ def test_data_benchmark_times_a_cold_and_a_cached_pipeline(tmp_path, capsys):
     assert result["cold_seconds"] > 0 and result["warm_seconds"] > 0
     assert json.loads((tmp_path / "data.json").read_text()) == result
     assert "| cached load |" in capsys.readouterr().out
+
+
+def test_bench_fresh_compares_two_checkouts(tmp_path, capsys):
+    """Fresh processes, alternating versions (here this checkout against itself), medians and JSON."""
+    bench = load_script(SCRIPT.parent / "bench_fresh.py")
+    src = Path(__file__).resolve().parents[1] / "src"
+    out = tmp_path / "fresh.json"
+    result = bench.main(["--runs", "1", "--reviews", "64", "--threads", "1", "--against", str(src),
+                         "--json", str(out)])
+    printed = capsys.readouterr().out
+    assert printed.count("run 1") == 2 and "median this checkout:" in printed and "median       against:" in printed
+    saved = json.loads(out.read_text())
+    for name in ("this checkout", "against"):
+        s = saved["summary"][name]
+        assert s["simulate_later_reviews_per_s"] > 0 and s["kernel_reviews_per_s"] > 0 and len(s["runs"]) == 1
+        assert s["first_over_later"] == pytest.approx(s["runs"][0]["first"] / s["runs"][0]["later"])
+    assert result["reviews"] == 64 and saved["huge_pages"] is True
+    with pytest.raises(SystemExit):
+        bench.main(["--against", str(tmp_path)])  # not a hardmax src/ folder
