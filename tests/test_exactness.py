@@ -71,16 +71,18 @@ def test_the_tipping_case_with_a_matrix(backend):
     assert check(TIPPING, "1/2", [[2, 1], [1, 3]], backend) == []
 
 
-@pytest.mark.xfail(strict=True, reason="known limit of rule (★): a follower converging to a point on the relative "
-                   "boundary of a face sees two vertices' scores differ by a gap that shrinks like (1+α)^-k; "
-                   "below tie_rtol·‖A z_i‖·‖v − w‖ (~72 float64 layers here) they tie and the limit tips. "
-                   "Deciding it needs a running error bound per coordinate (not built yet).")
 @pytest.mark.parametrize("backend", ENGINES)
-def test_a_limit_on_the_relative_boundary_of_a_face(backend):
-    # Vertices (1,0,±1), (1,1,0), (−1,0,0), (−1/2,−1,0), (−1/2,1/2,1) and a follower at (1/2,−1/8,0),
-    # which converges to (1,0,0) on the boundary of the face x = 1 (the issue's example, made dyadic).
-    tokens = [[1, 0, 1], [1, 0, -1], [1, 1, 0], [-1, 0, 0], ["-1/2", -1, 0], ["-1/2", "1/2", 1], ["1/2", "-1/8", 0]]
+@pytest.mark.parametrize("follower", [["1/2", "-1/8", 0], ["1/2", "-1/10", 0]])
+def test_a_limit_on_the_relative_boundary_of_a_face(follower, backend):
+    # Vertices (1,0,±1), (1,1,0), (−1,0,0), (−1/2,−1,0), (−1/2,1/2,1) and a follower at (1/2,−1/8,0) (the issue's
+    # example made dyadic) or (1/2,−1/10,0) (the issue's own), which converges to (1,0,0) on the boundary of
+    # the face x = 1: tied between (1,0,±1) while its gap to (1,1,0) shrinks like (1+α)^-k. It follows the tie
+    # in a frame of its own (origin (1,0,0)), so the gap keeps its relative precision at any depth.
+    tokens = [[1, 0, 1], [1, 0, -1], [1, 1, 0], [-1, 0, 0], ["-1/2", -1, 0], ["-1/2", "1/2", 1], follower]
     assert check(tokens, "1/2", None, backend) == []
+    final = run_engine(tokens, "1/2", 400, None, torch.float64, backend)  # far beyond the old ~72 layers
+    np.testing.assert_allclose(final[6], [1, 0, 0], rtol=0, atol=1e-15)
+    assert abs(final[6][1]) > 0  # still on its side of the face, converging, not snapped or tipped
 
 
 def dyadic_configurations(count: int, seed: int) -> list[tuple]:

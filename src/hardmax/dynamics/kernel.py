@@ -34,6 +34,8 @@ import numba
 import numpy as np
 from numba import prange
 
+from hardmax.dynamics.ties import TIE_FRAME
+
 if "NUMBA_THREADING_LAYER" not in os.environ:
     # numba picks OpenMP here by default, whose idle workers keep spinning after a kernel call and slow the
     # PyTorch work that follows 3-4x (measured: a softmax evaluation pass 4.4 s alone, 16.3 s right after a
@@ -134,10 +136,82 @@ def _difference(top, j, zc, off, lab, delta, scale):
 
 
 @numba.njit(cache=True)
-def _decide(i, srow, zc, off, lab, m, qi, wn, tol, rtol, member, delta, scale, cand, keep, lowest):
+def _anchored(k, i, lab, off):
+    """Key k is anchored for row i: the row itself, or at a fixed position (a leader: framed, offset 0)."""
+    if k == i:
+        return True
+    if lab[k] < 0:
+        return False
+    for c in range(off.shape[1]):
+        if off[k, c] != 0:
+            return False
+    return True
+
+
+@numba.njit(cache=True)
+def _row_parts(i, org, off, A, Aabs, identity, qt, qo):
+    """qt = A·org[i], qo = A·off[i] (into the scratch arrays); returns ‖|A||org[i]|‖, ‖|A||off[i]|‖."""
+    d = org.shape[1]
+    ts2 = org[0, 0] * 0
+    os2 = ts2
+    for k in range(d):
+        if identity:
+            qt[k] = org[i, k]
+            qo[k] = off[i, k]
+            at = abs(org[i, k])
+            ao = abs(off[i, k])
+        else:
+            qt[k] = 0
+            qo[k] = 0
+            at = ts2 * 0
+            ao = ts2 * 0
+            for c in range(d):
+                qt[k] += org[i, c] * A[c, k]
+                qo[k] += off[i, c] * A[c, k]
+                at += abs(org[i, c]) * Aabs[c, k]
+                ao += abs(off[i, c]) * Aabs[c, k]
+        ts2 += at * at
+        os2 += ao * ao
+    return np.sqrt(ts2), np.sqrt(os2)
+
+
+@numba.njit(cache=True)
+def _anchored_beats(i, l, j, zc, off, org, qt, qo, t_size, o_size, wn, rtol):
+    """`ties._split_at_origin` for one pair of anchored keys l, j of row i (a key at a fixed position, or the
+    row itself: fixed part F and moving part M). Returns 1 (l beats j), 0 (it does not), or −1 when the
+    steady part ⟨A t, F_l − F_j⟩ is beyond (★)'s bound and the ordinary rule decides."""
+    d = zc.shape[1]
+    steady = zc[0, 0] * 0  # sums in the tokens' dtype, as the rest of the kernel
+    moving = steady
+    spread2 = steady
+    dm2 = steady
+    mix2 = steady
+    for k in range(d):
+        fl = org[i, k] if l == i else zc[l, k]
+        fj = org[i, k] if j == i else zc[j, k]
+        ml = off[i, k] if l == i else 0.0
+        mj = off[i, k] if j == i else 0.0
+        df = fl - fj
+        dm = ml - mj
+        steady += qt[k] * df
+        moving += qt[k] * dm + qo[k] * (df + dm)
+        sp = abs(fl) + abs(fj)
+        spread2 += sp * sp
+        dm2 += dm * dm
+        mix2 += (sp + abs(dm)) * (sp + abs(dm))
+    if abs(steady) > rtol * wn * np.sqrt(spread2):
+        return -1
+    return 1 if moving > rtol * (t_size * np.sqrt(dm2) + o_size * np.sqrt(mix2)) else 0
+
+
+@numba.njit(cache=True)
+def _decide(i, srow, zc, off, lab, m, qi, wn, tol, rtol, member, delta, scale, cand, keep, lowest,
+            org, A, Aabs, identity, qt, qo):
     """The attention set C_i from row i's scores srow (m,), rule (★) of `ties`, into member (m,) bool.
 
     qi (d,): A z_i; wn: W = max_j ‖ |A| |z_j| ‖ (`ties.query_size`); tol: the coarse tolerance.
+    A row in a frame (origin org[i], offset off[i]) decides pairs of anchored keys (at fixed positions, or
+    itself) by `_anchored_beats`. qt, qo: (d,) scratch for A·org[i] and A·off[i].
     Returns (own, other, count, single):
     s_ii, max_{j≠i} s_ij, |C_i| counted once per distinct token, and its member when there is one.
     """
@@ -175,6 +249,10 @@ def _decide(i, srow, zc, off, lab, m, qi, wn, tol, rtol, member, delta, scale, c
         if member[j]:
             cand[c] = j
             c += 1
+    framed = lab[i] >= 0
+    ready = False  # qt, qo, t_size, o_size computed (only when a pair needs the split)
+    t_size = 0.0
+    o_size = 0.0
     count = 0
     single = -1
     for p in range(c):
@@ -183,7 +261,19 @@ def _decide(i, srow, zc, off, lab, m, qi, wn, tol, rtol, member, delta, scale, c
         for r in range(c):
             if r == p:
                 continue
-            _difference(cand[r], j, zc, off, lab, delta, scale)
+            l = cand[r]
+            # Pairs in one frame are already differenced offset − offset; the split is for the others.
+            if framed and lab[l] != lab[j] and _anchored(l, i, lab, off) and _anchored(j, i, lab, off):
+                if not ready:
+                    t_size, o_size = _row_parts(i, org, off, A, Aabs, identity, qt, qo)
+                    ready = True
+                verdict = _anchored_beats(i, l, j, zc, off, org, qt, qo, t_size, o_size, wn, rtol)
+                if verdict >= 0:
+                    if verdict == 1:
+                        beaten = True
+                        break
+                    continue
+            _difference(l, j, zc, off, lab, delta, scale)
             gap = qi[0] * delta[0]
             bound = scale[0] * scale[0]
             for k in range(1, d):
@@ -234,17 +324,46 @@ def _target(i, count, single, member, zc, off, org, lab, w, g, new_off, new_org,
         for k in range(d):
             target[k] = off[j, k] if same else zc[j, k] - new_org[i, k]
     else:
-        total = w[0] * 0
-        for k in range(d):
-            target[k] = 0
+        # Tied between tokens at fixed positions only (leaders: framed, offset 0): the target t is fixed,
+        # and the row moves into a frame of its own with origin t (`select.select`, `ties.TIE_FRAME`).
+        all_fixed = True
         for j in range(m):
-            if member[j]:
-                same = lab[j] == li and li >= 0
-                total += w[j]
+            if member[j] and not (j != i and _anchored(j, i, lab, off)):
+                all_fixed = False
+                break
+        if all_fixed:
+            total = w[0] * 0
+            for k in range(d):
+                target[k] = 0
+            for j in range(m):
+                if member[j]:
+                    total += w[j]
+                    for k in range(d):
+                        target[k] += w[j] * zc[j, k]
+            stay = li == TIE_FRAME + i
+            for k in range(d):
+                target[k] = target[k] / total
+                if org[i, k] != target[k]:
+                    stay = False
+            if not stay:
                 for k in range(d):
-                    target[k] += w[j] * (off[j, k] if same else zc[j, k] - new_org[i, k])
-        for k in range(d):
-            target[k] = target[k] / total
+                    new_org[i, k] = target[k]
+                    new_off[i, k] = zc[i, k] - target[k]
+            li = TIE_FRAME + i
+            for k in range(d):
+                target[k] = 0
+        else:
+            total = w[0] * 0
+            for k in range(d):
+                target[k] = 0
+            for j in range(m):
+                if member[j]:
+                    same = lab[j] == li and li >= 0
+                    total += w[j]
+                    for k in range(d):
+                        target[k] += w[j] * (off[j, k] if same else zc[j, k] - new_org[i, k])
+            for k in range(d):
+                target[k] = target[k] / total
     new_lab[i] = li
     for k in range(d):
         new_off[i, k] = new_off[i, k] + g * (target[k] - new_off[i, k])
@@ -316,6 +435,8 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, out):
     delta = np.empty(d, z.dtype)
     scale = np.empty(d, z.dtype)
     target = np.empty(d, z.dtype)
+    qt = np.empty(d, z.dtype)
+    qo = np.empty(d, z.dtype)
     own = np.empty(m, z.dtype)
     other = np.empty(m, z.dtype)
     leader = np.zeros(m, np.bool_)
@@ -366,7 +487,8 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, out):
                     one[0] = j
                     _scores(one, 1, q, uT, m, row)
                     _, _, c, single = _decide(j, row[0], zc, off, lab, m, q[j], wmax, tol,
-                                              rtol, member, delta, scale, cand, keep, lowest)
+                                              rtol, member, delta, scale, cand, keep, lowest,
+                                              org, A, Aabs, identity, qt, qo)
                     if c != 1 or single != j:
                         broke = 1
             if broke:  # from here on, every row at every layer
@@ -380,7 +502,8 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, out):
         for p in range(count):
             i = rows[p]
             own_i, other_i, c, single = _decide(i, S[p], zc, off, lab, m, q[i], wmax, tol,
-                                                rtol, member, delta, scale, cand, keep, lowest)
+                                                rtol, member, delta, scale, cand, keep, lowest,
+                                                org, A, Aabs, identity, qt, qo)
             if layer == 0:
                 own[i] = own_i
                 other[i] = other_i

@@ -61,7 +61,7 @@ def leaders_hold(z: Tensor, frames: Frames, weights: Tensor, A: Tensor | None, t
     size = query_size(z[b], present[b], A)
     tol = coarse_tolerance(size, z[b], present[b], tie_rtol).squeeze(1)
     candidates = s >= (s.amax(-1) - tol).unsqueeze(-1)
-    members = refine(candidates, s, q, size.squeeze(1), z, frames, b, tie_rtol)
+    members = refine(candidates, s, q, size.squeeze(1), z, frames, b, tie_rtol, rows=i, A=A)
     return bool((members.sum(-1) == 1).all() and members[torch.arange(b.shape[0], device=b.device), i].all())
 
 

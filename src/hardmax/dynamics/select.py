@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from hardmax.dynamics.dedup import take_rows
-from hardmax.dynamics.ties import Frames, coarse_tolerance, query_size, refine
+from hardmax.dynamics.ties import TIE_FRAME, Frames, coarse_tolerance, query_size, refine
 
 
 class Rows(NamedTuple):
@@ -32,7 +32,7 @@ def score_bias(present: Tensor, dtype: torch.dtype) -> Tensor:
 
 
 def sets_from_scores(s: Tensor, keys: Tensor, queries: Tensor, size: Tensor, row_present: Tensor, tol: Tensor,
-                    tie_rtol: float, frames: Frames | None) -> Tensor:
+                    tie_rtol: float, frames: Frames | None, A: Tensor | None = None) -> Tensor:
     """(batch, r, m) bool: C_i of the first r keys from their scores s (batch, r, m), rule (★) of `ties`.
 
     One pass keeps the keys within the coarse tolerance `tol` (batch, r) of the row's maximum; the rows
@@ -42,7 +42,8 @@ def sets_from_scores(s: Tensor, keys: Tensor, queries: Tensor, size: Tensor, row
     multi = members.sum(-1) >= 2
     if bool(multi.any()):
         b, i = multi.nonzero(as_tuple=True)
-        members[b, i] = refine(members[b, i], s[b, i], queries[b, i], size[b, 0], keys, frames, b, tie_rtol)
+        members[b, i] = refine(members[b, i], s[b, i], queries[b, i], size[b, 0], keys, frames, b, tie_rtol,
+                               rows=i, A=A)
     return members
 
 
@@ -58,7 +59,7 @@ def select(s: Tensor, keys: Tensor, queries: Tensor, weights: Tensor, row_presen
     rows_z = keys[:, :r]
     size = query_size(keys, weights > 0, A)
     tol = coarse_tolerance(size, keys, weights > 0, tie_rtol)
-    members = sets_from_scores(s, keys, queries, size, row_present, tol, tie_rtol, frames)
+    members = sets_from_scores(s, keys, queries, size, row_present, tol, tie_rtol, frames, A)
     diagonal = s.diagonal(dim1=1, dim2=2)
     own = diagonal.clone()
     diagonal.fill_(-math.inf)
@@ -98,6 +99,21 @@ def select(s: Tensor, keys: Tensor, queries: Tensor, weights: Tensor, row_presen
         k_same = (frames.label[b] == label[b, i].unsqueeze(1)) & (label[b, i] >= 0).unsqueeze(1)
         rel = torch.where(k_same.unsqueeze(-1), frames.offset[b], keys[b] - origin[b, i].unsqueeze(1))
         target[b, i] = (p.unsqueeze(1) @ rel).squeeze(1) / p.sum(-1, keepdim=True)
+        # A row tied between tokens at fixed positions (leaders: in a frame, offset 0) has a fixed target t:
+        # it moves into a frame of its own with origin t, so that its distance to t is an offset that keeps
+        # full relative precision however small it gets (see `ties.refine` for the decision it allows).
+        fixed = (frames.label >= 0) & (frames.offset == 0).all(-1)  # (batch, m)
+        itself = torch.arange(m, device=s.device) == i.unsqueeze(1)  # (T, m): a row in its own set moves
+        to_tie = ~(members[b, i] & (~fixed[b] | itself)).any(-1)  # (T,)
+        if bool(to_tie.any()):
+            b, i, p = b[to_tie], i[to_tie], p[to_tie]
+            t = (p.unsqueeze(1) @ keys[b]).squeeze(1) / p.sum(-1, keepdim=True)  # (T', d) absolute
+            own_label = TIE_FRAME + i
+            stay = ((label[b, i] == own_label) & (origin[b, i] == t).all(-1)).unsqueeze(-1)
+            origin[b, i] = torch.where(stay, origin[b, i], t)
+            offset[b, i] = torch.where(stay, offset[b, i], rows_z[b, i] - t)
+            label[b, i] = own_label
+            target[b, i] = 0
     return Rows(target, leader, own, other, Frames(origin, offset, label))
 
 

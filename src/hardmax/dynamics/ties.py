@@ -27,6 +27,15 @@ precision, so z_f − ℓ (the offset itself) never rounds to 0 even when z_f ro
 the follower out of every tie it takes no part in. Candidates in the same frame are differenced
 offset − offset; others position − position.
 
+A row tied between tokens at fixed positions (leaders) has a fixed target t, the mean of their
+positions; it is given a frame of its own with origin t (`TIE_FRAME`), so that its distance to t is an
+offset too. Between such keys and itself, a framed row splits its gap into a part that is the same at
+every layer and one that shrinks with its offset, and decides the first with (★) and, when that is an
+exact tie, the second against a bound proportional to the offset (`_split_at_origin`). This is what a
+follower converging to a point on the boundary of a face needs: its gap to a vertex of the face's
+boundary shrinks like (1+α)^-k and would fall under (★)'s bound after ~72 float64 layers, and the limit
+point itself ties its own score with the face's vertices (S points are A-projections of the origin).
+
 Only rows whose scores come within a coarse, Cauchy–Schwarz tolerance of their maximum are refined
 with (★); every other row is decided by the one max of its scores, so the common case costs nothing.
 
@@ -50,6 +59,11 @@ def default_tie_rtol(dtype: torch.dtype) -> float:
     of two tokens, with a margin; `Hardmax(tie_rtol=...)` overrides it.
     """
     return 64.0 * torch.finfo(dtype).eps
+
+
+# Frame labels from here on are tie frames: TIE_FRAME + the row's index (one frame per row), origin the
+# fixed target of a tie between tokens at fixed positions. Below it, a frame is a leader's (its label).
+TIE_FRAME = 1 << 40
 
 
 class Frames(NamedTuple):
@@ -106,7 +120,7 @@ def coarse_tolerance(size: Tensor, tokens: Tensor, present: Tensor, tie_rtol: fl
 
 
 def refine(candidates: Tensor, scores: Tensor, queries: Tensor, size: Tensor, keys: Tensor, frames: Frames | None,
-           b: Tensor, tie_rtol: float) -> Tensor:
+           b: Tensor, tie_rtol: float, rows: Tensor | None = None, A: Tensor | None = None) -> Tensor:
     """(T, m) bool: the attention sets of T rows with several coarse candidates, decided by (★).
 
     A candidate j is kept unless another candidate l beats it: ⟨A z_i, z_l − z_j⟩ > tie_rtol ·
@@ -122,7 +136,10 @@ def refine(candidates: Tensor, scores: Tensor, queries: Tensor, size: Tensor, ke
         candidates: (T, m) bool, keys within the coarse tolerance of the row's maximum (present only).
         scores: (T, m) the rows' raw scores. queries: (T, d) A z_i. size: (T,) W of the row's sequence.
         keys: (batch, m, d) positions of the keys; frames: their frames (None: all absolute).
-        b: (T,) each row's sequence.
+        b: (T,) each row's sequence. rows: (T,) each row's index among the keys (rows are keys), needed
+            with frames for the split below. A: the score matrix (None: identity).
+
+    Rows in a frame compare keys at fixed positions and themselves by `_split_at_origin`.
     """
     T, m = candidates.shape
     c = int(candidates.sum(1).max())
@@ -141,8 +158,14 @@ def refine(candidates: Tensor, scores: Tensor, queries: Tensor, size: Tensor, ke
         delta = torch.where(same, off.unsqueeze(2) - off.unsqueeze(1), delta)
         scale = torch.where(same, delta.abs(), scale)
     gap = (queries.view(T, 1, 1, d) * delta).sum(-1)
-    bound = tie_rtol * size.view(T, 1, 1) * scale.norm(dim=-1)
-    beaten = (valid.unsqueeze(2) & (gap > bound)).any(dim=1)  # (T, c): some l beats j
+    scale_norm = scale.norm(dim=-1)
+    bound = tie_rtol * size.view(T, 1, 1) * scale_norm
+    beats = gap > bound
+    if frames is not None and rows is not None:
+        framed = frames.label[b, rows] >= 0  # (T,)
+        if bool(framed.any()):
+            beats = _split_at_origin(beats, framed, idx, rows, pos, off, lab, frames, b, size, tie_rtol, A)
+    beaten = (valid.unsqueeze(2) & beats).any(dim=1)  # (T, c): some l beats j
     keep_c = valid & ~beaten
     none = ~keep_c.any(dim=1)
     if bool(none.any()):
@@ -150,3 +173,51 @@ def refine(candidates: Tensor, scores: Tensor, queries: Tensor, size: Tensor, ke
         keep_c[none, best[none]] = True
     keep = torch.zeros_like(candidates)
     return keep.scatter_(1, idx, keep_c)
+
+
+def _split_at_origin(beats: Tensor, framed: Tensor, idx: Tensor, rows: Tensor, pos: Tensor, off: Tensor,
+                     lab: Tensor, frames: Frames, b: Tensor, size: Tensor, tie_rtol: float,
+                     A: Tensor | None) -> Tensor:
+    """(★) for a row in a frame (position t + o) between *anchored* keys: keys at fixed positions (leaders:
+    in a frame, offset 0) and the row itself.
+
+    Each anchored key is a fixed part F plus a moving part M (a leader: its position and 0; the row: t and
+    o), so with δ_F = F_l − F_j and δ_M = M_l − M_j the gap splits as
+
+        ⟨A z_i, z_l − z_j⟩ = ⟨A t, δ_F⟩ + [⟨A t, δ_M⟩ + ⟨A o, δ_F + δ_M⟩],
+
+    a part that is the same at every layer and one that shrinks with o. When the first is within (★)'s
+    bound it is an exact tie at the origin, and the second decides, against a bound proportional to ‖o‖:
+    tie_rtol (‖|A||t|‖ ‖δ_M‖ + ‖|A||o|‖ ‖|F_l| + |F_j| + |δ_M|‖). So a follower converging to its frame's
+    origin (a leader, or the fixed target of a tie between leaders, which lies on the leaders' face and ties
+    its own score with theirs) keeps every strict inequality among leaders and itself at any depth, and an
+    exact tie at the origin stays one while the moving part is 0. Other pairs keep `beats`.
+
+    Shapes: beats (T, c, c) [t, l, j]; framed (T,); idx (T, c) candidate keys; rows (T,) the row's key;
+    pos/off (T, c, d) candidates' positions and offsets; lab (T, c) their frame labels; size (T,) W.
+    """
+    T, c, d = pos.shape
+    origin, offset = frames.origin[b, rows], frames.offset[b, rows]  # (T, d): t, o
+    is_self = idx == rows.unsqueeze(1)  # (T, c)
+    fixed = (lab >= 0) & (off == 0).all(-1) & ~is_self
+    anchored = fixed | is_self
+    F = torch.where(is_self.unsqueeze(-1), origin.unsqueeze(1), pos)  # (T, c, d)
+    M = torch.where(is_self.unsqueeze(-1), offset.unsqueeze(1), torch.zeros_like(pos))
+    dF = F.unsqueeze(2) - F.unsqueeze(1)  # [t, l, j] = F_l − F_j
+    dM = M.unsqueeze(2) - M.unsqueeze(1)
+    q_t = origin if A is None else origin @ A
+    q_o = offset if A is None else offset @ A
+    steady = (q_t.view(T, 1, 1, d) * dF).sum(-1)
+    moving = (q_t.view(T, 1, 1, d) * dM).sum(-1) + (q_o.view(T, 1, 1, d) * (dF + dM)).sum(-1)
+    spread = (F.abs().unsqueeze(2) + F.abs().unsqueeze(1))
+    t_size = (origin.abs() if A is None else origin.abs() @ A.abs()).norm(dim=-1).view(T, 1, 1)
+    o_size = (offset.abs() if A is None else offset.abs() @ A.abs()).norm(dim=-1).view(T, 1, 1)
+    steady_bound = tie_rtol * size.view(T, 1, 1) * spread.norm(dim=-1)
+    moving_bound = tie_rtol * (t_size * dM.norm(dim=-1) + o_size * (spread + dM.abs()).norm(dim=-1))
+    # Pairs in one frame are already differenced offset − offset (relative precision); the split is for the
+    # others (the row's own label counts as its frame's).
+    lab = torch.where(is_self, frames.label[b, rows].unsqueeze(1), lab)
+    other_frames = lab.unsqueeze(2) != lab.unsqueeze(1)
+    pair = anchored.unsqueeze(2) & anchored.unsqueeze(1) & other_frames & framed.view(T, 1, 1)
+    at_origin = pair & (steady.abs() <= steady_bound)
+    return torch.where(at_origin, moving > moving_bound, beats)
