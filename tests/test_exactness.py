@@ -21,6 +21,7 @@ import reference
 import torch
 
 from hardmax import simulate
+from hardmax.theory import check_theorem
 
 ENGINES = ["torch", "compiled"]
 DEPTH = {torch.float64: (150, 1e-9), torch.float32: (40, 1e-4)}
@@ -83,6 +84,11 @@ def test_a_limit_on_the_relative_boundary_of_a_face(follower, backend):
     final = run_engine(tokens, "1/2", 400, None, torch.float64, backend)  # far beyond the old ~72 layers
     np.testing.assert_allclose(final[6], [1, 0, 0], rtol=0, atol=1e-15)
     assert abs(final[6][1]) > 0  # still on its side of the face, converging, not snapped or tipped
+    # and the theorem check agrees at that depth: the limit is the S point (1,0,0), the follower's moves
+    # shrink by 1/(1+α) although a snapshot of positions can no longer resolve its gap to (1,1,0)
+    z = torch.tensor([[float(Fraction(x)) for x in row] for row in tokens], dtype=torch.float64)
+    report = check_theorem(simulate(z, alpha=0.5, layers=300, engine=backend))
+    assert report.passed and report["rate"].status == "passed", report.table()
 
 
 def dyadic_configurations(count: int, seed: int) -> list[tuple]:

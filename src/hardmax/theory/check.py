@@ -244,30 +244,32 @@ def _hull_check(out: _Seq, Z, A, exact: bool) -> None:
 
 def _rate_check(out: _Seq, Z, T, followers, settle, alpha, floor: float) -> None:
     """(4): a follower whose target x* (the mean of its attention set) is fixed obeys exactly
-    z^{k+1} − x* = (z^k − x*)/(1+α_k). Measured on the settled layers while ‖z^{k+1} − x*‖ ≥ floor =
-    1e4·eps·R (eps of the trajectory's dtype), so that rounding (≈ eps R) stays below 1e-3 of the
-    distances compared; not atol, which in float32 (≈ 4e-3 R) would leave no sample at all.
+    z^{k+1} − x* = (1 − γ_k)(z^k − x*), γ_k = α_k/(1+α_k), so its moves Δ_k = z^{k+1} − z^k = −γ_k (z^k − x*)
+    keep their direction and shrink by Δ_{k+1} = (γ_{k+1}/γ_k)(1 − γ_k) Δ_k (1/(1+α) for a constant α).
+
+    Measured on the moves themselves, not against a target recomputed from the positions: a follower
+    converging to a point on the boundary of a face is, after enough layers, closer to its face's other
+    vertices' level set than a snapshot of positions can resolve, and a snapshot target would then be
+    wrong although the engine (which carries the follower as an offset from its fixed target) is right.
+    A sample is a pair of consecutive moves of a follower whose snapshot targets T^k, T^{k+1} agree to atol
+    and which point the same way (cosine ≥ 1 − 1e-6): a fixed target, whatever its value, since only the
+    moves enter the ratio. ‖Δ_{k+1}‖ ≥ floor = 1e4·eps·R (eps of the trajectory's dtype), so that rounding
+    (≈ eps R) stays below 1e-3 of the moves compared; not atol, which in float32 (≈ 4e-3 R) would leave
+    no sample at all. settle is not used (kept for the signature shared with the other checks).
     """
     K = len(alpha)
-    if K == 0 or len(followers) == 0:
+    if K < 2 or len(followers) == 0:
         return
-    # Snapshot targets are trusted while tokens distinct at layer 0 stay more than atol apart: closer,
-    # a snapshot (positions only) sees a follower that converged onto its leader as a second copy of
-    # it, which changes its neighbours' snapshot targets although the engine kept the two apart (it
-    # carries followers as offsets from their leader, `dynamics.ties`).
-    apart = np.linalg.norm(Z[0][:, None] - Z[0][None], axis=-1) > 0
-    gaps = np.array([np.linalg.norm(Z[k][:, None] - Z[k][None], axis=-1)[apart].min(initial=np.inf)
-                     for k in range(K + 1)])
-    merged = np.nonzero(gaps <= out.atol)[0]
-    last = merged[0] - 1 if len(merged) else K
-    trusted = np.arange(K) < last
-    x_star = T[min(last, K) - 1, followers]
-    e = np.linalg.norm(Z[:, followers] - x_star, axis=-1)  # (K+1, f)
-    valid = (np.arange(K)[:, None] >= settle) & trusted[:, None] & (e[1:] >= floor)
+    D = Z[1:, followers] - Z[:-1, followers]  # (K, f) moves
+    size = np.linalg.norm(D, axis=-1)
+    dot = (D[1:] * D[:-1]).sum(-1)
+    fixed = np.linalg.norm(T[1:K, followers] - T[:K - 1, followers], axis=-1) <= out.atol  # (K − 1, f)
+    valid = fixed & (size[1:] >= floor) & (dot >= (1 - 1e-6) * size[1:] * size[:-1])
     if not valid.any():
         return
-    ratio = (e[1:] / np.where(e[:-1] > 0, e[:-1], 1.0))[valid]
-    expected = np.broadcast_to(1.0 / (1.0 + alpha[:, None]), valid.shape)[valid]
+    gamma = alpha / (1.0 + alpha)
+    ratio = (size[1:] / np.where(size[:-1] > 0, size[:-1], 1.0))[valid]
+    expected = np.broadcast_to(((gamma[1:] / gamma[:-1]) * (1 - gamma[:-1]))[:, None], valid.shape)[valid]
     out.samples = int(valid.sum())
     out.log_ratio = float(np.log(ratio).sum())
     out.log_expected = float(np.log(expected).sum())
