@@ -331,18 +331,21 @@ def _target(i, count, single, member, zc, off, org, lab, w, g, new_off, new_org,
             if member[j] and not (j != i and _anchored(j, i, lab, off)):
                 all_fixed = False
                 break
+        total = w[0] * 0
+        for k in range(d):
+            target[k] = 0
+        for j in range(m):
+            if member[j]:
+                same = lab[j] == li and li >= 0
+                total += w[j]
+                for k in range(d):  # t in absolute coordinates for a tie frame, else in the row's frame
+                    rel = zc[j, k] if all_fixed else (off[j, k] if same else zc[j, k] - new_org[i, k])
+                    target[k] += w[j] * rel
+        for k in range(d):
+            target[k] = target[k] / total
         if all_fixed:
-            total = w[0] * 0
-            for k in range(d):
-                target[k] = 0
-            for j in range(m):
-                if member[j]:
-                    total += w[j]
-                    for k in range(d):
-                        target[k] += w[j] * zc[j, k]
             stay = li == TIE_FRAME + i
             for k in range(d):
-                target[k] = target[k] / total
                 if org[i, k] != target[k]:
                     stay = False
             if not stay:
@@ -352,18 +355,6 @@ def _target(i, count, single, member, zc, off, org, lab, w, g, new_off, new_org,
             li = TIE_FRAME + i
             for k in range(d):
                 target[k] = 0
-        else:
-            total = w[0] * 0
-            for k in range(d):
-                target[k] = 0
-            for j in range(m):
-                if member[j]:
-                    same = lab[j] == li and li >= 0
-                    total += w[j]
-                    for k in range(d):
-                        target[k] += w[j] * (off[j, k] if same else zc[j, k] - new_org[i, k])
-            for k in range(d):
-                target[k] = target[k] / total
     new_lab[i] = li
     for k in range(d):
         new_off[i, k] = new_off[i, k] + g * (target[k] - new_off[i, k])

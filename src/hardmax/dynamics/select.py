@@ -102,7 +102,7 @@ def select(s: Tensor, keys: Tensor, queries: Tensor, weights: Tensor, row_presen
         # A row tied between tokens at fixed positions (leaders: in a frame, offset 0) has a fixed target t:
         # it moves into a frame of its own with origin t, so that its distance to t is an offset that keeps
         # full relative precision however small it gets (see `ties.refine` for the decision it allows).
-        fixed = (frames.label >= 0) & (frames.offset == 0).all(-1)  # (batch, m)
+        fixed = frames.fixed()  # (batch, m)
         itself = torch.arange(m, device=s.device) == i.unsqueeze(1)  # (T, m): a row in its own set moves
         to_tie = ~(members[b, i] & (~fixed[b] | itself)).any(-1)  # (T,)
         if bool(to_tie.any()):

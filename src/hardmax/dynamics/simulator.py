@@ -225,7 +225,6 @@ def simulate(
     # Each token's largest and smallest coordinate, read once: they show NaN/inf (amax/amin propagate NaN)
     # and give hardmax its per-review scale (`_review_scales`) without a temporary of the tokens' size.
     lo, hi = torch.aminmax(z.detach(), dim=-1)
-    extremes = hi, lo
     if not (math.isfinite(hi.amax()) and math.isfinite(lo.amin())):
         raise ValueError("tokens contain NaN or inf")
     if isinstance(layers, bool) or not isinstance(layers, int | np.integer) or layers < 0:
@@ -264,7 +263,7 @@ def simulate(
                       use_kernel=engine != "torch" and not why_not, keep_attention=keep_attention,
                       chunk_size=int(chunk_size))
         with torch.no_grad():
-            scale = _review_scales(extremes, m_t.reshape(batch, n)) if hard else None
+            scale = _review_scales(hi, lo, m_t.reshape(batch, n)) if hard else None
             if scale is not None:
                 batched = _ldexp(batched, -scale)
             out, attention = run.stored(batched, m_t, stored)
@@ -310,13 +309,13 @@ def _check_softmax_range(z: Tensor, mask: Tensor, A: Tensor, rule: AttentionRule
                          "scale the tokens or lower beta")
 
 
-def _review_scales(extremes: tuple[Tensor, Tensor], mask: Tensor) -> Tensor | None:
+def _review_scales(hi: Tensor, lo: Tensor, mask: Tensor) -> Tensor | None:
     """(batch,) int exponents e with 2^-e · z_b of order 1 for reviews out of the safe range, else 0;
     None when every review is in range (the common case: nothing is copied).
 
-    extremes: each token's largest and smallest coordinate, (..., n) with the tokens' leading shape
-    (a single sequence: (n,)); mask: (batch, n), True for real tokens."""
-    hi, lo = (x.reshape(mask.shape) for x in extremes)
+    hi, lo: each token's largest and smallest coordinate, (..., n) with the tokens' leading shape (a single
+    sequence: (n,)); mask: (batch, n), True for real tokens."""
+    hi, lo = hi.reshape(mask.shape), lo.reshape(mask.shape)
     biggest = torch.maximum(hi, -lo).masked_fill(~mask, 0).amax(dim=1)
     _, e = torch.frexp(biggest)
     e = torch.where(biggest > 0, e, torch.zeros_like(e))

@@ -85,6 +85,10 @@ class Frames(NamedTuple):
         return Frames(torch.zeros_like(tokens), tokens, torch.full(tokens.shape[:-1], -1, dtype=torch.long,
                                                                     device=tokens.device))
 
+    def fixed(self) -> Tensor:
+        """(batch, m) bool: tokens at a fixed position, leaders (in a frame, offset exactly 0)."""
+        return (self.label >= 0) & (self.offset == 0).all(-1)
+
     def positions(self) -> Tensor:
         """(batch, m, d) origin + offset (the absolute frame's positions exactly)."""
         return torch.where((self.label >= 0).unsqueeze(-1), self.origin + self.offset, self.offset)
@@ -164,7 +168,7 @@ def refine(candidates: Tensor, scores: Tensor, queries: Tensor, size: Tensor, ke
     if frames is not None and rows is not None:
         framed = frames.label[b, rows] >= 0  # (T,)
         if bool(framed.any()):
-            beats = _split_at_origin(beats, framed, idx, rows, pos, off, lab, frames, b, size, tie_rtol, A)
+            beats = _split_at_origin(beats, framed, idx, rows, pos, lab, frames, b, size, tie_rtol, A)
     beaten = (valid.unsqueeze(2) & beats).any(dim=1)  # (T, c): some l beats j
     keep_c = valid & ~beaten
     none = ~keep_c.any(dim=1)
@@ -175,8 +179,8 @@ def refine(candidates: Tensor, scores: Tensor, queries: Tensor, size: Tensor, ke
     return keep.scatter_(1, idx, keep_c)
 
 
-def _split_at_origin(beats: Tensor, framed: Tensor, idx: Tensor, rows: Tensor, pos: Tensor, off: Tensor,
-                     lab: Tensor, frames: Frames, b: Tensor, size: Tensor, tie_rtol: float,
+def _split_at_origin(beats: Tensor, framed: Tensor, idx: Tensor, rows: Tensor, pos: Tensor, lab: Tensor,
+                     frames: Frames, b: Tensor, size: Tensor, tie_rtol: float,
                      A: Tensor | None) -> Tensor:
     """(★) for a row in a frame (position t + o) between *anchored* keys: keys at fixed positions (leaders:
     in a frame, offset 0) and the row itself.
@@ -194,12 +198,12 @@ def _split_at_origin(beats: Tensor, framed: Tensor, idx: Tensor, rows: Tensor, p
     exact tie at the origin stays one while the moving part is 0. Other pairs keep `beats`.
 
     Shapes: beats (T, c, c) [t, l, j]; framed (T,); idx (T, c) candidate keys; rows (T,) the row's key;
-    pos/off (T, c, d) candidates' positions and offsets; lab (T, c) their frame labels; size (T,) W.
+    pos (T, c, d) candidates' positions; lab (T, c) their frame labels; size (T,) W.
     """
     T, c, d = pos.shape
     origin, offset = frames.origin[b, rows], frames.offset[b, rows]  # (T, d): t, o
     is_self = idx == rows.unsqueeze(1)  # (T, c)
-    fixed = (lab >= 0) & (off == 0).all(-1) & ~is_self
+    fixed = frames.fixed()[b].gather(1, idx) & ~is_self
     anchored = fixed | is_self
     F = torch.where(is_self.unsqueeze(-1), origin.unsqueeze(1), pos)  # (T, c, d)
     M = torch.where(is_self.unsqueeze(-1), offset.unsqueeze(1), torch.zeros_like(pos))
@@ -215,8 +219,7 @@ def _split_at_origin(beats: Tensor, framed: Tensor, idx: Tensor, rows: Tensor, p
     steady_bound = tie_rtol * size.view(T, 1, 1) * spread.norm(dim=-1)
     moving_bound = tie_rtol * (t_size * dM.norm(dim=-1) + o_size * (spread + dM.abs()).norm(dim=-1))
     # Pairs in one frame are already differenced offset − offset (relative precision); the split is for the
-    # others (the row's own label counts as its frame's).
-    lab = torch.where(is_self, frames.label[b, rows].unsqueeze(1), lab)
+    # others.
     other_frames = lab.unsqueeze(2) != lab.unsqueeze(1)
     pair = anchored.unsqueeze(2) & anchored.unsqueeze(1) & other_frames & framed.view(T, 1, 1)
     at_origin = pair & (steady.abs() <= steady_bound)

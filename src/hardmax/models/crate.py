@@ -105,8 +105,8 @@ class CrateConfig:
         depth, padding id and embedding scale, with K = `crate_heads` heads (default one) of dimension p = d / K
         and the reference code's defaults for the rest. For d ≤ 2 the faithful mode is used: a LayerNorm in R²
         sends every vector to ±(1, −1) (times its gain), so the reference mode would see every token as one of
-        two points. The hardmax layer's settings (α, A, β) do
-        not apply; the authors' padding behaviour (`paper_padding`) and a learned A are refused."""
+        two points. The hardmax layer's settings (α, A, β) do not apply; the authors' padding behaviour
+        (`paper_padding`) and a learned A are refused."""
         if config.layer != "crate":
             raise ValueError(f"CRATE blocks are built from a ModelConfig with layer='crate', got {config.layer!r}")
         if config.paper_padding or config.learn_A:

@@ -104,7 +104,7 @@ class TheoremReport:
 
 
 _RATE_RTOL = 1e-3       # allowed |ratio·(1+α) − 1| for a follower of a fixed target
-_RATE_FLOOR = 1e4       # rate samples need ‖z − x*‖ ≥ _RATE_FLOOR · eps · R, far above rounding
+_RATE_FLOOR = 1e4       # rate samples need moves ‖Δ‖ ≥ _RATE_FLOOR · eps · R, far above rounding
 _SUPPORT_DIRECTIONS = 32
 
 
@@ -242,7 +242,7 @@ def _hull_check(out: _Seq, Z, A, exact: bool) -> None:
     out.hull = growth
 
 
-def _rate_check(out: _Seq, Z, T, followers, settle, alpha, floor: float) -> None:
+def _rate_check(out: _Seq, Z, T, followers, alpha, floor: float) -> None:
     """(4): a follower whose target x* (the mean of its attention set) is fixed obeys exactly
     z^{k+1} − x* = (1 − γ_k)(z^k − x*), γ_k = α_k/(1+α_k), so its moves Δ_k = z^{k+1} − z^k = −γ_k (z^k − x*)
     keep their direction and shrink by Δ_{k+1} = (γ_{k+1}/γ_k)(1 − γ_k) Δ_k (1/(1+α) for a constant α).
@@ -255,7 +255,7 @@ def _rate_check(out: _Seq, Z, T, followers, settle, alpha, floor: float) -> None
     and which point the same way (cosine ≥ 1 − 1e-6): a fixed target, whatever its value, since only the
     moves enter the ratio. ‖Δ_{k+1}‖ ≥ floor = 1e4·eps·R (eps of the trajectory's dtype), so that rounding
     (≈ eps R) stays below 1e-3 of the moves compared; not atol, which in float32 (≈ 4e-3 R) would leave
-    no sample at all. settle is not used (kept for the signature shared with the other checks).
+    no sample at all.
     """
     K = len(alpha)
     if K < 2 or len(followers) == 0:
@@ -312,7 +312,7 @@ def _check_sequence(Z, T, leaders, alpha, A, atol: float, exact: bool, eps: floa
     settle = _settle_layers(T, followers, atol)
     _limits_check(out, Z, followers, settle, V, A, alpha, R, diam)
     _hull_check(out, Z, A, exact)
-    _rate_check(out, Z, T, followers, settle, alpha, _RATE_FLOOR * eps * R)
+    _rate_check(out, Z, T, followers, alpha, _RATE_FLOOR * eps * R)
     a_norms = np.sqrt(np.maximum(np.einsum("lnd,de,lne->ln", Z, A, Z), 0.0))
     out.norm_decrease = float((a_norms[:-1] - a_norms[1:]).max(initial=0.0))
     return out

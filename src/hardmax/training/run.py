@@ -23,7 +23,7 @@ import os
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -228,9 +228,9 @@ class Run:
         Raises:
             ValueError: the data's vocabulary is not the run's (other data, or other settings).
         """
-        from hardmax.data import DataConfig, load_imdb
+        from hardmax.data import load_imdb
 
-        data = load_imdb(DataConfig.from_record(self.record.get("data") or {}, path=path), progress=progress)
+        data = load_imdb(replace(self.data_config, path=path), progress=progress)
         same = (len(data.vocab) == self.model_config.vocab_size if self.vocab is None
                 else vocab_sha256(data.vocab.words) == vocab_sha256(self.vocab.words))
         if not same:
