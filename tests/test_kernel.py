@@ -109,11 +109,11 @@ def test_followers_never_unseat_their_leaders_at_any_tolerance(dtype):
     layers, rtol = 12, 0.05
     gammas = np.full(layers, 0.5, dtype)
     out = np.empty((layers + 1, *z.shape), dtype)
-    assert kernel.hardmax_trajectory(z, np.ones((1, 12), bool), None, gammas, rtol, out, 1).tolist() == [0]
+    assert kernel.hardmax_trajectory(z, np.ones((1, 12), bool), None, gammas, rtol, out, 1).broke.tolist() == [0]
     torch_engine = simulate(torch.from_numpy(z), Hardmax(rtol), alpha=1.0, layers=layers, engine="torch")
     np.testing.assert_allclose(out, torch_engine.tokens.numpy(), rtol=0, atol=1e-12 if dtype == np.float64 else 1e-5)
     default = default_tie_rtol(torch.from_numpy(z).dtype)
-    assert kernel.hardmax_trajectory(z, np.ones((1, 12), bool), None, gammas, default, out, 1).tolist() == [0]
+    assert kernel.hardmax_trajectory(z, np.ones((1, 12), bool), None, gammas, default, out, 1).broke.tolist() == [0]
 
 
 def test_threads_do_not_change_the_result():
@@ -126,6 +126,68 @@ def test_threads_do_not_change_the_result():
         kernel.hardmax_trajectory(z, mask, None, gammas, 1e-5, out, threads)
         runs.append(out)
     assert np.array_equal(runs[0], runs[1])
+
+
+@pytest.mark.parametrize("stored", [(0, 6), (6,), (0, 2, 4, 6), (3,)])
+def test_only_the_stored_layers_are_written_and_they_are_the_full_trajectorys(stored):
+    """`stored` writes out[s] = layer stored[s] and nothing else (out starts as NaN everywhere)."""
+    rng = np.random.default_rng(8)
+    z, mask = imdb_like(rng, batch=40, n=30, d=4, dtype=np.float32)
+    A = spd(rng, 4, np.float32)
+    gammas = np.full(6, 0.5, np.float32)
+    full = np.empty((7, *z.shape), np.float32)
+    kernel.hardmax_trajectory(z, mask, A, gammas, 1e-5, full, 2)
+    part = np.full((len(stored), *z.shape), np.nan, np.float32)
+    kernel.hardmax_trajectory(z, mask, A, gammas, 1e-5, part, 2, stored=stored)
+    assert np.array_equal(part, full[list(stored)])
+    with pytest.raises(ValueError, match="out must have shape"):
+        kernel.hardmax_trajectory(z, mask, A, gammas, 1e-5, full, 2, stored=stored)
+
+
+def test_peak_is_the_largest_real_coordinate_and_nan_marks_non_finite_reviews():
+    rng = np.random.default_rng(9)
+    z, mask = imdb_like(rng, batch=5, n=12, d=3)
+    mask[:, -1] = False  # every review has padding
+    z[1, ~mask[1]] = 1e9  # padding does not count towards the peak...
+    z[2, -1, 0] = np.nan  # ...but a NaN or inf anywhere, padding included, marks the review
+    z[3, 0, 2] = -np.inf
+    out = np.empty((3, *z.shape))
+    run = kernel.hardmax_trajectory(z, mask, None, np.full(2, 0.5), 1e-9, out, 1)
+    want = np.where(mask[..., None], np.abs(z), 0).max(axis=(1, 2))
+    assert np.array_equal(run.peak[[0, 1, 4]], want[[0, 1, 4]])
+    assert np.isnan(run.peak[[2, 3]]).all()
+    with pytest.raises(ValueError, match="tokens contain NaN or inf"):  # simulate refuses them
+        simulate(z, mask=mask, alpha=1.0, layers=2, engine="compiled")
+    z[2, -1, 0] = 0.0
+    z[3, 0, 2] = 0.0
+    with pytest.raises(ValueError, match="tokens contain NaN or inf"):  # in padding only, too
+        simulate(np.where(mask[..., None], z, np.inf), mask=mask, alpha=1.0, layers=2, engine="compiled")
+
+
+def test_a_review_whose_scores_overflow_never_stops_the_reviews_after_it():
+    """One worker (threads = 1) runs the reviews in order. A review at 2^64 (its float32 scores overflow)
+    used to raise a division by zero inside the parallel loop, which silently ended that worker's
+    remaining reviews; `simulate` skips it in the kernel and runs it scaled."""
+    z = np.zeros((3, 4, 2), np.float32)
+    z[0, 0, 1] = 2.0 ** 64
+    z[1, :2] = [[1.0, 0.5], [0.25, 1.0]]
+    z[2, 3, 1] = 2.0 ** 63
+    mask = np.zeros((3, 4), bool)
+    mask[:, 0] = True
+    mask[1, 1] = True
+    out = np.full((4, *z.shape), -7.0, np.float32)
+    kernel.hardmax_trajectory(z, mask, None, np.full(3, 0.5, np.float32), 1e-5, out, 1)  # every review computed
+    assert (out[:, 1:] != -7.0).all()
+    out[:] = -7.0
+    run = kernel.hardmax_trajectory(z, mask, None, np.full(3, 0.5, np.float32), 1e-5, out, 1, safe_exponent=20)
+    assert (out[:, 0] == -7.0).all() and (out[:, 1:] != -7.0).all() and run.peak[0] == 2.0 ** 64
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        got, want = both(z, mask, alpha=1.0, layers=3)
+    finally:
+        torch.set_num_threads(previous)
+    assert torch.equal(got, want)
 
 
 def test_zero_layers_and_fully_masked_reviews():

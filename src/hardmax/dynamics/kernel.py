@@ -3,11 +3,13 @@
 The torch engine (`step`, `layers`) runs each layer as a dozen batched tensor ops over the whole
 (batch, m, m) score tensor; on a CPU most of its time goes to those memory passes and to per-op
 dispatch, not to arithmetic. This kernel does the same computation review by review, compiled with
-numba, so that everything of one review stays in cache: it merges identical tokens (padding
-dropped), computes layer 1 in full, then only the followers' rows, and writes the full trajectory
-directly. Reviews run in parallel (`prange`). `simulate` uses it for hardmax on the CPU when no
-attention matrices are requested (backend "auto" or "numba"); the torch step stays the reference
-(autograd, CUDA, softmax, the classifier) and the tests hold the two to each other.
+numba, so that everything of one review stays in cache: it checks and measures the review (its peak
+coordinate, for `simulate`'s scale-free runs), merges identical tokens (padding dropped), computes
+layer 1 in full, then only the followers' rows, and writes the stored layers directly (the others
+never leave the review's scratch memory). Reviews run in parallel (`prange`). `simulate` uses it for
+hardmax on the CPU when no attention matrices are requested (engine "auto" or "compiled"); the torch
+step stays the reference (autograd, CUDA, softmax, the classifier) and the tests hold the two to each
+other.
 
 The rule is the torch step's, to the letter (see `step._select`):
 
@@ -28,13 +30,20 @@ last bit; identical tokens are merged before the first layer, so their ties are 
 
 from __future__ import annotations
 
+import math
 import os
+from typing import NamedTuple
 
 import numba
 import numpy as np
 from numba import prange
 
 from hardmax.dynamics.ties import TIE_FRAME
+
+# NumPy's error model: a float division by zero gives inf/NaN as in NumPy instead of raising. Raised in a
+# `prange` body, an exception ends that worker's remaining reviews silently (seen: reviews left unwritten),
+# and Python's model also costs a zero test per division.
+_JIT = dict(cache=True, error_model="numpy")
 
 if "NUMBA_THREADING_LAYER" not in os.environ:
     # numba picks OpenMP here by default, whose idle workers keep spinning after a kernel call and slow the
@@ -44,7 +53,7 @@ if "NUMBA_THREADING_LAYER" not in os.environ:
     numba.config.THREADING_LAYER = "workqueue"
 
 
-@numba.njit(cache=True)
+@numba.njit(**_JIT)
 def deduplicate_review(z, bits, mask, multipliers, slot, distinct, weights):
     """Merge identical real rows of one review (value equality: -0.0 == 0.0).
 
@@ -102,7 +111,7 @@ def deduplicate_review(z, bits, mask, multipliers, slot, distinct, weights):
     return m
 
 
-@numba.njit(cache=True)
+@numba.njit(**_JIT)
 def _scores(rows, count, q, zT, m, S):
     """S[p, j] = ⟨q_i, z_j⟩ for the first `count` rows i = rows[p] and every j < m.
 
@@ -121,7 +130,7 @@ def _scores(rows, count, q, zT, m, S):
                 S[p, j] += qi * zT[k, j]
 
 
-@numba.njit(cache=True)
+@numba.njit(**_JIT)
 def _difference(top, j, zc, off, lab, delta, scale):
     """delta (d,) = z_top − z_j: offset − offset in a shared frame (scale = |delta|), else position −
     position (scale = |z_top| + |z_j|, the size of their rounding)."""
@@ -135,7 +144,7 @@ def _difference(top, j, zc, off, lab, delta, scale):
             scale[k] = abs(zc[top, k]) + abs(zc[j, k])
 
 
-@numba.njit(cache=True)
+@numba.njit(**_JIT)
 def _anchored(k, i, lab, off):
     """Key k is anchored for row i: the row itself, or at a fixed position (a leader: framed, offset 0)."""
     if k == i:
@@ -148,7 +157,7 @@ def _anchored(k, i, lab, off):
     return True
 
 
-@numba.njit(cache=True)
+@numba.njit(**_JIT)
 def _row_parts(i, org, off, A, Aabs, identity, qt, qo):
     """qt = A·org[i], qo = A·off[i] (into the scratch arrays); returns ‖|A||org[i]|‖, ‖|A||off[i]|‖."""
     d = org.shape[1]
@@ -175,7 +184,7 @@ def _row_parts(i, org, off, A, Aabs, identity, qt, qo):
     return np.sqrt(ts2), np.sqrt(os2)
 
 
-@numba.njit(cache=True)
+@numba.njit(**_JIT)
 def _anchored_beats(i, l, j, zc, off, org, qt, qo, t_size, o_size, wn, rtol):
     """`ties._split_at_origin` for one pair of anchored keys l, j of row i (a key at a fixed position, or the
     row itself: fixed part F and moving part M). Returns 1 (l beats j), 0 (it does not), or −1 when the
@@ -204,7 +213,7 @@ def _anchored_beats(i, l, j, zc, off, org, qt, qo, t_size, o_size, wn, rtol):
     return 1 if moving > rtol * (t_size * np.sqrt(dm2) + o_size * np.sqrt(mix2)) else 0
 
 
-@numba.njit(cache=True)
+@numba.njit(**_JIT)
 def _decide(i, srow, zc, off, lab, m, qi, wn, tol, rtol, member, delta, scale, cand, keep, lowest,
             org, A, Aabs, identity, qt, qo):
     """The attention set C_i from row i's scores srow (m,), rule (★) of `ties`, into member (m,) bool.
@@ -298,7 +307,7 @@ def _decide(i, srow, zc, off, lab, m, qi, wn, tol, rtol, member, delta, scale, c
     return own, other, count, single
 
 
-@numba.njit(cache=True)
+@numba.njit(**_JIT)
 def _target(i, count, single, member, zc, off, org, lab, w, g, new_off, new_org, new_lab, target):
     """Row i's offset after the layer, in its frame after the layer, into new_off/new_org/new_lab.
 
@@ -360,7 +369,7 @@ def _target(i, count, single, member, zc, off, org, lab, w, g, new_off, new_org,
         new_off[i, k] = new_off[i, k] + g * (target[k] - new_off[i, k])
 
 
-@numba.njit(cache=True)
+@numba.njit(**_JIT)
 def _row_weights(i, zc, q, A, Aabs, identity, wi):
     """q[i] = A z_i (summed over c in order) and wi = |A| |z_i|; returns ‖wi‖."""
     d = zc.shape[1]
@@ -382,24 +391,58 @@ def _row_weights(i, zc, q, A, Aabs, identity, wi):
     return np.sqrt(v)
 
 
-@numba.njit(cache=True)
-def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, out):
-    """Every layer of one review: z (n, d), mask (n,), out (layers + 1, n, d). Returns 1 if a leader
-    lost its place (the review then finished with every row computed), else 0."""
+@numba.njit(**_JIT)
+def _peak(z, mask):
+    """The largest |coordinate| of the real tokens of one review z (n, d), and whether every coordinate
+    (padding included) is finite; one pass over the review, which the dedup pass reads next from cache."""
     n, d = z.shape
-    layers = gammas.shape[0]
+    peak = z[0, 0] * 0
+    finite = True
     for t in range(n):
         for k in range(d):
-            out[0, t, k] = z[t, k]
+            a = abs(z[t, k])
+            if not a < np.inf:  # inf or NaN
+                finite = False
+            elif mask[t] and a > peak:
+                peak = a
+    return peak, finite
+
+
+@numba.njit(**_JIT)
+def _write(out, where, z, slot, zc):
+    """out[where] (n, d) = every token's position: its distinct token zc[slot[t]], padding z[t] as given."""
+    n, d = z.shape
+    for t in range(n):
+        s = slot[t]
+        if s >= 0:
+            for k in range(d):
+                out[where, t, k] = zc[s, k]
+        else:
+            for k in range(d):
+                out[where, t, k] = z[t, k]
+
+
+@numba.njit(**_JIT)
+def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, slots, out):
+    """Every layer of one review: z (n, d), mask (n,); layer k is written to out[slots[k]] (out (s, n, d))
+    when slots[k] ≥ 0. Returns 1 if a leader lost its place (the review then finished with every row
+    computed), else 0."""
+    n, d = z.shape
+    layers = gammas.shape[0]
+    if slots[0] >= 0:
+        for t in range(n):
+            for k in range(d):
+                out[slots[0], t, k] = z[t, k]
     slot = np.empty(n, np.int64)
     off = np.empty((n, d), z.dtype)
     w = np.empty(n, z.dtype)
     m = deduplicate_review(z, bits, mask, multipliers, slot, off, w)
     if layers == 0 or m == 0:
         for layer in range(layers):
-            for t in range(n):
-                for k in range(d):
-                    out[layer + 1, t, k] = z[t, k]
+            if slots[layer + 1] >= 0:
+                for t in range(n):
+                    for k in range(d):
+                        out[slots[layer + 1], t, k] = z[t, k]
         return 0
     # Frames (see `ties`): position = origin + offset for a token in a leader's frame (label ≥ 0),
     # offset alone in the absolute frame (label −1).
@@ -434,10 +477,8 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, out):
     reach = np.empty(m, z.dtype)
     everyone = np.arange(m)
     followers = np.empty(m, np.int64)
-    moving = np.empty(n, np.int64)  # tokens (positions in the review) of the followers
     lowest = np.full(1, -np.inf, z.dtype)[0]
     f = 0
-    moves = 0
     full = True  # layer 1 computes every row
     broke = 0
     for layer in range(layers):
@@ -512,41 +553,27 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, out):
                 off[i, k] = new_off[i, k]
                 org[i, k] = new_org[i, k]
                 zc[i, k] = org[i, k] + off[i, k] if lab[i] >= 0 else off[i, k]
-        if full:
-            for t in range(n):
-                s = slot[t]
-                if s >= 0:
-                    for k in range(d):
-                        out[layer + 1, t, k] = zc[s, k]
-                else:
-                    for k in range(d):
-                        out[layer + 1, t, k] = z[t, k]
-        else:  # leaders and padding stay where they were
-            for t in range(n):
-                for k in range(d):
-                    out[layer + 1, t, k] = out[layer, t, k]
-            for p in range(moves):
-                t = moving[p]
-                s = slot[t]
-                for k in range(d):
-                    out[layer + 1, t, k] = zc[s, k]
+        if slots[layer + 1] >= 0:
+            _write(out, slots[layer + 1], z, slot, zc)
         if layer == 0 and layers > 1:
             for i in range(m):
                 if not leader[i]:
                     followers[f] = i
                     f += 1
-            for t in range(n):
-                if slot[t] >= 0 and not leader[slot[t]]:
-                    moving[moves] = t
-                    moves += 1
             full = False
     return broke
 
 
-@numba.njit(cache=True, parallel=True)
-def _reviews(z, bits, mask, multipliers, A, identity, gammas, rtol, out, broke):
+@numba.njit(parallel=True, **_JIT)
+def _reviews(z, bits, mask, multipliers, A, identity, gammas, rtol, safe, slots, out, broke, peak):
     for b in prange(z.shape[0]):
-        broke[b] = _review(z[b], bits[b], mask[b], multipliers, A, identity, gammas, rtol, out[:, b])
+        peak[b], finite = _peak(z[b], mask[b])
+        if not finite:  # reported by the caller; nothing computed on NaN or inf
+            peak[b] = np.nan
+            continue
+        if peak[b] > 0 and abs(math.frexp(peak[b])[1]) > safe:  # the caller runs it scaled
+            continue
+        broke[b] = _review(z[b], bits[b], mask[b], multipliers, A, identity, gammas, rtol, slots, out[:, b])
 
 
 def hash_multipliers(d: int) -> np.ndarray:
@@ -558,26 +585,53 @@ def hash_multipliers(d: int) -> np.ndarray:
     return (k * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)
 
 
+class KernelRun(NamedTuple):
+    """What a kernel call reports besides the trajectory.
+
+    broke: (batch,) int8, 1 where a leader lost its place within the tie tolerance (the review was then
+        finished with every row computed). peak: (batch,) the largest |coordinate| of each review's real
+        tokens, NaN where a coordinate (padding included) is NaN or inf: that review was not computed,
+        nor one beyond `safe_exponent`.
+    """
+
+    broke: np.ndarray
+    peak: np.ndarray
+
+
 def hardmax_trajectory(z: np.ndarray, mask: np.ndarray, A: np.ndarray | None, gammas: np.ndarray,
-                       tie_rtol: float, out: np.ndarray, threads: int) -> np.ndarray:
-    """Fill out (layers + 1, batch, n, d) with the hardmax trajectory of z (batch, n, d).
+                       tie_rtol: float, out: np.ndarray, threads: int, *,
+                       stored: tuple[int, ...] | None = None, safe_exponent: int | None = None) -> KernelRun:
+    """Fill out with the hardmax trajectory of z (batch, n, d): out[s] = layer stored[s].
 
     Args:
         z: C-contiguous float32 or float64 tokens. mask: (batch, n) bool, True for real tokens.
         A: (d, d) SPD in z's dtype, or None for the identity. gammas: (layers,) γ_k = α_k/(1+α_k) in
-        z's dtype. tie_rtol: relative tie tolerance. out: preallocated, C-contiguous. threads: workers.
+        z's dtype. tie_rtol: relative tie tolerance. out: (len(stored), batch, n, d), preallocated,
+        C-contiguous. threads: workers. stored: increasing layers to write (default all, 0..layers);
+        only these are written, the others live in each review's scratch memory. safe_exponent: a
+        review whose peak p has frexp exponent |e| > safe_exponent (p ≥ 2^safe_exponent, or 0 < p <
+        2^-(safe_exponent+1)) is left unwritten, for the caller to run scaled (`simulate`); None:
+        every review is computed (its scores may then overflow or underflow).
     Returns:
-        (batch,) int8, 1 where a leader lost its place within the tie tolerance.
+        `KernelRun` (which reviews needed full layers, and each review's peak coordinate).
     """
+    layers = gammas.shape[0]
+    stored = tuple(range(layers + 1)) if stored is None else tuple(stored)
+    slots = np.full(layers + 1, -1, np.int64)
+    slots[list(stored)] = np.arange(len(stored))
+    if out.shape != (len(stored), *z.shape):
+        raise ValueError(f"out must have shape {(len(stored), *z.shape)}, got {out.shape}")
     bits = z.view(np.uint32 if z.dtype == np.float32 else np.uint64)
     identity = A is None
     A_arr = np.eye(z.shape[-1], dtype=z.dtype) if A is None else np.ascontiguousarray(A, dtype=z.dtype)
     broke = np.zeros(z.shape[0], np.int8)
+    peak = np.zeros(z.shape[0], z.dtype)
     previous = numba.get_num_threads()
     numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
     try:
         _reviews(z, bits, np.ascontiguousarray(mask), hash_multipliers(z.shape[-1]), A_arr, identity,
-                 gammas.astype(z.dtype, copy=False), z.dtype.type(tie_rtol), out, broke)
+                 gammas.astype(z.dtype, copy=False), z.dtype.type(tie_rtol),
+                 np.iinfo(np.int64).max if safe_exponent is None else int(safe_exponent), slots, out, broke, peak)
     finally:
         numba.set_num_threads(previous)
-    return broke
+    return KernelRun(broke=broke, peak=peak)

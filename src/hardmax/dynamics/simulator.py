@@ -222,11 +222,6 @@ def simulate(
         raise ValueError(f"tokens must have shape (n, d) or (batch, n, d), got {tuple(z.shape)}")
     if z.numel() == 0:
         raise ValueError(f"tokens must have at least one token of dimension ≥ 1, got {tuple(z.shape)}")
-    # Each token's largest and smallest coordinate, read once: they show NaN/inf (amax/amin propagate NaN)
-    # and give hardmax its per-review scale (`_review_scales`) without a temporary of the tokens' size.
-    lo, hi = torch.aminmax(z.detach(), dim=-1)
-    if not (math.isfinite(hi.amax()) and math.isfinite(lo.amin())):
-        raise ValueError("tokens contain NaN or inf")
     if isinstance(layers, bool) or not isinstance(layers, int | np.integer) or layers < 0:
         raise ValueError(f"layers must be an integer ≥ 0, got {layers!r}")
     layers = int(layers)
@@ -252,23 +247,34 @@ def simulate(
     hard = isinstance(rule, Hardmax)
     identity = not A_t.requires_grad and torch.equal(A_t, torch.eye(d, dtype=z.dtype, device=z.device))
     A_used = None if identity else A_t
-    if not hard:
-        _check_softmax_range(batched, m_t, A_t, rule)
-
-    if needs_grad:
-        path, attention = _differentiable(batched, m_t, alphas, A_used, rule, keep_attention)
-        out = path[list(stored)] if len(stored) < layers + 1 else path
-    else:
-        run = _Engine(rule, alphas, _power_of_two(A_used) if hard else A_used,
-                      use_kernel=engine != "torch" and not why_not, keep_attention=keep_attention,
-                      chunk_size=int(chunk_size))
+    run = _Engine(rule, alphas, _power_of_two(A_used) if hard else A_used, keep_attention=keep_attention,
+                  chunk_size=int(chunk_size))
+    attention = None
+    if not needs_grad and engine != "torch" and not why_not:
+        # The kernel measures each review's peak coordinate in its own first pass (no extra pass over the
+        # tokens); the rare review beyond 2^±SAFE_EXPONENT is then run again, scaled.
         with torch.no_grad():
-            scale = _review_scales(hi, lo, m_t.reshape(batch, n)) if hard else None
+            out, peak = run.compiled(batched, m_t, stored)
+            scale = _review_scales(_finite(peak))
             if scale is not None:
-                batched = _ldexp(batched, -scale)
-            out, attention = run.stored(batched, m_t, stored)
-            if scale is not None:
-                out = _ldexp(out, scale)
+                rows = scale.nonzero().squeeze(1)
+                part, _ = run.compiled(_ldexp(batched[rows], -scale[rows]), m_t[rows], stored)
+                out[:, rows] = _ldexp(part, scale[rows])
+    else:
+        peak = _finite(_peaks(batched, m_t))
+        if not hard:
+            _check_softmax_range(batched, m_t, A_t, rule)
+        if needs_grad:
+            path, attention = _differentiable(batched, m_t, alphas, A_used, rule, keep_attention)
+            out = path[list(stored)] if len(stored) < layers + 1 else path
+        else:
+            with torch.no_grad():
+                scale = _review_scales(peak) if hard else None
+                if scale is not None:
+                    batched = _ldexp(batched, -scale)
+                out, attention = run.stored(batched, m_t, stored)
+                if scale is not None:
+                    out = _ldexp(out, scale)
     if single:
         out, m_t = out[:, 0], m_t[0]
         attention = attention[:, 0] if attention is not None else None
@@ -309,16 +315,30 @@ def _check_softmax_range(z: Tensor, mask: Tensor, A: Tensor, rule: AttentionRule
                          "scale the tokens or lower beta")
 
 
-def _review_scales(hi: Tensor, lo: Tensor, mask: Tensor) -> Tensor | None:
+def _peaks(z: Tensor, mask: Tensor) -> Tensor:
+    """(batch,) the largest |coordinate| of each sequence's real tokens, NaN where any coordinate (padding
+    included) is NaN or inf: what the compiled kernel reports from its first pass. z: (batch, n, d)."""
+    # Each token's largest and smallest coordinate in one pass: no temporary of the tokens' size.
+    lo, hi = torch.aminmax(z.detach(), dim=-1)
+    biggest = torch.maximum(hi, -lo)  # NaN propagates
+    peak = biggest.masked_fill(~mask, 0).amax(dim=1)
+    return peak.masked_fill(~torch.isfinite(biggest).all(dim=1), math.nan)
+
+
+def _finite(peak: Tensor) -> Tensor:
+    """peak as given, after refusing NaN or inf tokens (`_peaks`)."""
+    if not bool(torch.isfinite(peak).all()):
+        raise ValueError("tokens contain NaN or inf")
+    return peak
+
+
+def _review_scales(peak: Tensor) -> Tensor | None:
     """(batch,) int exponents e with 2^-e · z_b of order 1 for reviews out of the safe range, else 0;
     None when every review is in range (the common case: nothing is copied).
 
-    hi, lo: each token's largest and smallest coordinate, (..., n) with the tokens' leading shape (a single
-    sequence: (n,)); mask: (batch, n), True for real tokens."""
-    hi, lo = hi.reshape(mask.shape), lo.reshape(mask.shape)
-    biggest = torch.maximum(hi, -lo).masked_fill(~mask, 0).amax(dim=1)
-    _, e = torch.frexp(biggest)
-    e = torch.where(biggest > 0, e, torch.zeros_like(e))
+    peak: (batch,) each review's largest |coordinate| over its real tokens (`_peaks`)."""
+    _, e = torch.frexp(peak)
+    e = torch.where(peak > 0, e, torch.zeros_like(e))
     outside = e.abs() > SAFE_EXPONENT
     return torch.where(outside, e, torch.zeros_like(e)) if bool(outside.any()) else None
 
@@ -358,44 +378,42 @@ class _Engine:
     rule: AttentionRule
     alphas: Tensor
     A: Tensor | None
-    use_kernel: bool
     keep_attention: bool
     chunk_size: int
 
     def stored(self, z: Tensor, mask: Tensor, stored: tuple[int, ...]) -> tuple[Tensor, Tensor | None]:
-        """(len(stored), batch, n, d) and the attention matrices; the full trajectory is written directly
-        when every layer is stored, otherwise block by block (each block's full trajectory stays small)."""
+        """The torch engine: (len(stored), batch, n, d) and the attention matrices; the full trajectory is
+        written directly when every layer is stored, otherwise block by block (each block's full
+        trajectory stays small)."""
         layers = self.alphas.shape[0]
         if len(stored) == layers + 1:
-            return self.full(z, mask)
+            return self._torch(z, mask)
         batch, n, d = z.shape
         block = max(1, _BLOCK_BYTES // ((layers + 1) * n * d * z.element_size()))
         out = z.new_empty(len(stored), batch, n, d)
         attention = []
         for start in range(0, batch, block):  # blocks of thousands of reviews, not single reviews
-            part, att = self.full(z[start:start + block], mask[start:start + block])
+            part, att = self._torch(z[start:start + block], mask[start:start + block])
             out[:, start:start + block] = part[list(stored)]
             attention.append(att)
         return out, (torch.cat(attention, dim=1) if self.keep_attention else None)
 
-    def full(self, z: Tensor, mask: Tensor) -> tuple[Tensor, Tensor | None]:
-        """(layers + 1, batch, n, d) every layer, and (layers, batch, n, n) attention matrices if kept."""
-        if self.use_kernel:
-            return self._compiled(z, mask), None
-        return self._torch(z, mask)
-
-    def _compiled(self, z: Tensor, mask: Tensor) -> Tensor:
+    def compiled(self, z: Tensor, mask: Tensor, stored: tuple[int, ...]) -> tuple[Tensor, Tensor]:
+        """The compiled kernel: (len(stored), batch, n, d), written directly (the other layers never leave
+        each review's scratch memory), and (batch,) each review's peak coordinate (NaN: not finite).
+        Reviews beyond 2^±SAFE_EXPONENT are left unwritten (`simulate` runs them again, scaled)."""
         tokens_np = z.detach().numpy()
         # The trajectory in NumPy's memory: NumPy asks Linux for transparent huge pages for large
         # arrays (madvise), so writing a fresh one (600 MB for 8,192 IMDb reviews) takes ~1,000 page
         # faults instead of ~150,000, which with torch's allocator cost as much as the arithmetic.
-        out_np = np.empty((self.alphas.shape[0] + 1, *tokens_np.shape), dtype=tokens_np.dtype)
+        out_np = np.empty((len(stored), *tokens_np.shape), dtype=tokens_np.dtype)
         with _KERNEL_LOCK:
-            _kernel.hardmax_trajectory(tokens_np, mask.contiguous().numpy(),
-                                       None if self.A is None else self.A.detach().numpy(),
-                                       (self.alphas / (1 + self.alphas)).numpy(), self.rule.rtol(z.dtype), out_np,
-                                       torch.get_num_threads())
-        return torch.from_numpy(out_np)
+            done = _kernel.hardmax_trajectory(tokens_np, mask.contiguous().numpy(),
+                                              None if self.A is None else self.A.detach().numpy(),
+                                              (self.alphas / (1 + self.alphas)).numpy(),
+                                              self.rule.rtol(z.dtype), out_np, torch.get_num_threads(),
+                                              stored=stored, safe_exponent=SAFE_EXPONENT)
+        return torch.from_numpy(out_np), torch.from_numpy(done.peak)
 
     def _torch(self, z: Tensor, mask: Tensor) -> tuple[Tensor, Tensor | None]:
         layers = self.alphas.shape[0]
