@@ -50,7 +50,7 @@ _SAFETY = 4.0
 
 
 def leader_flags(tokens: Tensor, present: Tensor, *, A: Tensor | None = None,
-                 tie_rtol: float | None = None, chunk: int = 256) -> Tensor:
+                 tie_rtol: float | None = None, chunk: int = 64) -> Tensor:
     """Bool (batch, m): distinct token i is a leader (C_i = {i}); `find_leaders` with exact identity (atol = 0).
 
     The same answer as ``find_leaders(tokens, A=A, mask=present, tie_rtol=tie_rtol, atol=0)``, faster: a token

@@ -392,19 +392,24 @@ def _row_weights(i, zc, q, A, Aabs, identity, wi):
 
 
 @numba.njit(**_JIT)
-def _peak(z, mask):
+def _peak(z, mask, out, where):
     """The largest |coordinate| of the real tokens of one review z (n, d), and whether every coordinate
-    (padding included) is finite; one pass over the review, which the dedup pass reads next from cache."""
+    (padding included) is finite; layer 0 is copied to out[where] in the same pass (where ≥ 0), so the
+    check costs no extra pass over the tokens."""
     n, d = z.shape
     peak = z[0, 0] * 0
     finite = True
     for t in range(n):
+        top = peak * 0
         for k in range(d):
-            a = abs(z[t, k])
-            if not a < np.inf:  # inf or NaN
-                finite = False
-            elif mask[t] and a > peak:
-                peak = a
+            v = z[t, k]
+            if where >= 0:
+                out[where, t, k] = v
+            a = abs(v)
+            finite &= a < np.inf
+            top = max(top, a)
+        if mask[t]:
+            peak = max(peak, top)
     return peak, finite
 
 
@@ -424,15 +429,11 @@ def _write(out, where, z, slot, zc):
 
 @numba.njit(**_JIT)
 def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, slots, out):
-    """Every layer of one review: z (n, d), mask (n,); layer k is written to out[slots[k]] (out (s, n, d))
-    when slots[k] ≥ 0. Returns 1 if a leader lost its place (the review then finished with every row
-    computed), else 0."""
+    """Layers 1.. of one review: z (n, d), mask (n,); layer k is written to out[slots[k]] (out (s, n, d))
+    when slots[k] ≥ 0 (layer 0 is `_peak`'s). Returns 1 if a leader lost its place (the review then
+    finished with every row computed), else 0."""
     n, d = z.shape
     layers = gammas.shape[0]
-    if slots[0] >= 0:
-        for t in range(n):
-            for k in range(d):
-                out[slots[0], t, k] = z[t, k]
     slot = np.empty(n, np.int64)
     off = np.empty((n, d), z.dtype)
     w = np.empty(n, z.dtype)
@@ -567,7 +568,7 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, slots, out):
 @numba.njit(parallel=True, **_JIT)
 def _reviews(z, bits, mask, multipliers, A, identity, gammas, rtol, safe, slots, out, broke, peak):
     for b in prange(z.shape[0]):
-        peak[b], finite = _peak(z[b], mask[b])
+        peak[b], finite = _peak(z[b], mask[b], out[:, b], slots[0])
         if not finite:  # reported by the caller; nothing computed on NaN or inf
             peak[b] = np.nan
             continue
@@ -590,8 +591,8 @@ class KernelRun(NamedTuple):
 
     broke: (batch,) int8, 1 where a leader lost its place within the tie tolerance (the review was then
         finished with every row computed). peak: (batch,) the largest |coordinate| of each review's real
-        tokens, NaN where a coordinate (padding included) is NaN or inf: that review was not computed,
-        nor one beyond `safe_exponent`.
+        tokens, NaN where a coordinate (padding included) is NaN or inf: such a review, and one beyond
+        `safe_exponent`, gets layer 0 only.
     """
 
     broke: np.ndarray
@@ -610,7 +611,7 @@ def hardmax_trajectory(z: np.ndarray, mask: np.ndarray, A: np.ndarray | None, ga
         C-contiguous. threads: workers. stored: increasing layers to write (default all, 0..layers);
         only these are written, the others live in each review's scratch memory. safe_exponent: a
         review whose peak p has frexp exponent |e| > safe_exponent (p ≥ 2^safe_exponent, or 0 < p <
-        2^-(safe_exponent+1)) is left unwritten, for the caller to run scaled (`simulate`); None:
+        2^-(safe_exponent+1)) gets layer 0 only, for the caller to run scaled (`simulate`); None:
         every review is computed (its scores may then overflow or underflow).
     Returns:
         `KernelRun` (which reviews needed full layers, and each review's peak coordinate).

@@ -401,7 +401,7 @@ class _Engine:
     def compiled(self, z: Tensor, mask: Tensor, stored: tuple[int, ...]) -> tuple[Tensor, Tensor]:
         """The compiled kernel: (len(stored), batch, n, d), written directly (the other layers never leave
         each review's scratch memory), and (batch,) each review's peak coordinate (NaN: not finite).
-        Reviews beyond 2^±SAFE_EXPONENT are left unwritten (`simulate` runs them again, scaled)."""
+        Reviews beyond 2^±SAFE_EXPONENT get layer 0 only (`simulate` runs them again, scaled)."""
         tokens_np = z.detach().numpy()
         # The trajectory in NumPy's memory: NumPy asks Linux for transparent huge pages for large
         # arrays (madvise), so writing a fresh one (600 MB for 8,192 IMDb reviews) takes ~1,000 page
