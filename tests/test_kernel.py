@@ -144,6 +144,14 @@ def test_only_the_stored_layers_are_written_and_they_are_the_full_trajectorys(st
         kernel.hardmax_trajectory(z, mask, A, gammas, 1e-5, full, 2, stored=stored)
 
 
+@pytest.mark.parametrize("stored", [(3, 3), (-1,), (2, 1), (0, 7)])
+def test_stored_layers_must_increase_within_the_depth(stored):
+    z, mask = imdb_like(np.random.default_rng(8), batch=2, n=5, d=2)
+    out = np.empty((len(stored), *z.shape))
+    with pytest.raises(ValueError, match="stored must be strictly increasing layers in 0..6"):
+        kernel.hardmax_trajectory(z, mask, None, np.full(6, 0.5), 1e-9, out, 1, stored=stored)
+
+
 def test_peak_is_the_largest_real_coordinate_and_nan_marks_non_finite_reviews():
     rng = np.random.default_rng(9)
     z, mask = imdb_like(rng, batch=5, n=12, d=3)

@@ -144,6 +144,33 @@ def test_reviews_of_very_different_scales_in_one_batch():
         torch.testing.assert_close(final[b] / c, unit, rtol=1e-6, atol=0)
 
 
+@pytest.mark.parametrize("engine", ["torch", "compiled"])
+@pytest.mark.parametrize("dtype, real, pad", [(torch.float32, -100, 33), (torch.float32, 100, -140),
+                                              (torch.float64, -1000, 30), (torch.float64, 1000, -1000)])
+def test_padding_of_another_scale_stays_as_given_in_a_scaled_review(engine, dtype, real, pad):
+    """A review run scaled (its real tokens beyond 2^±20) keeps its padding exactly as given at every layer:
+    the padding, scaled with the review, used to overflow to inf or vanish, and the compiled engine then
+    returned uninitialised memory for the review's later layers (found in review)."""
+    z = torch.ldexp(torch.tensor(SQUARE, dtype=dtype), torch.tensor(real))
+    padding = torch.ldexp(torch.tensor([[0.75, -1.5], [3.0, 0.5]], dtype=dtype), torch.tensor(pad))
+    tokens = torch.cat([z, padding])
+    mask = torch.tensor([True] * len(SQUARE) + [False, False])
+    got = simulate(tokens, alpha=0.5, layers=12, mask=mask, engine=engine).tokens
+    unit = simulate(torch.tensor(SQUARE, dtype=dtype), alpha=0.5, layers=12, engine=engine).tokens
+    assert torch.equal(got[:, len(SQUARE):], padding.expand(13, 2, 2))
+    assert torch.equal(torch.ldexp(got[:, :len(SQUARE)], torch.tensor(-real)), unit)
+
+
+def test_subnormal_tokens_beside_ordinary_padding():
+    """Real tokens near float32's subnormals (two leaders: they never move) and padding of order 1."""
+    z = np.ones((1, 3, 2), np.float32)
+    z[0, :2] = [[1e-39, 2e-39], [2e-39, 1e-39]]
+    mask = np.array([[True, True, False]])
+    for engine in ("torch", "compiled"):
+        got = simulate(z, mask=mask, alpha=1.0, layers=2, engine=engine).tokens
+        assert torch.equal(got, torch.from_numpy(z).expand(3, 1, 3, 2)), engine
+
+
 @pytest.mark.parametrize("layout", ["fortran", "transposed view", "strided slice", "numpy fortran"])
 def test_memory_layouts_give_the_same_trajectory(layout):
     z = np.random.default_rng(4).standard_normal((3, 7, 2))

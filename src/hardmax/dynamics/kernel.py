@@ -397,10 +397,10 @@ def _peak(z, mask, out, where):
     (padding included) is finite; layer 0 is copied to out[where] in the same pass (where ≥ 0), so the
     check costs no extra pass over the tokens."""
     n, d = z.shape
-    peak = z[0, 0] * 0
+    peak = 0.0  # float64 holds every float32 or float64 |coordinate| exactly; no z[0, 0] in an empty review
     finite = True
     for t in range(n):
-        top = peak * 0
+        top = 0.0
         for k in range(d):
             v = z[t, k]
             if where >= 0:
@@ -592,7 +592,7 @@ class KernelRun(NamedTuple):
     broke: (batch,) int8, 1 where a leader lost its place within the tie tolerance (the review was then
         finished with every row computed). peak: (batch,) the largest |coordinate| of each review's real
         tokens, NaN where a coordinate (padding included) is NaN or inf: such a review, and one beyond
-        `safe_exponent`, gets layer 0 only.
+        `safe_exponent`, has its layers after 0 left unwritten.
     """
 
     broke: np.ndarray
@@ -611,13 +611,15 @@ def hardmax_trajectory(z: np.ndarray, mask: np.ndarray, A: np.ndarray | None, ga
         C-contiguous. threads: workers. stored: increasing layers to write (default all, 0..layers);
         only these are written, the others live in each review's scratch memory. safe_exponent: a
         review whose peak p has frexp exponent |e| > safe_exponent (p ≥ 2^safe_exponent, or 0 < p <
-        2^-(safe_exponent+1)) gets layer 0 only, for the caller to run scaled (`simulate`); None:
+        2^-(safe_exponent+1)) has its layers after 0 left unwritten, for the caller to run scaled; None:
         every review is computed (its scores may then overflow or underflow).
     Returns:
         `KernelRun` (which reviews needed full layers, and each review's peak coordinate).
     """
     layers = gammas.shape[0]
-    stored = tuple(range(layers + 1)) if stored is None else tuple(stored)
+    stored = tuple(range(layers + 1)) if stored is None else tuple(int(k) for k in stored)
+    if any(not 0 <= k <= layers for k in stored) or list(stored) != sorted(set(stored)):
+        raise ValueError(f"stored must be strictly increasing layers in 0..{layers}, got {stored}")
     slots = np.full(layers + 1, -1, np.int64)
     slots[list(stored)] = np.arange(len(stored))
     if out.shape != (len(stored), *z.shape):

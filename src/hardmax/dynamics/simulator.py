@@ -258,8 +258,8 @@ def simulate(
             scale = _review_scales(_finite(peak))
             if scale is not None:
                 rows = scale.nonzero().squeeze(1)
-                part, _ = run.compiled(_ldexp(batched[rows], -scale[rows]), m_t[rows], stored)
-                out[:, rows] = _ldexp(part, scale[rows])
+                out[:, rows], _ = _scaled(lambda x: run.compiled(x, m_t[rows], stored), batched[rows], m_t[rows],
+                                          scale[rows], stored)
     else:
         peak = _finite(_peaks(batched, m_t))
         if not hard:
@@ -270,11 +270,10 @@ def simulate(
         else:
             with torch.no_grad():
                 scale = _review_scales(peak) if hard else None
-                if scale is not None:
-                    batched = _ldexp(batched, -scale)
-                out, attention = run.stored(batched, m_t, stored)
-                if scale is not None:
-                    out = _ldexp(out, scale)
+                if scale is None:
+                    out, attention = run.stored(batched, m_t, stored)
+                else:
+                    out, attention = _scaled(lambda x: run.stored(x, m_t, stored), batched, m_t, scale, stored)
     if single:
         out, m_t = out[:, 0], m_t[0]
         attention = attention[:, 0] if attention is not None else None
@@ -341,6 +340,21 @@ def _review_scales(peak: Tensor) -> Tensor | None:
     e = torch.where(peak > 0, e, torch.zeros_like(e))
     outside = e.abs() > SAFE_EXPONENT
     return torch.where(outside, e, torch.zeros_like(e)) if bool(outside.any()) else None
+
+
+def _scaled(run, z: Tensor, mask: Tensor, scale: Tensor, stored: tuple[int, ...]) -> tuple[Tensor, object]:
+    """run(2^-e z), its trajectory scaled back by 2^e, e = scale (batch,): hardmax is scale-free, so this is
+    the trajectory of z (batch, n, d), computed where scores neither overflow nor underflow.
+
+    run maps tokens to (trajectory (len(stored), batch, n, d), anything), returned with the trajectory.
+    Padding takes no part and never moves: it is zeroed before scaling (scaled with its review it could
+    overflow to inf, or vanish) and put back as given at every stored layer, as is layer 0 (the input)."""
+    real = mask.unsqueeze(-1)
+    out, extra = run(_ldexp(torch.where(real, z, torch.zeros((), dtype=z.dtype, device=z.device)), -scale))
+    out = torch.where(real, _ldexp(out, scale), z)
+    if stored[0] == 0:
+        out[0] = z
+    return out, extra
 
 
 def _ldexp(x: Tensor, e: Tensor) -> Tensor:
