@@ -438,12 +438,10 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, slots, out):
     off = np.empty((n, d), z.dtype)
     w = np.empty(n, z.dtype)
     m = deduplicate_review(z, bits, mask, multipliers, slot, off, w)
-    if layers == 0 or m == 0:
+    if layers == 0 or m == 0:  # nothing moves (no real token: every slot is −1, so `_write` copies z)
         for layer in range(layers):
             if slots[layer + 1] >= 0:
-                for t in range(n):
-                    for k in range(d):
-                        out[slots[layer + 1], t, k] = z[t, k]
+                _write(out, slots[layer + 1], z, slot, off)
         return 0
     # Frames (see `ties`): position = origin + offset for a token in a leader's frame (label ≥ 0),
     # offset alone in the absolute frame (label −1).

@@ -162,8 +162,7 @@ def refine(candidates: Tensor, scores: Tensor, queries: Tensor, size: Tensor, ke
         delta = torch.where(same, off.unsqueeze(2) - off.unsqueeze(1), delta)
         scale = torch.where(same, delta.abs(), scale)
     gap = (queries.view(T, 1, 1, d) * delta).sum(-1)
-    scale_norm = scale.norm(dim=-1)
-    bound = tie_rtol * size.view(T, 1, 1) * scale_norm
+    bound = tie_rtol * size.view(T, 1, 1) * scale.norm(dim=-1)
     beats = gap > bound
     if frames is not None and rows is not None:
         framed = frames.label[b, rows] >= 0  # (T,)

@@ -18,7 +18,7 @@ command. Measures come from `hardmax.measures`, dynamics from `hardmax.dynamics`
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Literal
 
 import torch
@@ -375,8 +375,7 @@ class CrateReport:
     trained: CrateMeasures
 
     def to_dict(self) -> dict:
-        return {"d": self.d, "heads": self.heads, "layers": self.layers, "reviews": self.reviews, "eps": self.eps,
-                "initial": vars(self.initial), "trained": vars(self.trained)}
+        return asdict(self)
 
     def table(self) -> str:
         """Markdown: per block, compression R^c(Z | U) at its input and after MSSA, non-zero fraction after

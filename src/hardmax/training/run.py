@@ -232,7 +232,7 @@ class Run:
 
         data = load_imdb(replace(self.data_config, path=path), progress=progress)
         same = (len(data.vocab) == self.model_config.vocab_size if self.vocab is None
-                else vocab_sha256(data.vocab.words) == vocab_sha256(self.vocab.words))
+                else list(data.vocab.words) == list(self.vocab.words))
         if not same:
             raise ValueError(f"the data's vocabulary ({len(data.vocab)} words) differs from the run's "
                              f"({self.model_config.vocab_size}); pass the same data the run was trained on")
