@@ -11,7 +11,14 @@ from test_cli_sentiment import write_archive
 
 from hardmax.cli import main
 from hardmax.dynamics import Hardmax, simulate
-from hardmax.experiments.rate import RateConfig, crate_measures, layer_rates, leader_rates, measure_classifier
+from hardmax.experiments.rate import (
+    RateConfig,
+    crate_measures,
+    layer_rates,
+    leader_rates,
+    measure_classifier,
+    measure_crate,
+)
 from hardmax.measures import coding_rate, rate_reduction
 from hardmax.models import HardmaxClassifier, ModelConfig
 from hardmax.models.crate import CrateClassifier, CrateConfig
@@ -82,6 +89,24 @@ def test_measure_classifier_small_and_crate_measures():
     measures = crate_measures(crate, ids, mask, batch_size=16)
     assert len(measures.compression) == 2 and len(measures.rate) == 3
     assert all(0 < s < 1 for s in measures.sparsity)
+
+
+def test_measure_crate_reports_initial_and_trained_and_refuses_no_reviews():
+    ids, mask, _ = _reviews()
+    torch.manual_seed(0)
+    initial = CrateClassifier(CrateConfig(vocab_size=60, d=4, layers=2, heads=2)).eval()
+    trained = CrateClassifier(CrateConfig(vocab_size=60, d=4, layers=2, heads=2)).eval()  # other weights
+    report = measure_crate(trained, initial, ids, mask, RateConfig(batch_size=16))
+    assert (report.d, report.heads, report.layers, report.reviews) == (4, 2, 2, 40)
+    assert report.initial == crate_measures(initial, ids, mask, eps=report.eps, batch_size=16)
+    assert report.trained == crate_measures(trained, ids, mask, eps=report.eps, batch_size=16)
+    assert report.initial != report.trained and "| block |" in report.table()
+    assert json.loads(json.dumps(report.to_dict()))["trained"]["rate"] == report.trained.rate
+    with pytest.raises(ValueError, match="no reviews to measure"):
+        measure_crate(trained, initial, ids[:0], mask[:0], RateConfig())
+    with pytest.raises(ValueError, match="no reviews to measure"):
+        measure_classifier(HardmaxClassifier(ModelConfig(vocab_size=60, d=3)), ids[:0], mask[:0], ids[:0, 0],
+                           RateConfig())
 
 
 def test_rate_cli_smoke(tmp_path, monkeypatch, capsys):
