@@ -7,13 +7,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
-from matplotlib.animation import PillowWriter
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from hardmax.dynamics import Trajectory, simulate
-from hardmax.io import atomic_write
 from hardmax.plots.panels import add_legend, draw_panel, draw_panel_3d
+from hardmax.plots.save import check_fps, save_gif
 from hardmax.plots.scene import FIGURE2_LAYERS, check_layers, check_single, make_scene
 from hardmax.theory import FIGURE2_ALPHA, paper_figure2_configurations
 
@@ -188,13 +187,13 @@ def animate(
         The path written.
     """
     check_single(trajectory)
-    if fps < 1 or max_frames < 1:
-        raise ValueError(f"fps and max_frames must be ≥ 1, got {fps} and {max_frames}")
+    check_fps(fps)
+    if max_frames < 1:
+        raise ValueError(f"max_frames must be ≥ 1, got {max_frames}")
     p = 3 if trajectory.tokens.shape[-1] == 3 else 2
     scene = make_scene(trajectory, p)
     total = trajectory.layers
     frames = frame_layers(total, max_frames)
-    held = frames + [frames[-1]] * (fps // 2)  # hold the end for half a second
     fig = Figure(figsize=(4.8, 5.0))
     heading = "\n".join(s for s in (title, scene.note) if s)
     # A fixed layout (no layout engine): every frame must have the same size and placement.
@@ -204,21 +203,17 @@ def animate(
     ax = fig.add_subplot(projection="3d" if p == 3 else None)
     box = scene.box()
     show = None if p == 3 else draw_panel(ax, scene, 0, box)
-    target = Path(path)
-    writer = PillowWriter(fps=fps)
 
-    def write(tmp: str) -> None:
-        with writer.saving(fig, tmp, dpi):
-            for i, layer in enumerate(held):
-                if show is None:  # 3-D: redraw everything, turning the view a little each frame
-                    ax.clear()
-                    draw_panel_3d(ax, scene, layer, box, azim=-60.0 + 40.0 * i / max(len(held) - 1, 1))
-                else:
-                    show(layer)
-                ax.set_title(f"layer {layer} of {total}", fontsize=10)
-                writer.grab_frame()
+    def draw(i: int) -> None:
+        layer = frames[i]
+        if show is None:  # 3-D: redraw everything, turning the view a little each frame
+            ax.clear()
+            draw_panel_3d(ax, scene, layer, box, azim=-60.0 + 40.0 * i / max(len(frames) - 1, 1))
+        else:
+            show(layer)
+        ax.set_title(f"layer {layer} of {total}", fontsize=10)
 
-    return atomic_write(target, write)
+    return save_gif(fig, draw, len(frames), path, fps=fps, dpi=dpi)  # the end held for half a second
 
 
 def animate_figure2(
@@ -243,15 +238,15 @@ def animate_figure2(
     """
     if not trajectories:
         raise ValueError("animate_figure2 needs at least one trajectory")
-    if fps < 1 or max_frames < 1:
-        raise ValueError(f"fps and max_frames must be ≥ 1, got {fps} and {max_frames}")
+    check_fps(fps)
+    if max_frames < 1:
+        raise ValueError(f"max_frames must be ≥ 1, got {max_frames}")
     for name, trajectory in trajectories.items():
         check_single(trajectory)
         if trajectory.tokens.shape[-1] != 2:
             raise ValueError(f"animate_figure2 draws runs in the plane; {name!r} has d = {trajectory.tokens.shape[-1]}")
     total = min(t.layers for t in trajectories.values())
     frames = frame_layers(total, max_frames)
-    held = frames + [frames[-1]] * (fps // 2)  # hold the end for half a second
     cols = 1 if len(trajectories) == 1 else 2
     rows = -(-len(trajectories) // cols)
     fig = Figure(figsize=(3.3 * cols + 0.2, 3.3 * rows + 0.9))
@@ -268,17 +263,13 @@ def animate_figure2(
     add_legend(fig, "limit in S: projection of 0 on a face of K")
     heading = fig.suptitle("", fontsize=11)
 
-    def write(tmp: str) -> None:
-        writer = PillowWriter(fps=fps)
-        with writer.saving(fig, tmp, dpi):
-            for layer in held:
-                for show in shows:
-                    show(layer)
-                heading.set_text(f"Hardmax dynamics, {_describe(next(iter(trajectories.values())))}: "
-                                 f"layer {layer} of {total}")
-                writer.grab_frame()
+    def draw(i: int) -> None:
+        for show in shows:
+            show(frames[i])
+        heading.set_text(f"Hardmax dynamics, {_describe(next(iter(trajectories.values())))}: "
+                         f"layer {frames[i]} of {total}")
 
-    return atomic_write(Path(path), write)
+    return save_gif(fig, draw, len(frames), path, fps=fps, dpi=dpi)  # the end held for half a second
 
 
 def frame_layers(total: int, max_frames: int) -> list[int]:

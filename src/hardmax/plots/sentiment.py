@@ -19,14 +19,13 @@ from pathlib import Path
 
 import numpy as np
 from matplotlib import colormaps
-from matplotlib.animation import PillowWriter
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from hardmax.explain import Explanation
-from hardmax.io import atomic_write
 from hardmax.models import HardmaxClassifier
+from hardmax.plots.save import save_gif
 
 __all__ = ["animate_review", "plot_leader_words", "plot_review", "project_review", "shown_leaders"]
 
@@ -219,13 +218,9 @@ def animate_review(explanation: Explanation, model: HardmaxClassifier, path: str
     _draw(ax, points, 0, explanation, normal, offset, limits, stars)
     fig.draw_without_rendering()
     fig.set_layout_engine("none")
-    writer = PillowWriter(fps=fps)
 
-    def write(tmp: str) -> None:
-        with writer.saving(fig, tmp, dpi=100):
-            for k in range(points.shape[0]):
-                ax.clear()
-                _draw(ax, points, k, explanation, normal, offset, limits, stars)
-                writer.grab_frame()
+    def draw(k: int) -> None:
+        ax.clear()
+        _draw(ax, points, k, explanation, normal, offset, limits, stars)
 
-    return atomic_write(Path(path), write)
+    return save_gif(fig, draw, points.shape[0], path, fps=fps, hold=0.0, dpi=100)
