@@ -285,3 +285,101 @@ def test_field_help_reads_trailing_and_block_comments():
     assert "(default: 1,2.5)" in text and "(default: none)" in text and "{x,y}" in text
     with pytest.raises(SystemExit):
         parser.parse_args(["--sizes", "3,x"])
+
+
+# --------------------------------------------------------------------------------------------
+# Issue #23 (reliability pass): BOM, sizes refused before allocating, fps, seeds, interrupts.
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_token_csv_with_a_byte_order_mark_keeps_its_first_row(tmp_path, capsys):
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"\xef\xbb\xbf1,0\n0,1\n-1,-1\n")  # what Excel writes
+    code, _, err = _run(capsys, "--tokens", str(path), "--layers", "2", "--no-gif", "--out", str(tmp_path / "run"))
+    assert code == 0, err
+    assert np.load(tmp_path / "run" / "trajectory.npy").shape == (3, 3, 2)
+    assert "n = 3 tokens" in err and "read as utf-8 with BOM" in err
+
+
+def test_a_header_is_said_aloud(tmp_path, capsys):
+    path = tmp_path / "t.csv"
+    path.write_text("x,y\n1,0\n0,1\n")
+    code, _, err = _run(capsys, "--tokens", str(path), "--layers", "2", "--no-gif", "--out", str(tmp_path / "run"))
+    assert code == 0 and "line 1 (x, y) is a header" in err
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["--layers", "100000000"], "--layers 100000000"),
+    (["--random", "100000000"], "--random 100000000"),
+    (["--random", "2", "--dim", "100000000"], "--dim 100000000"),
+    (["--random", "5", "--layers", "100000000"], "--layers 100000000"),
+])
+def test_sizes_beyond_memory_are_refused_before_allocating(tmp_path, capsys, monkeypatch, argv, named):
+    monkeypatch.setenv("HARDMAX_MEMORY_LIMIT", "2G")
+    code, out, err = _run(capsys, *argv, "--no-gif", "--out", str(tmp_path / "run"))
+    assert code == 2 and out == ""
+    assert err.startswith("hardmax simulate: error: ") and err.count("\n") == 1
+    assert named in err and "needs about" in err and "2 GiB available" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_simulate_refuses_a_depth_beyond_memory_naming_layers(monkeypatch):
+    # The reliability pass: simulate(..., layers=10**9) raised MemoryError with an empty message.
+    monkeypatch.setenv("HARDMAX_MEMORY_LIMIT", "1G")
+    with pytest.raises(ValueError, match=r"simulate\(layers=1,000,000,000\) .* needs about"):
+        simulate(TOKENS, alpha=0.5, layers=10**9)
+    assert simulate(TOKENS, alpha=0.5, layers=10**6, store="final").tokens.shape == (2, 6, 2)
+
+
+@pytest.mark.parametrize("fps, ok", [("0", False), ("51", False), ("3000", False), ("100000", False), ("50", True)])
+def test_fps_is_bounded_and_the_hold_is_a_duration(tmp_path, capsys, fps, ok):
+    np.save(tmp_path / "t.npy", TOKENS)
+    code, _, err = _run(capsys, "--tokens", str(tmp_path / "t.npy"), "--layers", "3", "--fps", fps,
+                        "--out", str(tmp_path / "run"))
+    if not ok:
+        assert code == 2 and "--fps must be from 1 to 50" in err and err.count("\n") == 1
+        return
+    assert code == 0, err
+    with Image.open(tmp_path / "run" / "animation.gif") as gif:
+        assert gif.n_frames == 4  # one frame per layer: the end is held by its duration, not by copies
+        durations = []
+        for k in range(gif.n_frames):
+            gif.seek(k)
+            durations.append(gif.info["duration"])
+    assert durations[:3] == [20, 20, 20] and durations[-1] == 520
+
+
+@pytest.mark.parametrize("seed", ["-1", str(2**63)])
+def test_seed_out_of_range_names_the_option(tmp_path, capsys, seed):
+    code, _, err = _run(capsys, "--random", "3", "--seed", seed, "--no-gif", "--out", str(tmp_path / "run"))
+    assert code == 2 and "--seed must be an integer from 0 to 2^63 - 1" in err
+
+
+def test_theorem_check_at_extreme_token_scales_via_the_command(tmp_path, capsys):
+    # The reliability pass: tokens at 1e160 printed "FAILED" with tolerance inf and a NaN rate shown as passed.
+    for scale in (1e160, 1e-160):
+        np.save(tmp_path / "t.npy", TOKENS * scale)
+        code, out, err = _run(capsys, "--tokens", str(tmp_path / "t.npy"), "--layers", "30", "--no-gif",
+                              "--out", str(tmp_path / "run"))
+        assert code == 0, err
+        assert "FAILED" not in out and "atol inf" not in out and " nan " not in out
+        report = json.loads((tmp_path / "run" / "report.json").read_text())
+        assert report["theorem"]["passed"]
+
+
+@pytest.mark.parametrize("raised, code, line", [
+    (KeyboardInterrupt(), 130, "hardmax: interrupted"),
+    (MemoryError(), 2, "hardmax simulate: error: out of memory; choose smaller sizes"),
+    (MemoryError("cannot allocate 8 GiB"), 2, "hardmax simulate: error: out of memory: cannot allocate 8 GiB"),
+])
+def test_interrupts_and_allocation_failures_are_one_line(tmp_path, capsys, monkeypatch, raised, code, line):
+    import hardmax.dynamics
+
+    def fail(*args, **kwargs):
+        raise raised
+
+    monkeypatch.setattr(hardmax.dynamics, "simulate", fail)
+    assert main(["simulate", "--random", "3", "--no-gif", "--out", str(tmp_path / "run")]) == code
+    err = capsys.readouterr().err
+    assert err.startswith(line) and err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "run").exists()

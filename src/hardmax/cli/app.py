@@ -1,4 +1,5 @@
-"""The `hardmax` parser, its commands, and `main` (bad input -> one line on stderr, exit code 2)."""
+"""The `hardmax` parser, its commands, and `main` (bad input or no memory -> one line on stderr, exit code 2;
+Ctrl-C -> "hardmax: interrupted", exit code 130)."""
 
 from __future__ import annotations
 
@@ -62,6 +63,10 @@ def build_parser() -> _Parser:
     return parser
 
 
+def _command(args: argparse.Namespace | None) -> str:
+    return "hardmax" if args is None else f"hardmax {args.command}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``hardmax`` with `argv` (default: the process's arguments); return the exit code."""
     parser = build_parser()
@@ -73,10 +78,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(e, file=sys.stderr)
         return 2
     except (ValueError, OSError, FloatingPointError) as e:
-        # ValueError covers DataError and CheckpointError (a run directory locked, damaged or edited);
-        # OSError a disk full or a permission; FloatingPointError a training that diverged.
-        command = "hardmax" if args is None else f"hardmax {args.command}"
-        print(f"{command}: error: {' '.join(str(e).split())}", file=sys.stderr)
+        # ValueError covers DataError, CheckpointError (a run directory locked, damaged or edited) and
+        # MemoryBudgetError (a size refused before allocating); OSError a disk full or a permission;
+        # FloatingPointError a training that diverged.
+        print(f"{_command(args)}: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
+    except MemoryError as e:  # an allocation no estimate foresaw (torch and NumPy raise it with no message)
+        detail = " ".join(str(e).split())
+        print(f"{_command(args)}: error: out of memory{': ' + detail if detail else ''}; choose smaller sizes "
+              "(fewer tokens, layers, reviews or seeds)", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # Ctrl-C: files are written atomically, so nothing half-written is left
+        print("hardmax: interrupted", file=sys.stderr)
+        return 130
     except SystemExit as e:  # --help and --version
         return e.code if isinstance(e.code, int) else 0

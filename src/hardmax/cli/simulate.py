@@ -15,6 +15,8 @@ from typing import Literal
 
 from hardmax.cli.options import HelpFormatter, add_options, config_from_args
 
+MAX_FPS = 50  # hardmax.plots.save.MAX_FPS (not imported: matplotlib would load while the parser is built)
+
 # --------------------------------------------------------------------------------------------
 # hardmax simulate
 # --------------------------------------------------------------------------------------------
@@ -50,8 +52,23 @@ class SimulateConfig:
             raise ValueError(f"--alpha must be finite and > 0, got {self.alpha}")
         if self.layers < 0:
             raise ValueError(f"--layers must be ≥ 0, got {self.layers}")
-        if self.fps < 1:
-            raise ValueError(f"--fps must be ≥ 1, got {self.fps}")
+        if not 1 <= self.fps <= MAX_FPS:
+            raise ValueError(f"--fps must be from 1 to {MAX_FPS} (GIF delays are hundredths of a second), "
+                             f"got {self.fps}")
+        if self.seed is not None and not 0 <= self.seed < 2**63:
+            raise ValueError(f"--seed must be an integer from 0 to 2^63 - 1, got {self.seed}")
+        if self.random is not None:  # before any token is drawn
+            self.require_memory(self.random, self.dim or 2, f"--random {self.random} --dim {self.dim or 2}")
+
+    def require_memory(self, n: int, d: int, source: str) -> None:
+        """Refuse (one line naming the options) a run whose trajectory, theorem check and figures would not
+        fit in memory: (layers + 1) × n × d float64 a few times over, n × n pairwise scores, d × d A."""
+        from hardmax.memory import require_memory
+
+        trajectory = 4.0 * (self.layers + 1) * n * d * 8
+        require_memory(trajectory + 4.0 * n * n * 8 + 3.0 * d * d * 8,
+                       f"{source} with --layers {self.layers} (a trajectory of {self.layers + 1:,} layers × "
+                       f"{n:,} tokens × {d:,} float64, {n:,}² pairwise scores)")
 
     @property
     def figure2(self) -> bool:
@@ -86,7 +103,6 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 
 def _simulate_figure2(config: SimulateConfig) -> int:
-    from hardmax.cli.inputs import read_matrix
     from hardmax.cli.output import jsonable, say, summary, timed
     from hardmax.dynamics import simulate
     from hardmax.io import write_json, write_text
@@ -96,10 +112,13 @@ def _simulate_figure2(config: SimulateConfig) -> int:
 
     out = config.out or Path("runs/figure2")
     start = time.perf_counter()
-    A = None if config.A is None else read_matrix(config.A)
+    configurations = (paper_figure2_configurations() if config.configurations == "paper"
+                      else figure2_configurations())
+    n = sum(len(tokens) for tokens in configurations.values())
+    config.require_memory(n, 2, f"Figure 2 ({len(configurations)} configurations, {n} tokens in all)")
+    A = _read_A(config)
     trajectories = {name: simulate(tokens, alpha=config.alpha, layers=config.layers, A=A)
-                    for name, tokens in (paper_figure2_configurations() if config.configurations == "paper"
-                                         else figure2_configurations()).items()}
+                    for name, tokens in configurations.items()}
     reports = {name: check_theorem(trajectory) for name, trajectory in trajectories.items()}
     say(f"simulated the {len(trajectories)} configurations of Figure 2, {config.layers} layers, "
          f"α = {config.alpha:g}: {time.perf_counter() - start:.2f} s")
@@ -120,9 +139,9 @@ def _simulate_figure2(config: SimulateConfig) -> int:
 def _simulate_tokens(config: SimulateConfig) -> int:
     import numpy as np
 
-    from hardmax.cli.inputs import read_array, read_matrix
     from hardmax.cli.output import jsonable, save_npy, say, summary, timed
     from hardmax.dynamics import simulate
+    from hardmax.inputs import read_array
     from hardmax.io import write_json, write_text
     from hardmax.plots import animate, plot_trajectory, save_figure
     from hardmax.theory import check_theorem
@@ -130,13 +149,17 @@ def _simulate_tokens(config: SimulateConfig) -> int:
     out = config.out or Path("runs/simulate")
     start = time.perf_counter()
     if config.tokens is not None:
-        tokens = read_array(config.tokens, "tokens")
+        given = read_array(config.tokens, "tokens")
+        for note in given.notes():
+            say(note)
+        tokens = given.array
+        config.require_memory(*tokens.shape, f"--tokens {config.tokens} ({tokens.shape[0]:,} × {tokens.shape[1]:,})")
         source = config.tokens.name
     else:
         dim, seed = config.dim or 2, config.seed or 0
         tokens = np.random.default_rng(seed).standard_normal((config.random, dim))
         source = f"random (seed {seed})"
-    A = None if config.A is None else read_matrix(config.A)
+    A = _read_A(config)
     trajectory = simulate(tokens, alpha=config.alpha, layers=config.layers, A=A)
     report = check_theorem(trajectory)
     n, d = tokens.shape
@@ -156,6 +179,19 @@ def _simulate_tokens(config: SimulateConfig) -> int:
                                                   title=title)])
     say(summary(written, start))
     return 0
+
+
+def _read_A(config: SimulateConfig):
+    """The matrix of --A (None: the identity), with what the reader decided said aloud."""
+    from hardmax.cli.output import say
+    from hardmax.inputs import read_matrix
+
+    if config.A is None:
+        return None
+    given = read_matrix(config.A, "A")
+    for note in given.notes():
+        say(note)
+    return given.array
 
 
 def _theorem_json(report) -> dict:

@@ -123,7 +123,7 @@ def _group(tokens: Tensor, real: Tensor, sort_key: Tensor | None, keys: Tensor, 
         new_group[:, 1:] = sorted_hash[:, 1:] != sorted_hash[:, :-1]
     new_group[:, 1:] |= sorted_real[:, 1:] != sorted_real[:, :-1]
     group_sorted = torch.cumsum(new_group, dim=1) - 1  # (batch, n) group id of each sorted position
-    m = int(group_sorted[:, -1].max().item()) + 1 if n > 0 else 0
+    m = int(group_sorted[:, -1].max().item()) + 1 if batch > 0 and n > 0 else n  # no sequences: width kept
     index = torch.empty_like(group_sorted).scatter_(1, order, group_sorted)
     weights = torch.zeros(batch, m, dtype=tokens.dtype, device=device)
     weights.scatter_add_(1, index, real.to(tokens.dtype))

@@ -16,6 +16,7 @@ from hardmax.dynamics.dedup import Deduplicated, deduplicate, take_rows
 from hardmax.dynamics.layers import full_layers, hardmax_run
 from hardmax.dynamics.rules import AttentionRule, Hardmax
 from hardmax.dynamics.step import HARDMAX, attention_matrix, attention_step
+from hardmax.memory import require_memory
 
 try:  # the compiled CPU kernel; without numba every case runs on the torch engine
     from hardmax.dynamics import kernel as _kernel
@@ -145,7 +146,11 @@ def validate_alpha(alpha, layers: int, dtype: torch.dtype, device) -> Tensor:
 
     A tensor α that requires grad keeps its graph (so gradients reach it through `simulate`).
     """
+    if isinstance(alpha, bool | np.bool_):
+        raise ValueError(f"alpha must be a number > 0, got {alpha!r}")
     a = _as_tensor(alpha, "alpha")
+    if a.dtype == torch.bool:
+        raise ValueError("alpha must be numbers > 0, got a bool array")
     values = a.detach().to(torch.float64).reshape(-1).cpu()
     if values.numel() == 0:
         raise ValueError("alpha must be a scalar or one value per layer, got an empty array")
@@ -220,7 +225,7 @@ def simulate(
                          "relative precision makes distinct scores equal); convert them to float32 or float64")
     if z.dim() not in (2, 3):
         raise ValueError(f"tokens must have shape (n, d) or (batch, n, d), got {tuple(z.shape)}")
-    if z.numel() == 0:
+    if z.shape[-1] == 0 or z.shape[-2] == 0:  # a batch of no sequences (batch = 0) is a valid empty run
         raise ValueError(f"tokens must have at least one token of dimension ≥ 1, got {tuple(z.shape)}")
     if isinstance(layers, bool) or not isinstance(layers, int | np.integer) or layers < 0:
         raise ValueError(f"layers must be an integer ≥ 0, got {layers!r}")
@@ -232,14 +237,20 @@ def simulate(
         raise ValueError(f"chunk_size must be an integer ≥ 1, got {chunk_size!r}")
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
-    stored = _stored_layers(store, layers)
-
     single = z.dim() == 2
+    batch, n, d = (1, *z.shape) if single else z.shape
+    torch_path = engine == "torch" or bool(_compiled_unusable(z, rule, keep_attention, False))
+    require_memory(simulation_bytes(batch, n, d, layers, _stored_count(store, layers), z.element_size(),
+                                    keep_attention=keep_attention, torch_engine=torch_path, chunk_size=int(chunk_size)),
+                   f"simulate(layers={layers:,}) of tokens of shape {tuple(z.shape)} ({z.dtype})", device=z.device)
+    stored = _stored_layers(store, layers)
     batched = (z.unsqueeze(0) if single else z).contiguous()  # NumPy views, transposes, Fortran order
-    batch, n, d = batched.shape
     A_t = validate_A(A, d, z.dtype, z.device)
     alphas = validate_alpha(alpha, layers, z.dtype, z.device)
     m_t = _validate_mask(mask, single, batch, n, z.device)
+    if batch == 0:
+        return Trajectory(tokens=z.new_empty(len(stored), 0, n, d), alpha=alphas, A=A_t, rule=rule, mask=m_t,
+                          stored=stored, attention=z.new_empty(layers, 0, n, n) if keep_attention else None)
     needs_grad = torch.is_grad_enabled() and any(x.requires_grad for x in (batched, alphas, A_t))
     why_not = _compiled_unusable(z, rule, keep_attention, needs_grad)
     if engine == "compiled" and why_not:
@@ -278,6 +289,36 @@ def simulate(
         out, m_t = out[:, 0], m_t[0]
         attention = attention[:, 0] if attention is not None else None
     return Trajectory(tokens=out, alpha=alphas, A=A_t, rule=rule, mask=m_t, stored=stored, attention=attention)
+
+
+def simulation_bytes(batch: int, n: int, d: int, layers: int, stored: int, itemsize: int, *,
+                     keep_attention: bool = False, torch_engine: bool = True, chunk_size: int = 512) -> float:
+    """Estimated peak memory of `simulate` (bytes, a float: products of user sizes may exceed int64).
+
+    The stored trajectory (stored × batch × n × d, and a Python int per stored layer), A and its
+    eigenvalue check (d × d); the torch engine adds each block's full trajectory (layers + 1 layers of a
+    review at least) and a chunk's pairwise scores and masks (chunk × n × n); attention matrices add
+    layers × batch × n × n."""
+    per_layer = float(batch) * n * d * itemsize
+    total = stored * (per_layer + 40.0) + 3.0 * d * d * 8
+    if torch_engine:
+        block = max(1.0, min(float(batch), _BLOCK_BYTES / ((layers + 1.0) * n * d * itemsize)))
+        total += block * (layers + 1.0) * n * d * itemsize if stored < layers + 1 else 0.0
+        total += min(float(batch), chunk_size) * n * n * (3.0 * itemsize + 2)
+    if keep_attention:
+        total += float(layers) * batch * n * n * itemsize
+    return total
+
+
+def _stored_count(store, layers: int) -> int:
+    """len(_stored_layers(store, layers)), without building it; ValueError for a bad `store`."""
+    if isinstance(store, str) and store == "all":
+        return layers + 1
+    if isinstance(store, str) and store == "final":
+        return 2 if layers else 1
+    if isinstance(store, int | np.integer) and not isinstance(store, bool) and store >= 1:
+        return layers // int(store) + 1 + (layers % int(store) != 0)
+    raise ValueError(f"store must be 'all', 'final' or an integer k ≥ 1 (every k-th layer), got {store!r}")
 
 
 def _stored_layers(store, layers: int) -> tuple[int, ...]:
