@@ -111,13 +111,14 @@ def make_scene(trajectory: Trajectory, p: int) -> Scene:
         # Vertices of K are already marked by the leaders' stars; of the other points of S, draw the
         # limits: those some token reaches (as the paper's Figure 2 does).
         S = S.reshape(-1, d)
-        scale = max(float(np.abs(path).max()), 1.0)
-        gap = np.linalg.norm(S[:, None] - vertices[None], axis=-1).min(1, initial=np.inf)
+        # Distances in units of the run's largest coordinate: the same choice at every scale (1e-160, 1e160).
+        scale = float(np.abs(path).max()) or 1.0
+        gap = np.linalg.norm((S[:, None] - vertices[None]) / scale, axis=-1).min(1, initial=np.inf)
         # Where each token is heading: with a settled target x*, z^K − x* = (z^{K−1} − x*)/(1+α), so
         # x* = z^K + (z^K − z^{K−1})/α (a short run has not arrived yet).
         heading = path[-1] if len(path) < 2 else path[-1] + (path[-1] - path[-2]) / float(trajectory.alpha[-1])
-        reach = np.linalg.norm(S[:, None] - heading[None], axis=-1).min(1, initial=np.inf)
-        S = S[(gap > 1e-6 * scale) & (reach <= 1e-3 * scale)]
+        reach = np.linalg.norm((S[:, None] - heading[None]) / scale, axis=-1).min(1, initial=np.inf)
+        S = S[(gap > 1e-6) & (reach <= 1e-3)]
     project, note = _projection(path.reshape(-1, d), p)
     note = "; ".join([note, *notes] if note else notes)
     return Scene(

@@ -23,6 +23,7 @@ from hardmax.theory.leaders import (
     leader_history,
     stable_from,
     trajectory_rtol,
+    unit_scaled,
 )
 
 Status = Literal["passed", "failed", "not tested"]
@@ -356,9 +357,13 @@ def check_theorem(trajectory: Trajectory, *, atol: float | None = None,
     decides ties to tie_rtol, which is what `atol` accounts for. In float32 that resolution is coarse
     (atol ≈ 4e-3 R), and limits on exact ties (points of S that are not vertices) can end measurably off S.
     """
+    hardmax_path(trajectory)  # refuses anything but a hardmax Trajectory that stores every layer
+    trajectory, exponents, a_exponent = unit_scaled(trajectory)
     path, real, _ = hardmax_path(trajectory)
     L, B, n, d = path.shape
     same = default_atol(path[0], real, atol, trajectory.A, trajectory_rtol(trajectory))
+    if atol is not None and exponents is not None:  # the caller's atol, in the units the checks run in
+        same = torch.ldexp(same.to(torch.float64), -exponents).to(same.dtype)
     leaders, targets = leader_history(trajectory, same)
     if exact_hull is None:
         exact_hull = d <= 3 or (d <= 5 and n <= 64)
@@ -368,12 +373,16 @@ def check_theorem(trajectory: Trajectory, *, atol: float | None = None,
     A = trajectory.A.detach().cpu().to(torch.float64).numpy()
     alpha = trajectory.alpha.detach().cpu().to(torch.float64).numpy()
     window = math.ceil((L - 1) / 4)
-    sqrt_a = math.sqrt(float(np.linalg.eigvalsh(A).max()))
+    sqrt_a = math.ldexp(math.sqrt(float(np.linalg.eigvalsh(A).max())), a_exponent // 2)  # of the A given
     seqs, failures = [], []
     for b in range(B):
         idx = np.nonzero(real_np[b])[0]
         seq = _check_sequence(Z_all[:, b, idx], T_all[:, b, idx], lead_all[:, b, idx], alpha, A,
                               float(same[b]), exact_hull, torch.finfo(path.dtype).eps)
+        if exponents is not None:  # distances back in the trajectory's own units (ratios are scale-free)
+            e = int(exponents[b])
+            seq.atol, seq.drift, seq.hull = (math.ldexp(v, e) for v in (seq.atol, seq.drift, seq.hull))
+            seq.norm_decrease = math.ldexp(seq.norm_decrease, e + a_exponent // 2)
         seqs.append(seq)
         failures.append(seq.failures(L - 1 - window, sqrt_a))
     samples = sum(s.samples for s in seqs)
@@ -384,6 +393,9 @@ def check_theorem(trajectory: Trajectory, *, atol: float | None = None,
 
     def check(name: str, claim: str, value: str, expected: str, numbers: dict, tested: bool = True) -> Check:
         msgs = messages(name)
+        broken = sorted(k for k, v in numbers.items() if tested and isinstance(v, float) and math.isnan(v))
+        if broken:  # a measurement that came out NaN checked nothing: never reported as passed
+            msgs += (f"{', '.join(broken)} measured NaN: not checkable on this trajectory",)
         status: Status = "failed" if msgs else "passed" if tested else "not tested"
         return Check(name, claim, status, value, expected, msgs, numbers)
 

@@ -192,6 +192,11 @@ def limit_set(K: Polytope, A=None, *, atol: float | None = None, max_faces: int 
                          "check_theorem certifies limits face by face without enumerating them")
     A_np = validate_A(A, d, torch.float64, "cpu").numpy()
     tol = math.sqrt(np.finfo(np.float64).eps) * max(float(np.abs(V).max()), 1e-300) if atol is None else atol
+    # S does not depend on the scale of V or of A: both are scaled by powers of two (exact) to entries of
+    # order 1, so that scores of vertices at 1e160 or 1e-160 neither overflow nor underflow, then S back.
+    e = math.frexp(float(np.abs(V).max()))[1] if np.abs(V).max() > 0 else 0
+    V, tol = np.ldexp(V, -e), math.ldexp(tol, -e)
+    A_np = np.ldexp(A_np, -math.frexp(float(np.abs(A_np).max()))[1])
     found = []
     for face in K.faces:
         F = V[list(face)]
@@ -206,7 +211,7 @@ def limit_set(K: Polytope, A=None, *, atol: float | None = None, max_faces: int 
     labels = components(S, tol)
     S = np.stack([S[labels == c][0] for c in range(labels.max() + 1)])
     # Sort on a grid of step tol, so that rounding noise (−1e-17 vs 0) does not reorder points.
-    return S[np.lexsort(np.round(S / max(tol, np.finfo(np.float64).tiny)).T[::-1])]
+    return np.ldexp(S[np.lexsort(np.round(S / max(tol, np.finfo(np.float64).tiny)).T[::-1])], e)
 
 
 def outside_hull(P: np.ndarray, X: np.ndarray, atol: float) -> float:

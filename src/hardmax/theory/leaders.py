@@ -7,6 +7,7 @@ geometry of K and S is in `theory.geometry`, the theorem check in `theory.check`
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -19,6 +20,9 @@ from hardmax.theory.geometry import components
 from hardmax.theory.inputs import as_tokens, check_atol, check_trajectory
 
 CHUNK_ENTRIES = 1 << 22  # attention entries (sequences × m × m) processed at once
+# Trajectories whose largest coordinate (or A's largest entry) lies beyond 2^±SAFE_EXPONENT are analysed
+# scaled to order 1 (`unit_scaled`), as `simulate` runs them.
+SAFE_EXPONENT = 20
 
 
 # --------------------------------------------------------------------------------------------
@@ -175,6 +179,44 @@ def hardmax_path(trajectory: Trajectory) -> tuple[Tensor, Tensor, bool]:
     return path, trajectory.mask.reshape(path.shape[1], path.shape[2]), single
 
 
+def unit_scaled(trajectory: Trajectory) -> tuple[Trajectory, torch.Tensor | None, int]:
+    """The trajectory with each sequence's real tokens scaled by an exact power of two 2^-e_b to a largest
+    coordinate of order 1, and A by 4^-k likewise; (trajectory, e (B,) or None when nothing is scaled, 2k).
+
+    Hardmax is scale-free (C_i depends on neither scale), and every check is a distance compared with a
+    tolerance proportional to the tokens' scale, or a ratio: so the checks are the same at every scale,
+    computed where squares of coordinates neither overflow (1e160) nor underflow (1e-160).
+    """
+    tokens = trajectory.tokens.detach()
+    single = tokens.dim() == 3
+    path = tokens.unsqueeze(1) if single else tokens  # (L, B, n, d)
+    real = trajectory.mask.reshape(path.shape[1], path.shape[2])
+    peak = path.abs().amax(dim=(0, 3)).masked_fill(~real, 0).amax(dim=1).to(torch.float64)  # (B,)
+    _, e = torch.frexp(peak)
+    e = torch.where(peak > 0, e, torch.zeros_like(e)).to(torch.int64)
+    _, a_exponent = torch.frexp(trajectory.A.detach().abs().amax().to(torch.float64))
+    a_exponent = 2 * (int(a_exponent) // 2)  # even: ‖z‖_A scales by an exact power of two
+    if (e.numel() == 0 or int(e.abs().max()) <= SAFE_EXPONENT) and abs(a_exponent) <= SAFE_EXPONENT:
+        return trajectory, None, 0
+    scale = torch.ldexp(torch.ones_like(peak), -e).to(path.dtype).view(1, -1, 1, 1)
+    scaled = torch.where(real[None, :, :, None], path * scale, path)
+    scaled = scaled[:, 0] if single else scaled
+    A = torch.ldexp(trajectory.A.detach().to(torch.float64), torch.tensor(-a_exponent)).to(trajectory.A.dtype)
+    return dataclasses.replace(trajectory, tokens=scaled, A=A), e, a_exponent
+
+
+def _scaled_path(trajectory: Trajectory, atol: float | None):
+    """`unit_scaled`, then (trajectory, path (L, B, n, d), real (B, n), single, same-point tolerance (B,), e (B,)
+    or None): what the trajectory functions compute on, in units of order 1."""
+    hardmax_path(trajectory)  # refuses anything but a hardmax Trajectory that stores every layer
+    trajectory, exponents, _ = unit_scaled(trajectory)
+    path, real, single = hardmax_path(trajectory)
+    same = default_atol(path[0], real, atol, trajectory.A, trajectory_rtol(trajectory))
+    if atol is not None and exponents is not None:  # the caller's atol, in the units the functions run in
+        same = torch.ldexp(same.to(torch.float64), -exponents).to(same.dtype)
+    return trajectory, path, real, single, same, exponents
+
+
 def leader_history(trajectory: Trajectory, same: Tensor) -> tuple[Tensor, Tensor]:
     """Leaders (L, B, n) bool and attention targets (L, B, n, d) at every layer.
 
@@ -237,8 +279,7 @@ def leader_layers(trajectory: Trajectory, *, atol: float | None = None) -> Tenso
 
     Paper: Theorem 2.1 (leaders settle in finitely many layers; a token can become a leader later).
     """
-    path, real, single = hardmax_path(trajectory)
-    same = default_atol(path[0], real, atol, trajectory.A, trajectory_rtol(trajectory))
+    trajectory, path, real, single, same, _ = _scaled_path(trajectory, atol)
     leaders, _ = leader_history(trajectory, same)
     layers = stable_from(leaders)
     return layers[0] if single else layers
@@ -275,8 +316,7 @@ def find_clusters(trajectory: Trajectory, *, atol: float | None = None) -> Clust
     Returns:
         `Clusters`.
     """
-    path, real, single = hardmax_path(trajectory)
-    same = default_atol(path[0], real, atol, trajectory.A, trajectory_rtol(trajectory))
+    trajectory, path, real, single, same, exponents = _scaled_path(trajectory, atol)
     leaders, _ = leader_history(trajectory, same)
     final_leader = leaders[-1].cpu().numpy()
     final = path[-1].detach().cpu().to(torch.float64).numpy()
@@ -300,7 +340,10 @@ def find_clusters(trajectory: Trajectory, *, atol: float | None = None) -> Clust
             means.append(final[b, members].mean(axis=0))
             leading = members[final_leader[b, members]]
             owner[b, members] = leading.min() if len(leading) else -1
-        centers.append(torch.as_tensor(np.array(means).reshape(-1, final.shape[-1]), dtype=path.dtype))
+        means = np.array(means).reshape(-1, final.shape[-1])
+        if exponents is not None:  # back in the trajectory's own units
+            means = np.ldexp(means, int(exponents[b]))
+        centers.append(torch.as_tensor(means, dtype=path.dtype))
     labels_t, owner_t = torch.as_tensor(labels), torch.as_tensor(owner)
     if single:
         return Clusters(labels=labels_t[0], centers=centers[0], leader=owner_t[0])
