@@ -163,6 +163,22 @@ def test_resume_of_nothing_exits_2(archive, tmp_path, capsys):
     assert code == 2 and "nothing to resume" in _last_line(err)
 
 
+def test_a_run_that_stopped_before_its_first_checkpoint_can_be_trained_again(archive, tmp_path, capsys):
+    # The reliability pass: a train that failed before its first checkpoint left config.json + vocab.json
+    # that refused every retry ("already holds a run"), and --resume read all the reviews before saying
+    # there was nothing to resume.
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text("{}")
+    (run / "vocab.json").write_text("{}")
+    code, _, err = _run(capsys, "train", "--run", str(run), "--data", str(tmp_path / "absent.tar.gz"), "--resume")
+    assert code == 2 and "nothing to resume" in err and "stopped before its first checkpoint" in err
+    assert "absent.tar.gz" not in err  # refused before the data are looked for
+    code, out, err = _run(capsys, "train", "--run", str(run), "--data", str(archive), *TRAIN_ARGS)
+    assert code == 0, err
+    assert (run / "model.safetensors").is_file() and json.loads((run / "config.json").read_text())["model"]["d"] == 2
+
+
 def test_train_without_validation_is_refused_or_works(archive, tmp_path, capsys):
     code, _, err = _run(capsys, "train", "--run", str(tmp_path / "run"), "--data", str(archive), *TRAIN_ARGS,
                         "--val-fraction", "0")
@@ -248,6 +264,22 @@ def test_explain_text_empty_after_cleaning_exits_2(trained, tmp_path, capsys):
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and "empty after cleaning" in err and "'the and of'" in err
     assert not (tmp_path / "x").exists()
+
+
+def test_explain_and_svm_refuse_a_crate_run_in_one_line(archive, tmp_path, capsys):
+    # The reliability pass: both ended in "'CrateTrace' object has no attribute 'A'" (svm after all its work).
+    run = tmp_path / "crate"
+    code, _, err = _run(capsys, "train", "--run", str(run), "--data", str(archive), "--layer", "crate",
+                        "--d", "4", "--epochs", "1", "--min-count", "2", "--batch-size", "16")
+    assert code == 0, err
+    code, out, err = _run(capsys, "explain", "a great film", "--run", str(run), "--out", str(tmp_path / "x"))
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert "is a CRATE run" in err and "hardmax evaluate" in err
+    assert not (tmp_path / "x").exists()
+    code, out, err = _run(capsys, "svm", "--imdb-run", str(run), "--data", str(archive), "--seeds", "2",
+                          "--iterations", "10", "--no-figures", "--out", str(tmp_path / "svm"))
+    assert code == 2 and err.count("\n") == 1 and "--layer crate" in err and "Traceback" not in err
+    assert not (tmp_path / "svm").exists()
 
 
 def test_explain_missing_run_exits_2(tmp_path, capsys):
@@ -390,12 +422,28 @@ BAD = {
     "evaluate --on test2": (["evaluate", "--run", "RUN", "--on", "test2"], "argument --on: invalid choice"),
     "explain without text": (["explain", "--run", "RUN"], "the following arguments are required: text"),
     "d not an integer": (["train", "--run", "RUN", "--d", "two"], "argument --d: invalid int value: 'two'"),
+    # Issue #23, items 5 and 18: every option checked before any data is read or anything allocated.
+    "reproduce --layers 0": (["reproduce", "--layers", "0"], "--layers must be ≥ 1"),
+    "reproduce --beta nan": (["reproduce", "--beta", "nan"], "--beta must be finite and > 0"),
+    "reproduce --decisive nan": (["reproduce", "--decisive", "nan"], "--decisive must be a finite number ≥ 0"),
+    "reproduce --example-review -1": (["reproduce", "--example-review", "-1"], "--example-review must be a test row"),
+    "reproduce --dims huge": (["reproduce", "--dims", "2,100000000"], "--dims 100000000 --layers 8"),
+    "explain --decisive -1": (["explain", "good", "--run", "RUN", "--decisive", "-1"], "--decisive must be a finite"),
+    "explain --decisive nan": (["explain", "good", "--run", "RUN", "--decisive", "nan"], "--decisive must be"),
+    "train --A-eps nan": (["train", "--run", "RUN", "--A-eps", "nan"], "--A-eps must be finite and > 0"),
+    "train --d huge": (["train", "--run", "RUN", "--d", "100000000"], "--d 100000000 --layers 8"),
+    "train --layers huge": (["train", "--run", "RUN", "--layers", "100000000"], "--layers 100000000 --batch-size"),
+    "train --max-len huge": (["train", "--run", "RUN", "--max-len", "100000000000"], "--max-len 100000000000"),
+    "train --batch-size huge": (["train", "--run", "RUN", "--batch-size", "100000000000"], "needs about"),
+    "train --max-vocab huge": (["train", "--run", "RUN", "--max-vocab", "100000000000"], "needs about"),
 }
 
 
 @pytest.mark.parametrize("case", list(BAD))
 def test_bad_arguments_exit_2_with_one_line(case, tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a command that got past its arguments would write runs/ here
+    monkeypatch.setenv("HARDMAX_IMDB", str(tmp_path / "no-data.tar.gz"))  # an option checked late meets this
+    monkeypatch.setenv("HARDMAX_MEMORY_LIMIT", "4G")
     argv, message = BAD[case]
     code, out, err = _run(capsys, *[str(tmp_path / "run") if a == "RUN" else a for a in argv])
     assert code == 2 and out == ""

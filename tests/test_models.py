@@ -382,3 +382,17 @@ def test_config_validates_embedding_std(std):
 def test_config_round_trips_through_dict():
     config = ModelConfig(vocab_size=VOCAB, d=2, learn_A=True, beta=10.0)
     assert ModelConfig(**config.to_dict()) == config
+
+
+@pytest.mark.parametrize("layer", ["hardmax", "crate"])
+@pytest.mark.parametrize("attention", ["softmax", "hardmax"])
+def test_an_empty_batch_gives_empty_logits(layer, attention):
+    # Issue #23, item 19: both classifiers crashed on model(torch.zeros(0, 4, dtype=torch.long)).
+    from hardmax.models import build_model
+
+    model = build_model(ModelConfig(vocab_size=10, d=4, layer=layer))
+    ids = torch.zeros(0, 4, dtype=torch.long)
+    assert model(ids, attention=attention).shape == (0,)
+    with torch.no_grad():  # the hardmax inference path (simulate's compiled engine)
+        assert model(ids, attention=attention).shape == (0,)
+    assert model.trace(ids, attention=attention).logits.shape == (0,)

@@ -221,3 +221,31 @@ def test_fuzz_engines_against_the_reference(batch, n, d, dtype, exponent, fortra
         other = torch.tensor(z * scale, requires_grad=True)
         loop(other, Softmax(1.0), alpha=alpha, layers=3, mask=m).sum().backward()
         torch.testing.assert_close(leaf.grad, other.grad, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("engine", ["auto", "torch"])
+@pytest.mark.parametrize("rule", [Hardmax(), Softmax(beta=2.0)])
+def test_a_batch_of_no_sequences_is_an_empty_run(engine, rule):
+    keep = isinstance(rule, Softmax)
+    run = simulate(torch.zeros(0, 3, 2), rule, alpha=1.0, layers=4, engine=engine, keep_attention=keep)
+    assert run.tokens.shape == (5, 0, 3, 2) and run.mask.shape == (0, 3)
+    assert run.attention is None if not keep else run.attention.shape == (4, 0, 3, 3)
+
+
+@pytest.mark.parametrize("alpha", [True, np.bool_(True), [True, True], torch.tensor(True)])
+def test_a_bool_alpha_is_refused_like_a_bool_layers(alpha):
+    with pytest.raises(ValueError, match="alpha must be"):
+        simulate(torch.randn(3, 2), alpha=alpha, layers=2)
+
+
+def test_the_memory_estimate_counts_what_is_stored_without_building_it(monkeypatch):
+    from hardmax.dynamics.simulator import simulation_bytes
+
+    one = simulation_bytes(1, 6, 2, 10**9, 10**9 + 1, 8)
+    assert one > 10**9 * 6 * 2 * 8  # every stored layer
+    monkeypatch.setenv("HARDMAX_MEMORY_LIMIT", "256M")
+    with pytest.raises(MemoryError, match=r"layers=1,000,000,000"):
+        simulate(torch.randn(6, 2, dtype=torch.float64), alpha=0.5, layers=10**9)
+    with pytest.raises(ValueError, match="store must be"):  # a bad store is named before any size
+        simulate(torch.randn(6, 2), alpha=0.5, layers=10**9, store="some")
+    assert simulate(torch.randn(6, 2), alpha=0.5, layers=10**5, store="final").tokens.shape == (2, 6, 2)

@@ -696,3 +696,40 @@ def test_the_papers_figure2_configurations_behave_as_the_paper_says():
     clusters = simulate(configs["non_leader_clusters"], alpha=0.5, layers=60)
     np.testing.assert_allclose(clusters.final[4:6].numpy(), [[-1.0, 0.0], [1.0, 0.0]], atol=1e-9)
     assert check_theorem(clusters).passed
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-160, 1e160, 1e300])
+def test_the_theorem_check_and_trajectory_functions_do_not_depend_on_the_scale(scale):
+    # Issue #23, item 14: at 1e160 the check printed FAILED with atol inf and a NaN rate shown as passed.
+    tokens = torch.tensor([[1., 1], [1, -1], [-1, 1], [-1, -1], [0.5, 0], [-0.5, 0.1]], dtype=torch.float64)
+    unit = simulate(tokens, alpha=0.5, layers=30)
+    far = simulate(tokens * scale, alpha=0.5, layers=30)
+    report, expected = check_theorem(far), check_theorem(unit)
+    assert report.passed and [c.status for c in report.checks] == [c.status for c in expected.checks]
+    assert math.isclose(report.atol, expected.atol * scale, rel_tol=1e-12)
+    assert report["rate"].numbers["measured"] == pytest.approx(expected["rate"].numbers["measured"], rel=1e-9)
+    assert torch.equal(theory.leader_layers(far), theory.leader_layers(unit))
+    clusters, unit_clusters = theory.find_clusters(far), theory.find_clusters(unit)
+    assert torch.equal(clusters.labels, unit_clusters.labels)
+    torch.testing.assert_close(clusters.centers / scale, unit_clusters.centers, rtol=1e-12, atol=0)
+    K = theory.polytope(far.final[:4])
+    np.testing.assert_allclose(theory.limit_set(K) / scale, theory.limit_set(theory.polytope(unit.final[:4])),
+                               rtol=1e-12, atol=1e-15)
+
+
+def test_a_measurement_that_is_nan_is_never_passed(monkeypatch):
+    import hardmax.theory.check as check
+
+    run = simulate(torch.tensor([[1., 1], [1, -1], [-1, 1], [-1, -1], [0.5, 0], [-0.5, 0.1]]), alpha=0.5,
+                   layers=30)
+    real = check._check_sequence
+
+    def broken(*args, **kwargs):
+        out = real(*args, **kwargs)
+        out.norm_decrease = math.nan
+        return out
+
+    monkeypatch.setattr(check, "_check_sequence", broken)
+    report = check_theorem(run)
+    assert report["norms"].status == "failed" and not report.passed
+    assert "not checkable" in report["norms"].messages[-1]

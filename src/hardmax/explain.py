@@ -329,7 +329,13 @@ def explain_ids(model: HardmaxClassifier, ids: Tensor, words: list[str]) -> Expl
 
     `follows` uses the last layer's attention sets: follower i is listed under every leader in C_i
     (a token tied between two leaders follows both).
+
+    Raises:
+        ValueError: a model other than `HardmaxClassifier` (CRATE blocks have no shared layer, so no leaders).
     """
+    if not isinstance(model, HardmaxClassifier):
+        raise ValueError(f"explain_ids needs a HardmaxClassifier (the paper's shared layer, whose leaders it lists), "
+                         f"got {type(model).__name__}")
     device = next(model.parameters()).device
     ids = ids.reshape(1, -1).to(device)
     trace = model.trace(ids, torch.ones_like(ids, dtype=torch.bool), attention="hardmax")

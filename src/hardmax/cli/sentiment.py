@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 from pathlib import Path
 
 from hardmax.cli.options import HelpFormatter, add_options, config_from_args, given
@@ -49,6 +50,25 @@ def _config(cls, args: argparse.Namespace, *, base=None, flags=None, **extra):
                 flag = (flags or {}).get(f.name, option_flag(f.name))
                 raise ValueError(f"{flag}{message[len(f.name):]}") from None
         raise
+
+
+# Words a vocabulary may hold when --max-vocab is not given, for the memory check made before the data are
+# read (IMDb at the default minimum count of 5 has about 35,000); train() checks again with the real one.
+_VOCAB_GUESS = 100_000
+_REVIEWS_GUESS = 50_000  # an evaluation batch holds at most the whole dataset
+
+
+def _require_training_memory(model_config, train_config, data_config, d_option: str = "--d") -> None:
+    """Refuse, before the data are read, a model and batches that cannot fit in memory (options named)."""
+    from hardmax.memory import require_memory
+
+    vocab = data_config.max_vocab or _VOCAB_GUESS
+    batch = max(train_config.batch_size, min(train_config.eval_batch_size, _REVIEWS_GUESS))
+    estimate = dataclasses.replace(model_config, vocab_size=vocab).training_bytes(batch_size=batch,
+                                                                                  max_len=data_config.max_len)
+    require_memory(estimate, f"{d_option} {model_config.d} --layers {model_config.layers} --batch-size "
+                   f"{train_config.batch_size} --eval-batch-size {train_config.eval_batch_size} --max-len "
+                   f"{data_config.max_len} (a vocabulary of up to {vocab:,} words)", device=train_config.device)
 
 
 def _set_threads(threads: int | None) -> None:
@@ -104,15 +124,20 @@ def run_train(args: argparse.Namespace) -> int:
     from hardmax.data.config import DataConfig
     from hardmax.experiments.reproduce import data_info
     from hardmax.models.config import ModelConfig
-    from hardmax.training import resolve_device, train
+    from hardmax.training import resolve_device, run_state, train
 
     train_config = _config(_train_config_class(), args)
     data_config = _config(DataConfig, args, flags=DATA_FLAGS)
     run = Path(args.run)
-    if not args.resume and (run / "config.json").exists():
+    state = run_state(run)  # checked before the data are read: a wrong --run fails at once
+    if not args.resume and state in ("resumable", "trained"):
         raise ValueError(f"{run} already holds a run: add --resume to continue it, or choose a new --run directory")
+    if args.resume and state != "resumable":
+        raise ValueError(f"nothing to resume in {run}: it has no checkpoint.safetensors"
+                         + (" (the run stopped before its first checkpoint): run it again without --resume"
+                            if state == "unstarted" else ""))
     # The model's settings are checked before the data are read (a typo fails at once).
-    _config(ModelConfig, args, vocab_size=2, flags=MODEL_FLAGS)
+    _require_training_memory(_config(ModelConfig, args, vocab_size=2, flags=MODEL_FLAGS), train_config, data_config)
     _set_threads(args.threads)
     resolve_device(train_config.device)  # a missing GPU is reported before the data are read
     data = load_imdb(data_config)
@@ -204,8 +229,13 @@ def run_explain(args: argparse.Namespace) -> int:
     from hardmax.plots.sentiment import animate_review, plot_review
     from hardmax.training import load_run
 
+    if not (math.isfinite(args.decisive) and args.decisive >= 0):
+        raise ValueError(f"--decisive must be a finite number ≥ 0 (a decoder logit), got {args.decisive}")
     run = load_run(args.run)  # checks that config, vocabulary and weights agree
     model, vocab, data = run.model, run.vocab, run.data_config
+    if run.model_config.layer == "crate":
+        raise ValueError(f"{args.run} is a CRATE run (--layer crate): leaders and followers belong to the paper's "
+                         "shared hardmax layer; `hardmax evaluate` and `hardmax rate` measure CRATE runs")
     if vocab is None:
         raise ValueError(f"{args.run} has no vocab.json (trained without a vocabulary): text cannot be encoded")
     if not clean_text(args.text, **data.clean_options()):
@@ -273,6 +303,10 @@ def run_reproduce(args: argparse.Namespace) -> int:
     changes["train"] = _replace_train(train, device=args.device)
     config = _config(ReproduceConfig, args, base=dataclasses.replace(base, **changes), flags={"out_dir": "--out"})
     _set_threads(args.threads)
+    from hardmax.models.config import ModelConfig
+
+    _require_training_memory(ModelConfig(vocab_size=2, d=max(config.dims), layers=config.layers, beta=config.beta),
+                             config.train, config.data, d_option="--dims")
     if "report_dir" not in given(ReproduceConfig, args) and "out_dir" in given(ReproduceConfig, args):
         config = dataclasses.replace(config, report_dir=config.out_dir)  # the report beside its runs
     results = reproduce(config)

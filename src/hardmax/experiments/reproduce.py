@@ -63,8 +63,15 @@ class ReproduceConfig:
             raise ValueError(f"stopwords must be distinct lists among {sorted(STOP_LISTS)}, got {self.stopwords}")
         if not 0.5 <= self.confidence < 1:
             raise ValueError(f"confidence must be in [0.5, 1), got {self.confidence}")
-        if self.layers < 0:
-            raise ValueError(f"layers must be ≥ 0, got {self.layers}")
+        if self.layers < 1:
+            raise ValueError(f"layers must be ≥ 1 (the leaders and clusters reported need at least one layer), "
+                             f"got {self.layers}")
+        if not (self.beta > 0 and math.isfinite(self.beta)):
+            raise ValueError(f"beta must be finite and > 0, got {self.beta}")
+        if not (self.decisive >= 0 and math.isfinite(self.decisive)):
+            raise ValueError(f"decisive must be a finite number ≥ 0 (a decoder logit), got {self.decisive}")
+        if self.example_review is not None and self.example_review < 0:
+            raise ValueError(f"example_review must be a test row ≥ 0, got {self.example_review}")
 
 
 def quick(**overrides) -> ReproduceConfig:

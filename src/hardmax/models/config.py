@@ -42,8 +42,8 @@ class ModelConfig:
             raise ValueError(f"alpha_init must be finite and > 0, got {self.alpha_init}")
         if not (self.beta > 0 and math.isfinite(self.beta)):
             raise ValueError(f"beta must be finite and > 0, got {self.beta}")
-        if self.A_eps <= 0:
-            raise ValueError(f"A_eps must be > 0, got {self.A_eps}")
+        if not (self.A_eps > 0 and math.isfinite(self.A_eps)):
+            raise ValueError(f"A_eps must be finite and > 0, got {self.A_eps}")
         if not (self.embedding_std > 0 and math.isfinite(self.embedding_std)):
             raise ValueError(f"embedding_std must be finite and > 0, got {self.embedding_std}")
         if self.layer not in ("hardmax", "crate"):
@@ -58,6 +58,15 @@ class ModelConfig:
                 raise ValueError(f"crate_heads must be a divisor of d = {self.d}, got {self.crate_heads!r}")
         if not 0 <= self.pad_id < self.vocab_size:
             raise ValueError(f"pad_id {self.pad_id} is outside the vocabulary of size {self.vocab_size}")
+
+    def training_bytes(self, *, batch_size: int, max_len: int) -> float:
+        """Estimated peak memory (bytes, float32) of training this model on batches of `batch_size` reviews of
+        up to `max_len` tokens: the weights four times over (value, gradient, Adam's two moments), and what
+        autograd keeps of every layer: the tokens (batch × n × d) and the attention scores and weights
+        (batch × n × n), a few copies each."""
+        weights = float(self.vocab_size) * self.d + 2.0 * self.d * self.d + self.d + 1
+        per_layer = float(batch_size) * max_len * (4.0 * self.d + 3.0 * max_len)
+        return 4.0 * (4.0 * weights + (self.layers + 1) * per_layer)
 
     def to_dict(self) -> dict:
         record = asdict(self)

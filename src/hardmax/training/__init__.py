@@ -3,7 +3,8 @@
     config.py   `TrainConfig` (no torch: the CLI builds its options from it quickly)
     loop.py     `train`, `evaluate`, `predict`, and the pieces of the loop (`epoch_batches`, `left_align`,
                 `word_dropout`), `resolve_device`, `set_threads`
-    run.py      `Run` / `load_run` (a run directory read back and checked), `lock_run`, `EpochRecord`
+    run.py      `Run` / `load_run` (a run directory read back and checked), `run_state` (what a directory
+                holds: empty, unstarted, resumable, trained), `lock_run`, `EpochRecord`
 
 Names are imported on first use (PEP 562 `__getattr__`), so `from hardmax.training.config import
 TrainConfig` and `hardmax.training.TrainConfig` do not import torch.
@@ -36,6 +37,8 @@ _EXPORTS: dict[str, str] = {
     "config_record": "hardmax.training.run",
     "load_run": "hardmax.training.run",
     "lock_run": "hardmax.training.run",
+    "RunState": "hardmax.training.run",
+    "run_state": "hardmax.training.run",
     "settings_differences": "hardmax.training.run",
     "vocab_sha256": "hardmax.training.run",
 }
@@ -62,9 +65,11 @@ if TYPE_CHECKING:
         EpochRecord,
         Run,
         RunLockedError,
+        RunState,
         config_record,
         load_run,
         lock_run,
+        run_state,
         settings_differences,
         vocab_sha256,
     )

@@ -33,10 +33,18 @@ from hardmax.io import (
     write_json,
     write_text,
 )
+from hardmax.memory import require_memory
 from hardmax.models import HardmaxClassifier, ModelConfig, build_model
 from hardmax.progress import progress as progress_bar
 from hardmax.training.config import TrainConfig, check_device_name
-from hardmax.training.run import EpochRecord, config_record, lock_run, settings_differences, vocab_sha256
+from hardmax.training.run import (
+    EpochRecord,
+    config_record,
+    lock_run,
+    run_state,
+    settings_differences,
+    vocab_sha256,
+)
 
 if TYPE_CHECKING:
     from hardmax.data import Vocabulary
@@ -239,6 +247,13 @@ def train(
     if vocab is not None and len(vocab) != model_config.vocab_size:
         raise ValueError(f"the vocabulary has {len(vocab)} words, model_config.vocab_size is {model_config.vocab_size}")
     device = resolve_device(train_config.device)
+    longest = max(train_split.ids.shape[1], val_split.ids.shape[1])
+    require_memory(model_config.training_bytes(batch_size=max(train_config.batch_size,
+                                                              min(train_config.eval_batch_size, len(val_split))),
+                                               max_len=longest),
+                   f"training d={model_config.d}, layers={model_config.layers}, batch_size={train_config.batch_size} "
+                   f"on reviews of {longest} tokens with a vocabulary of {model_config.vocab_size:,} words",
+                   device=device)
     with lock_run(run_dir):
         remove_stale_temp_files(run_dir)
         return _train_locked(train_split, val_split, model_config=model_config, train_config=train_config,
@@ -253,9 +268,12 @@ def _train_locked(train_split: LabelledSplit, val_split: LabelledSplit, *, model
     words_sha256 = None if vocab is None else vocab_sha256(vocab.words)
     ckpt_path = run_dir / "checkpoint.safetensors"
     header = {"config": record, "vocab_sha256": words_sha256}  # what every weights file is trained with
+    state = run_state(run_dir)
     if resume:
-        if not ckpt_path.exists():
-            raise CheckpointError(f"nothing to resume: {ckpt_path} does not exist")
+        if state != "resumable":
+            raise CheckpointError(f"nothing to resume in {run_dir}: it has no checkpoint.safetensors"
+                                  + (" (the run stopped before its first checkpoint; train it anew)"
+                                     if state == "unstarted" else ""))
         ckpt_tensors, ckpt_meta = load_tensors(ckpt_path, device=device)
         # The checkpoint's own record is what its weights were trained with; config.json may come from
         # another process (older checkpoints have no record: config.json is all there is).
@@ -265,7 +283,7 @@ def _train_locked(train_split: LabelledSplit, val_split: LabelledSplit, *, model
             problems.append("the vocabulary differs (words added, removed or reordered)")
         if problems:
             raise CheckpointError(f"cannot resume {run_dir}: its settings differ: " + "; ".join(problems))
-    elif ckpt_path.exists() or (run_dir / "model.safetensors").exists():
+    elif state in ("resumable", "trained"):  # "unstarted" (no weights yet) is replaced
         raise CheckpointError(f"{run_dir} already holds a run; pass resume=True or use a new directory")
     if vocab is not None:
         write_text(run_dir / "vocab.json", vocab.to_json())

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import torch
 
@@ -36,8 +36,8 @@ from hardmax.training.config import TrainConfig
 if TYPE_CHECKING:
     from hardmax.data import DataConfig, Vocabulary
 
-__all__ = ["LOCK_NAME", "EpochRecord", "Run", "RunLockedError", "config_record", "load_run", "lock_run",
-           "settings_differences", "vocab_sha256"]
+__all__ = ["LOCK_NAME", "EpochRecord", "Run", "RunLockedError", "RunState", "config_record", "load_run", "lock_run",
+           "run_state", "settings_differences", "vocab_sha256"]
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +102,23 @@ def settings_differences(saved: dict, current: dict, *, names: tuple[str, str] =
             if (section != "train" or key not in RESUMABLE) and a.get(key) != b.get(key):
                 problems.append(f"{section}.{key}: {names[0]} {a.get(key)!r}, {names[1]} {b.get(key)!r}")
     return problems
+
+
+RunState = Literal["empty", "unstarted", "resumable", "trained"]
+
+
+def run_state(run_dir: str | Path) -> RunState:
+    """What `run_dir` holds: "empty" (nothing of a run), "unstarted" (config.json or vocab.json only: a run
+    that stopped before its first checkpoint, which a new `train` replaces), "resumable" (a checkpoint:
+    `train(..., resume=True)` continues it) or "trained" (selected weights without a checkpoint)."""
+    run_dir = Path(run_dir)
+    if (run_dir / "checkpoint.safetensors").exists():
+        return "resumable"
+    if (run_dir / "model.safetensors").exists():
+        return "trained"
+    if (run_dir / "config.json").exists() or (run_dir / "vocab.json").exists():
+        return "unstarted"
+    return "empty"
 
 
 def vocab_sha256(words: Sequence[str]) -> str:
