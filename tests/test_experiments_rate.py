@@ -127,3 +127,79 @@ def test_rate_cli_smoke(tmp_path, monkeypatch, capsys):
     assert saved["report"]["reviews"] == 30 and saved["config"]["long_layers"] == 12
     assert (out / "rate.png").stat().st_size > 0 and (out / "rate.md").exists()
     assert main(["rate", "--run", str(run), "--eps", "-1"]) == 2
+
+
+# --------------------------------------------------------------------------------------------
+# Reliability (issue #23): option checks and the memory of the long runs
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("options,match", [
+    (["--reviews", "-5"], "--reviews must be ≥ 0"),
+    (["--eps", "nan"], "--eps must be a finite number > 0"),
+    (["--eps", "inf"], "--eps must be a finite number > 0"),
+    (["--eps", "0"], "--eps must be a finite number > 0"),
+    (["--long-layers", "0"], "--long-layers must be ≥ 1"),
+    (["--threads", "0"], "--threads must be between 1 and"),
+    (["--threads", "100000"], "--threads must be between 1 and"),  # torch segfaults on it
+])
+def test_rate_cli_names_the_bad_option(tmp_path, capsys, options, match):
+    """Checked before the run is read (a missing run directory would be the error otherwise)."""
+    assert main(["rate", "--run", str(tmp_path / "missing"), *options]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("hardmax rate: error: ") and match in err and "\n" not in err
+
+
+def test_rate_config_names_the_bad_field():
+    for kwargs, match in [({"reviews": -1}, "reviews"), ({"long_layers": 0}, "long_layers"),
+                          ({"long_layers": 2.5}, "long_layers"), ({"batch_size": True}, "batch_size"),
+                          ({"eps": 10**400}, "eps"), ({"eps": float("nan")}, "eps"), ({"split": "train"}, "split"),
+                          ({"seed": -1}, "seed")]:
+        with pytest.raises(ValueError, match=match):
+            RateConfig(**kwargs)
+
+
+def test_long_runs_refused_before_allocating(monkeypatch):
+    from hardmax.memory import MemoryBudgetError
+
+    monkeypatch.setenv("HARDMAX_MEMORY_LIMIT", "1G")
+    ids, mask, labels = _reviews()
+    model = HardmaxClassifier(ModelConfig(vocab_size=60, d=3, layers=3))
+    with pytest.raises(MemoryBudgetError, match=r"^long_layers=2000000 \(the long simulate runs"):
+        measure_classifier(model, ids, mask, labels, RateConfig(long_layers=2_000_000))
+
+
+def test_long_runs_in_batches_of_reviews_give_the_same_report(monkeypatch):
+    """The long runs go through the reviews in batches sized by memory: any batch gives the same numbers."""
+    import hardmax.experiments.rate as rate
+
+    ids, mask, labels = _reviews(n=30)
+    model = HardmaxClassifier(ModelConfig(vocab_size=60, d=3, layers=2))
+    config = RateConfig(long_layers=8, batch_size=16)
+    whole = measure_classifier(model, ids, mask, labels, config)
+    assert rate.long_run_memory(8, 30, 12, 3, 16)[0] == 16
+    monkeypatch.setattr(rate, "_LONG_BATCH_BYTES", 1)  # one review at a time
+    assert rate.long_run_memory(8, 30, 12, 3, 16)[0] == 1
+    single = measure_classifier(model, ids, mask, labels, config)
+    assert json.dumps(single.to_dict()) == json.dumps(whole.to_dict())
+    for name in ("hardmax", "softmax"):
+        assert torch.equal(single.simulated[name].rate, whole.simulated[name].rate)
+    assert torch.equal(single.leaders.leaders, whole.leaders.leaders)
+
+
+def test_rate_cli_refuses_long_layers_before_reading_the_data(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("HARDMAX_IMDB", raising=False)
+    monkeypatch.setenv("HARDMAX_CACHE", str(tmp_path / "cache"))
+    archive = write_archive(tmp_path / "imdb.tar.gz", n=20)
+    run = tmp_path / "run"
+    assert main(["train", "--run", str(run), "--data", str(archive), "--d", "2", "--epochs", "1",
+                 "--min-count", "2", "--batch-size", "16"]) == 0
+    capsys.readouterr()
+    monkeypatch.setenv("HARDMAX_MEMORY_LIMIT", "2G")
+    # a data path that does not exist: the refusal comes before the data are read
+    code = main(["rate", "--run", str(run), "--data", str(tmp_path / "no-such-archive.tar.gz"),
+                 "--long-layers", "2000000"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err
+    assert err.startswith("hardmax rate: error: --long-layers 2000000 (the long simulate runs keep every layer")
+    assert "choose a smaller value" in err

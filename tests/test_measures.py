@@ -253,7 +253,6 @@ def test_mcr2_loss_training_increases_reduction():
     (lambda: coding_rate(torch.tensor([[1.0, float("nan")]]), 0.5), "NaN"),
     (lambda: coding_rate(torch.eye(4).expand(3, 4, 4).contiguous() / torch.tensor([1.0, 0.0, 1.0])[:, None, None],
                          0.5), "NaN or inf"),  # an inf in the second of three sets
-    (lambda: coding_rate(torch.full((4, 3), 1e200, dtype=torch.float64), 0.5), "too large"),
     (lambda: coding_rate(torch.ones(4, 3, dtype=torch.int64), 0.5), "floating"),
     (lambda: coding_rate(torch.ones(3), 0.5), "shape"),
     (lambda: coding_rate(torch.ones(4, 3), 0.5, mask=torch.ones(5, dtype=torch.bool)), "does not match"),
@@ -263,6 +262,15 @@ def test_mcr2_loss_training_increases_reduction():
     (lambda: rate_reduction(torch.ones(4, 3), torch.tensor([0, 1, 0, 3]), 0.5, num_classes=2), "num_classes"),
     (lambda: rate_reduction(torch.ones(2, 4, 3), torch.tensor([0, 1]), 0.5), r"\(N, d\)"),
     (lambda: subspace_coding_rate(torch.ones(4, 3), torch.ones(2, 4, 2), 0.5), "U must have shape"),
+    (lambda: subspace_coding_rate(torch.ones(4, 3), torch.tensor([[1.0], [float("nan")], [0.0]]), 0.5),
+     "U contains NaN"),
+    (lambda: coding_rate(torch.ones(4, 3), 10**400), "eps"),  # an int too large for a float
+    (lambda: rate_reduction(torch.tensor([[1.0, 0], [0, float("nan")]]), torch.tensor([0, 1]), 0.5), "NaN or inf"),
+    (lambda: rate_reduction(torch.tensor([[1.0, 0], [0, float("inf")]]), torch.tensor([0, 0]), 0.5), "NaN or inf"),
+    (lambda: subspace_coding_rate(torch.tensor([[[1.0, float("nan")]]]), torch.ones(1, 2, 1), 0.5), "NaN or inf"),
+    (lambda: coding_rate(torch.ones(4, 3), True), "eps"),
+    (lambda: MCR2Loss(eps=0.5, gamma=10**400), "gamma"),
+    (lambda: zero_fraction(torch.ones(2, 0)), "d = 0"),
     (lambda: MCR2Loss(eps=0), "eps"),
     (lambda: MCR2Loss(eps=0.5, gamma=-1), "gamma"),
 ])
@@ -287,3 +295,212 @@ def test_benchmark_script_quick(tmp_path, capsys):
     results = json.loads(out.read_text())
     assert results["token_sets"]["max_abs_error_library"] < 1e-10
     assert results["samples"]["reference_membership_bytes"] == 10 * 20_000**2 * 4
+
+
+# --------------------------------------------------------------------------------------------
+# Reliability (issue #23): extreme ε and weights, wild labels, NaN, empty batches, half precision
+# --------------------------------------------------------------------------------------------
+
+
+def logspace_rate(Z: torch.Tensor, eps: float, log2_scale: int = 0) -> float:
+    """R(2^log2_scale · Z, ε) as ½ Σ ln(1 + cλ_i) over the eigenvalues of ZᵀZ, in log space:
+    ln c = ln d − ln N − 2 ln ε + 2 log2_scale ln 2, no overflow for any ε or scale."""
+    Z = Z.double()
+    N, d = Z.shape
+    log_c = math.log(d) - math.log(N) - 2 * math.log(eps) + 2 * log2_scale * math.log(2)
+    total = 0.0
+    for lam in torch.linalg.eigvalsh(Z.T @ Z).tolist():
+        if lam > 0:
+            x = log_c + math.log(lam)
+            total += x + math.log1p(math.exp(-x)) if x > 0 else math.log1p(math.exp(x))
+    return 0.5 * total
+
+
+@pytest.mark.parametrize("eps", [1e200, 1.7e308, 1e-200, 5e-324, 1e-9, 1e9, 3e-8])
+def test_any_finite_eps_gives_the_rate(eps):
+    g = torch.Generator().manual_seed(11)
+    Z = torch.randn(40, 5, generator=g, dtype=torch.float64)
+    got = coding_rate(Z, eps).item()
+    assert math.isfinite(got)
+    assert got == pytest.approx(logspace_rate(Z, eps), rel=1e-9, abs=1e-12)
+    # the same through the class rates and the subspace rates (one class; U = I)
+    parts = rate_reduction(Z, torch.zeros(40, dtype=torch.int64), eps)
+    assert parts.rate.item() == pytest.approx(got, rel=1e-9, abs=1e-12)
+    assert parts.class_rate.item() == pytest.approx(got, rel=1e-9, abs=1e-12)
+    assert subspace_coding_rate(Z, torch.eye(5, dtype=torch.float64), eps).item() == pytest.approx(
+        got, rel=1e-9, abs=1e-12)
+
+
+def test_eps_too_large_for_a_float_is_one_value_error_naming_eps():
+    with pytest.raises(ValueError, match="eps"):
+        coding_rate(torch.ones(4, 3), 10**400)
+    with pytest.raises(ValueError, match="eps"):
+        rate_reduction(torch.ones(4, 3), torch.tensor([0, 1, 0, 1]), float("inf"))
+
+
+@pytest.mark.parametrize("power", [-1000, -700, -300, 300, 700, 1000])
+def test_rate_is_exactly_scale_free_for_powers_of_two(power):
+    """R(sZ, sε) = R(Z, ε): samples beyond 1e154 (squares overflow) or below 1e-154 (squares underflow) and
+    ε beyond any square included, for R, Rc, ΔR and R^c."""
+    g = torch.Generator().manual_seed(12)
+    Z = torch.randn(3, 30, 4, generator=g, dtype=torch.float64)
+    labels = torch.arange(30) % 3
+    U = torch.randn(2, 4, 2, generator=g, dtype=torch.float64)
+    s = 2.0**power
+    eps = 0.3
+    assert torch.allclose(coding_rate(Z * s, eps * s), coding_rate(Z, eps), rtol=1e-12)
+    scaled, plain = rate_reduction(Z[0] * s, labels, eps * s), rate_reduction(Z[0], labels, eps)
+    assert scaled.rate.item() == pytest.approx(plain.rate.item(), rel=1e-12)
+    assert scaled.class_rate.item() == pytest.approx(plain.class_rate.item(), rel=1e-12)
+    assert torch.allclose(subspace_coding_rate(Z * s, U, eps * s), subspace_coding_rate(Z, U, eps), rtol=1e-12)
+    # huge samples at a moderate ε: finite, and the log-space formula
+    big = coding_rate(Z[0] * 2.0**1000, 0.5).item()
+    assert big == pytest.approx(logspace_rate(Z[0], 0.5, 1000), rel=1e-12)
+
+
+def test_weights_only_count_relative_to_each_other():
+    g = torch.Generator().manual_seed(13)
+    Z = torch.randn(2, 8, 3, generator=g, dtype=torch.float64)
+    weights = torch.tensor([[1.0, 2, 3, 0, 1, 1, 2, 1], [4, 1, 1, 1, 0, 0, 1, 2]], dtype=torch.float64)
+    expected = coding_rate(Z, 0.5, weights=weights)
+    for factor in (1e-320, 1e-300, 2.0**-1070, 1e300):  # subnormal, tiny and huge weights: the same rate
+        got = coding_rate(Z, 0.5, weights=weights * factor)
+        assert torch.allclose(got, expected, rtol=1e-12), factor
+    # a single subnormal weight per set: that sample alone
+    lone = torch.zeros(2, 8, dtype=torch.float64)
+    lone[:, 0] = 1e-320
+    assert torch.allclose(coding_rate(Z, 0.5, weights=lone), coding_rate(Z[:, :1], 0.5), rtol=1e-12)
+    # weights in float16 and weights beyond float16's range in float64
+    assert torch.allclose(coding_rate(Z, 0.5, weights=weights.half()), expected, rtol=1e-12)
+
+
+def test_n_by_n_form_in_chunks_of_columns(monkeypatch):
+    """Fewer samples than dimensions (the N×N form) and sets larger than a chunk: the Gram matrix is
+    accumulated over blocks of columns (blocks of rows gave ZZᵀ of the wrong size)."""
+    import hardmax.measures.rate as rate
+
+    g = torch.Generator().manual_seed(14)
+    Z = torch.randn(2, 6, 11, generator=g, dtype=torch.float64)
+    mask = torch.ones(2, 6, dtype=torch.bool)
+    mask[1, 4:] = False
+    expected = [reference_rate(Z[0], 0.5), reference_rate(Z[1, :4], 0.5)]
+    monkeypatch.setattr(rate, "_CHUNK_ELEMENTS", 17)
+    assert coding_rate(Z, 0.5, mask=mask).tolist() == pytest.approx(expected, rel=1e-12)
+    labels = torch.tensor([0, 0, 1, 1, 1, 2])
+    assert class_coding_rate(Z[0], labels, 0.5).item() == pytest.approx(reference_class_rate(Z[0], labels, 0.5),
+                                                                        rel=1e-12)
+    assert rate_reduction(Z[0], labels, 0.5).rate.item() == pytest.approx(expected[0], rel=1e-12)
+
+
+def test_many_classes_of_mixed_sizes_match_the_textbook_formula(monkeypatch):
+    import hardmax.measures.rate as rate
+
+    g = torch.Generator().manual_seed(15)
+    Z = torch.randn(300, 6, generator=g, dtype=torch.float64)
+    labels = torch.cat([torch.zeros(150, dtype=torch.int64), torch.randint(1, 60, (150,), generator=g)])
+    labels = labels[torch.randperm(300, generator=g)]
+    expected = reference_class_rate(Z, labels, 0.4)
+    for chunk in (1 << 20, 40, 7):  # several classes per chunk, slices of the large class, one row at a time
+        monkeypatch.setattr(rate, "_CHUNK_ELEMENTS", chunk)
+        parts = rate_reduction(Z, labels, 0.4)
+        assert parts.class_rate.item() == pytest.approx(expected, rel=1e-12)
+        assert parts.rate.item() == pytest.approx(reference_rate(Z, 0.4), rel=1e-12)
+        assert parts.counts.tolist() == torch.bincount(labels).tolist()
+
+
+def test_wild_labels_cost_what_the_present_classes_cost(monkeypatch):
+    """A label of 10^7 (or num_classes = 10^7) costs the (k,) counts, not a Gram matrix or a loop per class."""
+    import time
+
+    monkeypatch.setenv("HARDMAX_MEMORY_LIMIT", "512M")
+    g = torch.Generator().manual_seed(16)
+    Z = torch.randn(12, 3, generator=g, dtype=torch.float64)
+    compact = torch.tensor([0, 1, 2] * 4)
+    wild = torch.tensor([0, 10**7, 5] * 4)
+    start = time.perf_counter()
+    parts = rate_reduction(Z, wild, 0.5)
+    loss = MCR2Loss(eps=0.5, num_classes=10**7 + 1)(Z, wild)
+    assert time.perf_counter() - start < 10  # the per-class loop took minutes
+    reference = rate_reduction(Z, compact, 0.5)
+    assert parts.class_rate.item() == pytest.approx(reference.class_rate.item(), rel=1e-13)
+    assert parts.counts.shape == (10**7 + 1,) and parts.counts.sum().item() == 12
+    assert parts.counts[[0, 5, 10**7]].tolist() == [4, 4, 4]
+    assert torch.isfinite(loss.loss)
+
+
+def test_num_classes_and_labels_are_checked(monkeypatch):
+    Z, labels = torch.ones(4, 3), torch.tensor([0, 1, 0, 1])
+    for bad in (2.5, True, 0, -3, "2"):
+        with pytest.raises(ValueError, match="num_classes"):
+            rate_reduction(Z, labels, 0.5, num_classes=bad)
+        with pytest.raises(ValueError, match="num_classes"):
+            MCR2Loss(eps=0.5, num_classes=bad)
+    with pytest.raises(ValueError, match="num_classes"):
+        class_coding_rate(Z, torch.tensor([0, 1, 0, 2]), 0.5, num_classes=2)
+    from hardmax.memory import MemoryBudgetError
+
+    monkeypatch.setenv("HARDMAX_MEMORY_LIMIT", "64M")
+    with pytest.raises(MemoryBudgetError, match="num_classes=1000000000000"):
+        rate_reduction(Z, labels, 0.5, num_classes=10**12)
+    with pytest.raises(MemoryBudgetError, match="labels up to 1000000000000"):
+        rate_reduction(Z, torch.tensor([0, 1, 0, 10**12]), 0.5)
+    assert rate_reduction(Z, labels, 0.5, num_classes=np_int(3)).counts.tolist() == [2, 2, 0]
+
+
+def np_int(value):
+    import numpy as np
+
+    return np.int64(value)
+
+
+def test_zero_fraction_refuses_nan_and_inf_among_real_tokens():
+    with pytest.raises(ValueError, match="NaN or inf"):
+        zero_fraction(torch.full((3, 4), float("nan")))
+    with pytest.raises(ValueError, match="NaN or inf"):
+        zero_fraction(torch.tensor([[[0.0, float("inf")], [0.0, 0.0]]]))
+    # padding may hold anything
+    Z = torch.tensor([[[0.0, 1.0], [float("nan"), 0.0]]])
+    assert zero_fraction(Z, mask=torch.tensor([[True, False]])).tolist() == [pytest.approx(0.5)]
+
+
+def test_empty_batches_give_empty_results():
+    """A batch of no sets has no rates (each set's rate is independent): an empty result, not a torch error."""
+    Z = torch.zeros(0, 5, 3, requires_grad=True)
+    got = coding_rate(Z, 0.5)
+    assert got.shape == (0,) and got.dtype == torch.float64
+    got.sum().backward()  # connected to the input, as a non-empty batch would be
+    assert coding_rate(torch.zeros(2, 0, 4, 3), 0.5, weights=torch.ones(2, 0, 4)).shape == (2, 0)
+    assert subspace_coding_rate(torch.zeros(0, 5, 3), torch.ones(2, 3, 2), 0.5).shape == (0,)
+    assert zero_fraction(torch.zeros(0, 5, 3)).shape == (0,)
+
+
+def test_no_subspaces_is_refused_naming_U():
+    with pytest.raises(ValueError, match="U must have shape"):
+        subspace_coding_rate(torch.ones(2, 5, 3), torch.ones(0, 3, 2), 0.5)
+
+
+def test_half_precision_subspace_rate_is_finite_and_matches_float64():
+    """Projections of float16 tokens of 100-300 in d = 400 onto bases of 0.5-1.5 (~80,000) exceed float16's
+    65,504: they are computed in float64."""
+    g = torch.Generator().manual_seed(17)
+    Z = (100 + 200 * torch.rand(2, 10, 400, generator=g)).half()
+    U = (0.5 + torch.rand(3, 400, 2, generator=g)).half()
+    mask = torch.ones(2, 10, dtype=torch.bool)
+    mask[1, 7:] = False
+    got = subspace_coding_rate(Z, U, 0.5, mask=mask)
+    expected = [sum(reference_rate(Z[b][mask[b]].double() @ U[k].double(), 0.5) for k in range(3)) for b in range(2)]
+    assert torch.isfinite(got).all()
+    assert got.tolist() == pytest.approx(expected, rel=1e-12)
+    assert torch.equal(coding_rate(Z, 0.5, mask=mask), coding_rate(Z.double(), 0.5, mask=mask))
+
+
+def test_gradients_through_every_path():
+    """The Cholesky path, the eigenvalue path (huge c), the rescaled path (huge samples) and weights."""
+    g = torch.Generator().manual_seed(18)
+    Z = torch.randn(2, 6, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    w = torch.tensor([[1.0, 2, 0.5, 1, 1, 3], [1, 1, 1, 1, 1, 1]], dtype=torch.float64, requires_grad=True)
+    for eps in (0.5, 1e-30):
+        assert torch.autograd.gradcheck(lambda z, w, eps=eps: coding_rate(z, eps, weights=w), (Z, w))
+    assert torch.autograd.gradcheck(lambda z: coding_rate(z * 2.0**1000, 2.0**1000 * 0.5), (Z,))
+    labels = torch.tensor([0, 0, 1, 1, 1, 4])
+    assert torch.autograd.gradcheck(lambda z: rate_reduction(z[0], labels, 1e-30).reduction, (Z,))

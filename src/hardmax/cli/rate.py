@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import argparse
+import math
+import os
 from pathlib import Path
 
 from hardmax.cli.options import HelpFormatter
@@ -34,7 +36,34 @@ def add_rate(subparsers) -> None:
     p.add_argument("--threads", type=int, metavar="N", help="torch CPU threads (default: torch's choice)")
 
 
+def _check_options(args: argparse.Namespace) -> None:
+    """Every numeric option, before torch loads: one line naming the option."""
+    if args.eps is not None and not (math.isfinite(args.eps) and args.eps > 0):
+        raise ValueError(f"--eps must be a finite number > 0 (the distortion ε, not ε²), got {args.eps}")
+    if args.reviews is not None and args.reviews < 0:
+        raise ValueError(f"--reviews must be ≥ 0 (0 = all), got {args.reviews}")
+    if args.long_layers is not None and args.long_layers < 1:
+        raise ValueError(f"--long-layers must be ≥ 1, got {args.long_layers}")
+    if args.threads is not None:
+        cpus = os.cpu_count() or 1
+        if not 1 <= args.threads <= 4 * cpus:  # torch crashes on absurd thread counts (100,000: a segfault)
+            raise ValueError(f"--threads must be between 1 and {4 * cpus} (4 × the {cpus} CPUs here), "
+                             f"got {args.threads}")
+
+
+def _check_long_runs(config, reviews: int | None, tokens: int, d: int, given: str) -> None:
+    """`require_memory` for the long simulate runs, naming --long-layers (and --reviews once known); reviews None:
+    not known before the data are read (counted as one, so that only what must fail fails)."""
+    from hardmax.experiments.rate import long_run_memory, long_run_text
+    from hardmax.memory import require_memory
+
+    batch, nbytes = long_run_memory(config.long_layers, reviews or 1, tokens, d, config.batch_size)
+    require_memory(nbytes, f"--long-layers {config.long_layers}{given} "
+                           f"({long_run_text(config.long_layers, reviews, tokens, d, batch)})")
+
+
 def run_rate(args: argparse.Namespace) -> int:
+    _check_options(args)
     import time
     from dataclasses import asdict
 
@@ -48,21 +77,25 @@ def run_rate(args: argparse.Namespace) -> int:
     from hardmax.training import initial_model, load_run
 
     if args.threads is not None:
-        if args.threads < 1:
-            raise ValueError(f"--threads must be ≥ 1, got {args.threads}")
         torch.set_num_threads(args.threads)
     given = {k: getattr(args, k) for k in ("eps", "reviews", "split", "long_layers") if getattr(args, k) is not None}
     config = RateConfig(**given)
     start = time.perf_counter()
     run = load_run(args.run)
     model = run.model
+    crate = run.model_config.layer == "crate"  # no long runs
+    if not crate:  # before the data are read: a review has at most max_len tokens
+        _check_long_runs(config, config.reviews or None, run.data_config.max_len, run.model_config.d, "")
     data = run.load_data(args.data)
     split = getattr(data, config.split)
     rows = torch.randperm(len(split), generator=torch.Generator().manual_seed(config.seed))
     if config.reviews:
         rows = rows[:config.reviews]
+    if not crate:
+        _check_long_runs(config, len(rows), split.ids.shape[1], run.model_config.d,
+                         f" with --reviews {config.reviews} ({len(rows):,} reviews)")
     say(f"{config.split} set: measuring {len(rows):,} of {len(split):,} reviews, ε = {config.eps:g}")
-    if run.model_config.layer == "crate":
+    if crate:
         initial = initial_model(run.model_config, run.train_config).eval()
         report = measure_crate(model, initial, split.ids[rows], split.mask[rows], config)
         figure = plot_crate_measures({f"d = {report.d}, init": report.initial,

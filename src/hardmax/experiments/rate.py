@@ -18,6 +18,7 @@ command. Measures come from `hardmax.measures`, dynamics from `hardmax.dynamics`
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
@@ -26,10 +27,21 @@ from torch import Tensor
 
 from hardmax.dynamics import Hardmax, Softmax, Trajectory, simulate
 from hardmax.measures import coding_rate, rate_reduction, subspace_coding_rate, zero_fraction
+from hardmax.memory import require_memory
 from hardmax.theory import leader_layers
 
 __all__ = ["CrateReport", "LayerRates", "LeaderRates", "RateConfig", "RateReport", "crate_measures", "layer_rates",
-           "leader_rates", "measure_classifier", "measure_crate"]
+           "leader_rates", "long_run_memory", "measure_classifier", "measure_crate"]
+
+# Memory of the long `simulate` runs, per review and stored layer, in float64 trajectories: the trajectory,
+# and the leader history of the hardmax run (`theory.leader_history` holds the attention targets of every
+# layer, the layers that moved, their snapshot and its deduplication: about five more; measured: 7.2), and the
+# rates' temporaries.
+_LONG_RUN_COPIES = 8
+# Reviews per long run are chosen so that one batch's trajectories stay about this size.
+_LONG_BATCH_BYTES = 256 * 2**20
+# float64 values per block of layers whose rates are measured at once (bounds the temporaries).
+_RATE_BLOCK_ELEMENTS = 1 << 22
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,10 +56,41 @@ class RateConfig:
     batch_size: int = 500  # reviews per classifier pass
 
     def __post_init__(self):
-        if not (math.isfinite(self.eps) and self.eps > 0):
-            raise ValueError(f"eps must be finite and > 0, got {self.eps}")
-        if self.reviews < 0 or self.long_layers < 1 or self.batch_size < 1:
-            raise ValueError("reviews must be ≥ 0, long_layers and batch_size ≥ 1")
+        eps = self.eps
+        try:
+            ok = not isinstance(eps, bool) and isinstance(eps, numbers.Real) and math.isfinite(eps) and eps > 0
+        except OverflowError:  # an integer too large for a float
+            ok = False
+        if not ok:
+            raise ValueError(f"eps (the distortion ε) must be a finite number > 0, got {repr(eps)[:40]}")
+        for name, low in (("reviews", 0), ("seed", 0), ("long_layers", 1), ("batch_size", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+                raise ValueError(f"{name} must be an integer ≥ {low}, got {value!r}")
+        if self.split not in ("test", "val"):
+            raise ValueError(f"split must be 'test' or 'val', got {self.split!r}")
+
+
+def long_run_memory(long_layers: int, reviews: int, tokens: int, d: int, batch_size: int) -> tuple[int, float]:
+    """(reviews per long run, bytes) of the long `simulate` runs of `measure_classifier`.
+
+    The hardmax run keeps every layer of its batch of reviews (the leader history needs them all), so a
+    batch costs about `_LONG_RUN_COPIES` float64 trajectories of (long_layers + 1) × tokens × d per review;
+    the batch is at most `batch_size` reviews and as many as fit `_LONG_BATCH_BYTES` (at least one). The
+    per-layer results of every review (R, R̂, the mean token, for both runs) come on top.
+    """
+    per_review = float(long_layers + 1) * tokens * d * 8 * _LONG_RUN_COPIES
+    batch = int(max(1, min(batch_size, reviews, _LONG_BATCH_BYTES // per_review)))
+    results = 2.0 * (long_layers + 1) * reviews * (d + 2) * 8
+    return batch, batch * per_review + results
+
+
+def long_run_text(long_layers: int, reviews: int | None, tokens: int, d: int, batch: int) -> str:
+    """What `long_run_memory` counts, for `require_memory` messages (reviews None: not known yet)."""
+    each = "each review" if reviews is None else f"each of the {reviews:,} reviews"
+    return (f"the long simulate runs keep every layer for the leader history: {long_layers + 1:,} layers × "
+            f"{tokens} tokens × {d} float64 per review, {batch} review(s) at a time, and R, R̂ and the mean token "
+            f"of {each} at every layer")
 
 
 @dataclass(frozen=True)
@@ -113,11 +156,19 @@ def layer_rates(trajectory: Trajectory, eps: float, *, labels: Tensor | None = N
 
 
 def _set_rates(tokens: Tensor, counts: Tensor, eps: float) -> tuple[Tensor, Tensor, Tensor]:
-    """R and scale-free R (layers, batch) of (layers, batch, n, d) token sets, and their mean tokens."""
+    """R and scale-free R (layers, batch) of (layers, batch, n, d) token sets, and their mean tokens, measured
+    a block of layers at a time (the scaled copy of the tokens stays a block)."""
+    step = max(1, _RATE_BLOCK_ELEMENTS // max(1, tokens[0].numel()))
+    parts = [_block_rates(tokens[k:k + step], counts, eps) for k in range(0, tokens.shape[0], step)]
+    return tuple(torch.cat(p) for p in zip(*parts, strict=True)) if len(parts) > 1 else parts[0]
+
+
+def _block_rates(tokens: Tensor, counts: Tensor, eps: float) -> tuple[Tensor, Tensor, Tensor]:
     weights = counts.expand(tokens.shape[:-1])
     rate = coding_rate(tokens, eps, weights=weights)
     total = counts.sum(-1, keepdim=True)
-    rms = ((weights * tokens.double().pow(2).sum(-1)).sum(-1, keepdim=True) / total).sqrt().clamp(min=1e-300)
+    squares = torch.linalg.vector_norm(tokens.double(), dim=-1).pow(2)
+    rms = ((weights * squares).sum(-1, keepdim=True) / total).sqrt().clamp(min=1e-300)
     scaled = coding_rate(tokens.double() / rms.unsqueeze(-1), eps, weights=weights)
     means = (counts.unsqueeze(-1) * tokens).sum(-2) / total
     return rate, scaled, means
@@ -185,6 +236,11 @@ def leader_rates(trajectory: Trajectory, eps: float, *, same: float = 1e-5) -> L
         trajectory: a long hardmax `Trajectory` of (batch, n, d) sets, every layer stored. eps: the distortion ε.
         same: relative distance under which two final tokens count as one cluster point.
     """
+    return _leader_summary([_leader_parts(trajectory, eps, same)])
+
+
+def _leader_parts(trajectory: Trajectory, eps: float, same: float = 1e-5) -> dict[str, Tensor]:
+    """Per-review parts of `leader_rates` (batches of reviews are measured apart and joined by `_leader_summary`)."""
     final = trajectory.final.detach()
     mask = trajectory.mask
     counts = trajectory.counts.to(final.dtype)
@@ -204,16 +260,24 @@ def leader_rates(trajectory: Trajectory, eps: float, *, same: float = 1e-5) -> L
     d = final.shape[-1]
     r = torch.clamp(clusters, max=d).double()
     _, scaled, _ = _set_rates(final.unsqueeze(0), counts, eps)
-    bound = r / 2 * torch.log1p(d / (r * eps**2))
+    x = math.log(d) - torch.log(r) - 2 * math.log(eps)  # ln(d/(r ε²)): no overflow for any ε
+    bound = r / 2 * torch.logaddexp(x, torch.zeros_like(x))  # (r/2) ln(1 + d/(r ε²))
+    return {"leaders": leaders, "rate": rate, "clusters": clusters,
+            "rank_ok": rank <= torch.clamp(clusters, max=d), "scaled_ok": scaled[0] <= bound * (1 + 1e-9)}
+
+
+def _leader_summary(parts: list[dict[str, Tensor]]) -> LeaderRates:
+    joined = {key: torch.cat([p[key] for p in parts]) for key in parts[0]}
+    leaders, rate = joined["leaders"], joined["rate"]
     table = {}
     for ell in torch.unique(leaders).tolist():  # a loop over distinct leader counts, not reviews
         chosen = leaders == ell
         r = rate[chosen]
         table[int(ell)] = (int(chosen.sum()), float(r.mean()), float(r.mean()) / max(int(ell), 1))
     return LeaderRates(leaders=leaders, rate=rate, table=table, correlation=_spearman(rate, leaders.double()),
-                       clusters_mean=float(clusters.double().mean()),
-                       rank_at_most_clusters=float((rank <= torch.clamp(clusters, max=d)).double().mean()),
-                       scaled_bound_holds=float((scaled[0] <= bound * (1 + 1e-9)).double().mean()))
+                       clusters_mean=float(joined["clusters"].double().mean()),
+                       rank_at_most_clusters=float(joined["rank_ok"].double().mean()),
+                       scaled_bound_holds=float(joined["scaled_ok"].double().mean()))
 
 
 @dataclass(frozen=True)
@@ -281,38 +345,59 @@ def measure_classifier(model, ids: Tensor, mask: Tensor, labels: Tensor,
         config: `RateConfig` (ε, depth of the long runs, batch size).
     Returns:
         `RateReport`.
+    Raises:
+        ValueError: no reviews, a CRATE model; `MemoryBudgetError` (naming `long_layers`) when the long runs
+            need more memory than is available (`long_run_memory`).
+
+    The long runs go through the reviews in batches (`long_run_memory`): each batch's trajectories are
+    measured and dropped before the next, so memory follows one batch, not every review.
     """
     if ids.shape[0] == 0:
         raise ValueError("no reviews to measure")
     if not hasattr(model, "A"):
         raise ValueError("measure_classifier needs a HardmaxClassifier run; for a CRATE run (--layer crate) use "
                          "hardmax.experiments.rate.measure_crate")
+    reviews, n = ids.shape
+    d = model.config.d
+    batch, nbytes = long_run_memory(config.long_layers, reviews, n, d, config.batch_size)
+    require_memory(nbytes, f"long_layers={config.long_layers} "
+                           f"({long_run_text(config.long_layers, reviews, n, d, batch)})")
     labels = labels.long()
     traces = {}
     for attention in ("hardmax", "softmax"):
         parts = [model.trace(ids[s:s + config.batch_size], mask[s:s + config.batch_size], attention=attention)
-                 for s in range(0, ids.shape[0], config.batch_size)]
+                 for s in range(0, reviews, config.batch_size)]
         traces[attention] = _concat_rates(parts, config.eps, labels)
     alpha = float(model.alpha)
-    A = model.A
-    tokens = model.embedding(ids).double()
-    simulated, long_hardmax = {}, None
-    for name, rule in (("hardmax", Hardmax()), ("softmax", Softmax(float(model.config.beta)))):
-        run = simulate(tokens, rule, alpha=alpha, layers=config.long_layers, A=None if A is None else A.double(),
-                       mask=mask)
-        simulated[name] = layer_rates(run, config.eps, labels=labels)
-        if name == "hardmax":
-            long_hardmax = run
-    return RateReport(d=model.config.d, layers=model.config.layers, alpha=alpha, beta=float(model.config.beta),
-                      reviews=int(ids.shape[0]), eps=config.eps, classifier=traces, simulated=simulated,
-                      leaders=leader_rates(long_hardmax, config.eps))
+    A = None if model.A is None else model.A.double()
+    rules = (("hardmax", Hardmax()), ("softmax", Softmax(float(model.config.beta))))
+    rates: dict[str, list] = {name: [] for name, _ in rules}
+    leader_parts, layers = [], ()
+    for s in range(0, reviews, batch):  # batches of reviews: memory is one batch's trajectories
+        tokens = model.embedding(ids[s:s + batch]).double()
+        for name, rule in rules:
+            run = simulate(tokens, rule, alpha=alpha, layers=config.long_layers, A=A, mask=mask[s:s + batch])
+            layers = tuple(run.stored)
+            rates[name].append(_set_rates(run.tokens, run.counts, config.eps))
+            if name == "hardmax":
+                leader_parts.append(_leader_parts(run, config.eps))
+            del run
+    simulated = {name: _joined_rates(layers, parts, labels, config.eps) for name, parts in rates.items()}
+    return RateReport(d=d, layers=model.config.layers, alpha=alpha, beta=float(model.config.beta),
+                      reviews=int(reviews), eps=config.eps, classifier=traces, simulated=simulated,
+                      leaders=_leader_summary(leader_parts))
+
+
+def _joined_rates(layers: tuple[int, ...], parts: list, labels: Tensor, eps: float) -> LayerRates:
+    """`LayerRates` of batches of reviews measured apart by `_set_rates` (ΔR on all reviews at once)."""
+    rate, scaled, means = (torch.cat([p[i] for p in parts], 1) for i in range(3))
+    return _with_reduction(layers, rate, scaled, means, labels, eps)
 
 
 def _concat_rates(traces, eps: float, labels: Tensor) -> LayerRates:
     """`layer_rates` of batches of classifier traces, joined (ΔR on all reviews at once)."""
     parts = [_set_rates(t.trajectory.tokens.detach(), t.trajectory.counts, eps) for t in traces]
-    rate, scaled, means = (torch.cat([p[i] for p in parts], 1) for i in range(3))
-    return _with_reduction(tuple(traces[0].trajectory.stored), rate, scaled, means, labels, eps)
+    return _joined_rates(tuple(traces[0].trajectory.stored), parts, labels, eps)
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,12 @@ The measures themselves live in `hardmax.measures.rate`; this file only turns th
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hardmax.measures.rate import rate_reduction
+from hardmax.measures.rate import _check_num_classes, _check_positive, rate_reduction
 
 __all__ = ["MCR2Loss", "MCR2Result"]
 
@@ -44,6 +43,8 @@ class MCR2Loss(nn.Module):
         gamma: weight γ of the expansion term R (the reference's `gam2`); γ = 1 gives −ΔR.
         normalize: project every feature onto the unit sphere first, as the reference's users are told
             to do (the rates grow without bound with the scale of Z otherwise).
+        num_classes: k, an integer ≥ 1 (default: the largest label of each batch + 1); labels must be below it.
+            Work follows the classes present in a batch, not k; only the (k,) counts are allocated.
 
     Call: ``loss_fn(Z, labels) -> MCR2Result`` with Z (N, d) features and labels (N,) integer classes;
     ``result.loss`` is the scalar to minimise. ``tuple(loss_fn(Z, labels))`` is not supported: use the fields.
@@ -54,11 +55,12 @@ class MCR2Loss(nn.Module):
 
     def __init__(self, eps: float, gamma: float = 1.0, *, normalize: bool = True, num_classes: int | None = None):
         super().__init__()
-        if isinstance(eps, bool) or not isinstance(eps, int | float) or not math.isfinite(eps) or eps <= 0:
-            raise ValueError(f"eps (the distortion ε) must be a finite number > 0, got {eps!r}")
-        if isinstance(gamma, bool) or not isinstance(gamma, int | float) or not math.isfinite(gamma) or gamma <= 0:
-            raise ValueError(f"gamma must be a finite number > 0, got {gamma!r}")
-        self.eps, self.gamma, self.normalize, self.num_classes = float(eps), float(gamma), normalize, num_classes
+        eps = _check_positive(eps, "eps", "(the distortion ε)")
+        gamma = _check_positive(gamma, "gamma", "(the weight of R)")
+        if not isinstance(normalize, bool):
+            raise ValueError(f"normalize must be True or False, got {normalize!r}")
+        self.eps, self.gamma, self.normalize = eps, gamma, normalize
+        self.num_classes = _check_num_classes(num_classes)
 
     def forward(self, Z: Tensor, labels: Tensor) -> MCR2Result:
         if self.normalize and isinstance(Z, Tensor) and Z.is_floating_point():
