@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 from pathlib import Path
 
 from hardmax.cli.options import HelpFormatter
@@ -45,10 +44,9 @@ def _check_options(args: argparse.Namespace) -> None:
     if args.long_layers is not None and args.long_layers < 1:
         raise ValueError(f"--long-layers must be ≥ 1, got {args.long_layers}")
     if args.threads is not None:
-        cpus = os.cpu_count() or 1
-        if not 1 <= args.threads <= 4 * cpus:  # torch crashes on absurd thread counts (100,000: a segfault)
-            raise ValueError(f"--threads must be between 1 and {4 * cpus} (4 × the {cpus} CPUs here), "
-                             f"got {args.threads}")
+        from hardmax.training.config import check_threads
+
+        check_threads(args.threads, "--threads")
 
 
 def _check_long_runs(config, reviews: int | None, tokens: int, d: int, given: str) -> None:

@@ -74,8 +74,9 @@ def _require_training_memory(model_config, train_config, data_config, d_option: 
 def _set_threads(threads: int | None) -> None:
     if threads is None:
         return
-    if threads < 1:
-        raise ValueError(f"--threads must be ≥ 1, got {threads}")
+    from hardmax.training.config import check_threads
+
+    check_threads(threads, "--threads")
     import torch
 
     torch.set_num_threads(threads)

@@ -7,6 +7,7 @@ Only the standard library is imported here. Whether a device exists is checked w
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass, fields
 from typing import Literal
@@ -22,6 +23,16 @@ def check_device_name(name: object) -> str:
     if not isinstance(name, str) or _DEVICE.fullmatch(name) is None:
         raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got {name!r}")
     return name
+
+
+def check_threads(threads: object, name: str = "threads") -> int:
+    """Return `threads` if it is an integer from 1 to 4 × the CPUs here; raise ValueError (naming `name`) if not.
+
+    torch's thread pool crashes the process on absurd counts (100,000: a segmentation fault)."""
+    cpus = os.cpu_count() or 1
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= 4 * cpus:
+        raise ValueError(f"{name} must be an integer from 1 to {4 * cpus} (4 × the {cpus} CPUs here), got {threads!r}")
+    return threads
 
 
 def _check_types(config) -> None:

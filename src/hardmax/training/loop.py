@@ -36,7 +36,7 @@ from hardmax.io import (
 from hardmax.memory import require_memory
 from hardmax.models import HardmaxClassifier, ModelConfig, build_model
 from hardmax.progress import progress as progress_bar
-from hardmax.training.config import TrainConfig, check_device_name
+from hardmax.training.config import TrainConfig, check_device_name, check_threads
 from hardmax.training.run import (
     EpochRecord,
     config_record,
@@ -84,10 +84,8 @@ def resolve_device(name: str | torch.device) -> torch.device:
 
 
 def set_threads(threads: int) -> None:
-    """`torch.set_num_threads(threads)` for CPU work, after checking that `threads` is a positive integer."""
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise ValueError(f"threads must be a positive integer, got {threads!r}")
-    torch.set_num_threads(threads)
+    """`torch.set_num_threads(threads)` for CPU work, after `check_threads` (1 to 4 × the CPUs here)."""
+    torch.set_num_threads(check_threads(threads))
 
 
 @dataclass(frozen=True)
