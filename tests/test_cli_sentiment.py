@@ -252,6 +252,24 @@ def test_explain_prints_leaders_and_writes_figures(trained, tmp_path, capsys):
     assert "figures:" in err
 
 
+def test_explain_text_and_texts_are_what_the_command_prints(trained, tmp_path, capsys):
+    from hardmax.explain import explain_text, explain_texts
+    from hardmax.training import load_run
+
+    run = load_run(trained[0])
+    texts = ["a great wonderful film", "Boring, awful plot.", "great great boring film, dreadful"]
+    many = explain_texts(run, texts, batch_size=2)
+    for text, explanation in zip(texts, many, strict=True):
+        assert explanation.to_dict() == explain_text(run, text).to_dict()
+        code, out, err = _run(capsys, "explain", text, "--run", str(trained[0]), "--out", str(tmp_path / "x"))
+        assert code == 0, err
+        assert out.strip() == explanation.summary()
+    with pytest.raises(ValueError, match="text 1 'the and of' is empty after cleaning"):
+        explain_texts(run, ["great film", "the and of"])
+    with pytest.raises(ValueError, match="sequence of texts"):
+        explain_texts(run, "great film")
+
+
 def test_explain_defaults_to_the_run_directory_without_gif(trained, tmp_path, capsys):
     run = Path(shutil.copytree(trained[0], tmp_path / "copy"))
     code, _, err = _run(capsys, "explain", "Boring, awful plot.", "--run", str(run))

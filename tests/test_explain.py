@@ -364,3 +364,43 @@ def test_explanation_when_every_word_leads(model):
     logits = [abs(e.word_logits[e.words.index(w)]) for w in shown]
     assert logits == sorted(logits, reverse=True)  # most decisive first
     assert "(none" in dataclasses.replace(e, word_logits=[0.0] * len(e.words)).summary()
+
+
+def _same_explanation(a, b) -> None:
+    for f in dataclasses.fields(a):
+        if f.name != "trace":
+            assert getattr(a, f.name) == getattr(b, f.name), f.name
+    torch.testing.assert_close(a.trace.tokens, b.trace.tokens, rtol=0, atol=0)
+    assert torch.equal(a.trace.ids, b.trace.ids) and torch.equal(a.trace.multiplicity, b.trace.multiplicity)
+
+
+def test_a_batch_is_explained_as_each_review_alone(model):
+    from hardmax.explain import explain_batch
+
+    ids, mask, _ = encode(REVIEWS)
+    batch = explain_batch(model, ids, mask, WORDS)
+    assert len(batch) == len(REVIEWS)
+    for e, (words, _) in zip(batch, REVIEWS, strict=True):
+        _same_explanation(e, explain(model, words))
+    assert [{e.words[i] for i in e.leaders} for e in batch] == FINAL_LEADERS
+
+
+def test_an_explanation_round_trips_through_json(model):
+    import json
+
+    from hardmax.explain import Explanation
+
+    e = explain(model, ["great", "awful", "film"])
+    back = Explanation.from_dict(json.loads(json.dumps(e.to_dict())))
+    _same_explanation(back, e)
+    assert back.summary() == e.summary() and back.to_dict() == e.to_dict()
+
+
+def test_explain_refuses_a_model_without_leaders():
+    from hardmax.explain import explain_batch
+    from hardmax.models import CrateClassifier, CrateConfig
+
+    crate = CrateClassifier(CrateConfig(vocab_size=len(WORDS), d=4, layers=2, heads=1))
+    ids, mask, _ = encode(REVIEWS[:1])
+    with pytest.raises(ValueError, match="needs a HardmaxClassifier"):
+        explain_batch(crate, ids, mask, WORDS)

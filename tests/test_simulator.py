@@ -249,3 +249,24 @@ def test_the_memory_estimate_counts_what_is_stored_without_building_it(monkeypat
     with pytest.raises(ValueError, match="store must be"):  # a bad store is named before any size
         simulate(torch.randn(6, 2), alpha=0.5, layers=10**9, store="some")
     assert simulate(torch.randn(6, 2), alpha=0.5, layers=10**5, store="final").tokens.shape == (2, 6, 2)
+
+
+@pytest.mark.parametrize("rule, keep", [(Hardmax(), False), (Hardmax(tie_rtol=1e-9), False), (Softmax(beta=3.0), True)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_trajectory_round_trips_through_json(rule, keep, dtype):
+    import json
+
+    from hardmax.dynamics import Trajectory
+
+    z = torch.randn(2, 5, 3, dtype=dtype, generator=torch.Generator().manual_seed(0))
+    run = simulate(z, rule, alpha=[0.5, 1.0, 2.0], layers=3, A=torch.diag(torch.tensor([1.0, 2, 3])),
+                   mask=torch.tensor([[True] * 5, [True, True, False, True, True]]), store=2, keep_attention=keep)
+    back = Trajectory.from_dict(json.loads(json.dumps(run.to_dict())))
+    assert back.rule == rule and back.stored == run.stored and back.tokens.dtype == dtype
+    for name in ("tokens", "alpha", "A", "mask", "attention"):
+        a, b = getattr(run, name), getattr(back, name)
+        assert (a is None and b is None) or torch.equal(a, b), name
+    with pytest.raises(ValueError, match="not a trajectory record"):
+        Trajectory.from_dict({"dtype": "float64"})
+    with pytest.raises(ValueError, match="unknown attention rule"):
+        Trajectory.from_dict({**run.to_dict(), "rule": {"rule": "maxmin"}})

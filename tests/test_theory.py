@@ -733,3 +733,17 @@ def test_a_measurement_that_is_nan_is_never_passed(monkeypatch):
     report = check_theorem(run)
     assert report["norms"].status == "failed" and not report.passed
     assert "not checkable" in report["norms"].messages[-1]
+
+
+def test_a_theorem_report_round_trips_through_json():
+    import json
+
+    from hardmax.theory import TheoremReport
+
+    run = simulate(torch.tensor([[1., 1], [1, -1], [-1, 1], [-1, -1], [0.5, 0], [-0.5, 0.1]], dtype=torch.float64),
+                   alpha=0.5, layers=30)
+    report = check_theorem(run)
+    record = json.loads(json.dumps(report.to_dict()))
+    assert record["passed"] is True and [c["name"] for c in record["checks"]] == [c.name for c in report.checks]
+    back = TheoremReport.from_dict(record)
+    assert back.table() == report.table() and back.passed == report.passed and back.to_dict() == record

@@ -1,4 +1,4 @@
-"""Why a trained classifier decided: leaders per review, decisive leader words, explanations of one review.
+"""Why a trained classifier decided: leaders per review, decisive leader words, explanations of texts.
 
 Everything here consumes a `HardmaxClassifier` and word ids and returns small dataclasses; nothing
 trains and nothing plots. Leaders are counted on *distinct words* of a review: a repeated word is
@@ -15,7 +15,8 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING
 
 import torch
@@ -27,6 +28,7 @@ from hardmax.models import HardmaxClassifier, ModelTrace
 from hardmax.theory import find_leaders
 
 if TYPE_CHECKING:
+    from hardmax.training import Run
     from hardmax.training.loop import Evaluation
 
 __all__ = [
@@ -34,7 +36,10 @@ __all__ = [
     "FinalLayer",
     "LeaderStats",
     "evaluate_with_leaders",
+    "explain_batch",
     "explain_ids",
+    "explain_text",
+    "explain_texts",
     "final_layer",
     "leader_flags",
     "leader_masks",
@@ -288,6 +293,20 @@ class Explanation:
     d: int = 2  # the model's token dimension
     trace: ModelTrace = None  # the full per-layer trace (for figures)
 
+    def to_dict(self) -> dict:
+        """The explanation as plain JSON values, its trace included (`from_dict` reads it back)."""
+        record = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "trace"}
+        record["follows"] = {str(k): v for k, v in self.follows.items()}
+        record["trace"] = None if self.trace is None else self.trace.to_dict()
+        return record
+
+    @classmethod
+    def from_dict(cls, record: dict) -> Explanation:
+        values = dict(record)
+        values["follows"] = {int(k): list(v) for k, v in record["follows"].items()}
+        values["trace"] = None if record.get("trace") is None else ModelTrace.from_dict(record["trace"])
+        return cls(**values)
+
     @property
     def mostly_leaders(self) -> bool:
         """True when almost every word is its own leader (usual for d ≥ 8): followers explain little."""
@@ -323,43 +342,110 @@ class Explanation:
         return "\n".join(lines)
 
 
-@torch.no_grad()
-def explain_ids(model: HardmaxClassifier, ids: Tensor, words: list[str]) -> Explanation:
-    """Explain one review given as word ids (n,) (real tokens only) and the vocabulary `words`.
+def explain_ids(model: HardmaxClassifier, ids: Tensor, words: Sequence[str]) -> Explanation:
+    """Explain one review given as word ids (n,) (real tokens only) and the vocabulary `words`
+    (`explain_batch` of a batch of one).
 
-    `follows` uses the last layer's attention sets: follower i is listed under every leader in C_i
-    (a token tied between two leaders follows both).
+    Raises:
+        ValueError: a model other than `HardmaxClassifier` (CRATE blocks have no shared layer, so no leaders).
+    """
+    ids = ids.reshape(1, -1)
+    return explain_batch(model, ids, torch.ones_like(ids, dtype=torch.bool), words)[0]
+
+
+@torch.no_grad()
+def explain_batch(model: HardmaxClassifier, ids: Tensor, mask: Tensor, words: Sequence[str]) -> list[Explanation]:
+    """Explain a batch of reviews, ids (batch, n) with mask (batch, n) (True = real token), in one hardmax pass.
+
+    Each `Explanation` is the one `explain_ids` gives for that review alone (its trace cut to the review's
+    distinct words). `follows` uses the last layer's attention sets: follower i is listed under every
+    leader in C_i (a token tied between two leaders follows both).
 
     Raises:
         ValueError: a model other than `HardmaxClassifier` (CRATE blocks have no shared layer, so no leaders).
     """
     if not isinstance(model, HardmaxClassifier):
-        raise ValueError(f"explain_ids needs a HardmaxClassifier (the paper's shared layer, whose leaders it lists), "
+        raise ValueError(f"explaining needs a HardmaxClassifier (the paper's shared layer, whose leaders it lists), "
                          f"got {type(model).__name__}")
     device = next(model.parameters()).device
-    ids = ids.reshape(1, -1).to(device)
-    trace = model.trace(ids, torch.ones_like(ids, dtype=torch.bool), attention="hardmax")
-    present = trace.multiplicity[0] > 0
-    leaders = leader_masks(trace)
-    p_last = attention_matrix(trace.tokens[-1], trace.multiplicity, rule=Hardmax(), A=trace.A)[0]
-    final_leaders = leaders[-1, 0].nonzero().squeeze(-1).tolist()
-    # follower i of leader j: j ∈ C_i at the last layer, i ≠ j, i a real word.
-    attends = (p_last > 0) & present.unsqueeze(-1)
-    attends.fill_diagonal_(False)
-    follows = {j: attends[:, j].nonzero().squeeze(-1).tolist() for j in final_leaders}
-    prob = float(torch.sigmoid(trace.logits[0]))
-    return Explanation(
-        probability=prob,
-        label="positive" if prob > 0.5 else "negative",
-        words=[words[int(k)] for k in trace.ids[0].tolist()],
-        multiplicity=[int(w) for w in trace.multiplicity[0].tolist()],
-        leaders=final_leaders,
-        initial_leaders=leaders[0, 0].nonzero().squeeze(-1).tolist(),
-        follows=follows,
-        word_logits=[float(v) for v in model.decoder(trace.tokens[-1][0]).squeeze(-1).tolist()],
-        d=model.config.d,
-        trace=trace,
-    )
+    trace = model.trace(ids.to(device), mask.to(device), attention="hardmax")
+    leaders = leader_masks(trace)  # (layers + 1, batch, m)
+    present = trace.multiplicity > 0  # (batch, m): real distinct words first
+    attends = (attention_matrix(trace.tokens[-1], trace.multiplicity, rule=Hardmax(), A=trace.A) > 0) \
+        & present.unsqueeze(-1)
+    attends &= ~torch.eye(attends.shape[-1], dtype=torch.bool, device=attends.device)  # i ≠ j
+    word_logits = model.decoder(trace.tokens[-1]).squeeze(-1)  # (batch, m)
+    probability = torch.sigmoid(trace.logits)
+    counts = present.sum(-1).tolist()
+    explanations = []
+    for b, m in enumerate(counts):  # Python objects per review: slicing only, the dynamics ran batched
+        final_leaders = leaders[-1, b, :m].nonzero().squeeze(-1).tolist()
+        prob = float(probability[b])
+        explanations.append(Explanation(
+            probability=prob,
+            label="positive" if prob > 0.5 else "negative",
+            words=[words[int(k)] for k in trace.ids[b, :m].tolist()],
+            multiplicity=[int(w) for w in trace.multiplicity[b, :m].tolist()],
+            leaders=final_leaders,
+            initial_leaders=leaders[0, b, :m].nonzero().squeeze(-1).tolist(),
+            follows={j: attends[b, :m, j].nonzero().squeeze(-1).tolist() for j in final_leaders},
+            word_logits=[float(v) for v in word_logits[b, :m].tolist()],
+            d=model.config.d,
+            trace=_review_trace(trace, b, m),
+        ))
+    return explanations
+
+
+def _review_trace(trace: ModelTrace, b: int, m: int) -> ModelTrace:
+    """Review b of a batch trace, cut to its m distinct words (a batch of one)."""
+    t = trace.trajectory
+    trajectory = replace(t, tokens=t.tokens[:, b:b + 1, :m], mask=t.mask[b:b + 1, :m],
+                         multiplicity=t.multiplicity[b:b + 1, :m])
+    return ModelTrace(trajectory=trajectory, ids=trace.ids[b:b + 1, :m], index=trace.index[b:b + 1],
+                      pooled=trace.pooled[b:b + 1], logits=trace.logits[b:b + 1])
+
+
+def explain_text(run: Run, text: str) -> Explanation:
+    """Explain one text with a trained run: cleaned and encoded as its training reviews were, then
+    `explain_batch`.
+
+    Raises:
+        ValueError: a run without a vocabulary, a CRATE run, or a text empty after cleaning (only stop
+            words, digits or punctuation).
+    """
+    return explain_texts(run, [text])[0]
+
+
+def explain_texts(run: Run, texts: Sequence[str], *, batch_size: int = 256) -> list[Explanation]:
+    """Explain many texts with a trained run (`explain_text` of each, `batch_size` texts per hardmax pass)."""
+    from hardmax.data import DataError, clean_text, encode_texts
+
+    if isinstance(texts, str):
+        raise ValueError("texts must be a sequence of texts; for one text use explain_text")
+    if run.vocab is None:
+        raise ValueError(f"{run.path} has no vocab.json (trained without a vocabulary): text cannot be encoded")
+    if run.model_config.layer == "crate":
+        raise ValueError(f"{run.path} is a CRATE run (--layer crate): leaders and followers belong to the paper's "
+                         "shared hardmax layer; `hardmax evaluate` and `hardmax rate` measure CRATE runs")
+    data = run.data_config
+    words = list(run.vocab.words)
+    explanations = []
+    for start in range(0, len(texts), batch_size):  # batches of texts, each one hardmax pass
+        part = list(texts[start:start + batch_size])
+        try:
+            encoded = encode_texts(part, run.vocab, max_len=data.max_len, truncation=data.truncation,
+                                   **data.clean_options())
+        except DataError:
+            empty = next((i for i, text in enumerate(part) if not clean_text(text, **data.clean_options())), None)
+            if empty is None:
+                raise
+            text = part[empty]
+            shown = text if len(text) <= 60 else text[:57] + "..."
+            which = "the review" if len(texts) == 1 else f"text {start + empty}"
+            raise ValueError(f"{which} {shown!r} is empty after cleaning: it has only stop words "
+                             f"({data.stopwords} list), digits or punctuation") from None
+        explanations += explain_batch(run.model, encoded.ids, encoded.mask, words)
+    return explanations
 
 
 def evaluate_with_leaders(model: HardmaxClassifier, split, *, batch_size: int = 256,

@@ -8,10 +8,12 @@ What is saved is decided by `hardmax.training`; this module only knows how to wr
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import hashlib
 import json
 import logging
+import math
 import os
 import re
 import tempfile
@@ -35,6 +37,7 @@ __all__ = [
     "remove_stale_temp_files",
     "save_tensors",
     "tensors_sha256",
+    "to_jsonable",
     "write_json",
     "write_text",
 ]
@@ -107,6 +110,29 @@ def _umask() -> int:
 def write_text(path: str | Path, text: str) -> Path:
     """Write `text` (UTF-8), atomically."""
     return atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def to_jsonable(x):
+    """Plain JSON values (the one JSON spelling of the library): an object with ``to_dict()`` gives that,
+    dataclasses their fields, tensors and arrays nested lists, paths strings, and NaN/±inf become None
+    (JSON has no such numbers). Used by every `to_dict`, the command line and the explorer."""
+    if hasattr(x, "to_dict") and callable(x.to_dict) and not isinstance(x, type):
+        return to_jsonable(x.to_dict())
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return {f.name: to_jsonable(getattr(x, f.name)) for f in dataclasses.fields(x)}
+    if isinstance(x, Tensor):
+        return to_jsonable(x.detach().cpu().tolist())
+    if type(x).__module__ == "numpy" and hasattr(x, "tolist"):  # array or scalar
+        return to_jsonable(x.tolist())
+    if isinstance(x, dict):
+        return {str(k): to_jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple | set | frozenset):
+        return [to_jsonable(v) for v in x]
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if x is None or isinstance(x, bool | int | str):
+        return x
+    return str(x)
 
 
 def write_json(path: str | Path, obj) -> Path:

@@ -6,8 +6,6 @@ numpy and torch are imported inside the functions that need them, so that buildi
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import sys
 import time
 from collections.abc import Callable
@@ -55,19 +53,7 @@ def save_npy(path: Path, trajectory) -> Path:
 
 
 def jsonable(x):
-    """Plain JSON values for configs and reports (dataclasses, tensors, arrays, paths); NaN -> None."""
-    if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        return {f.name: jsonable(getattr(x, f.name)) for f in dataclasses.fields(x)}
-    if hasattr(x, "detach") and hasattr(x, "tolist"):  # a tensor (torch not imported for the check)
-        return jsonable(x.detach().cpu().tolist())
-    if type(x).__module__ == "numpy" and hasattr(x, "tolist"):  # array or scalar
-        return jsonable(x.tolist())
-    if isinstance(x, dict):
-        return {str(k): jsonable(v) for k, v in x.items()}
-    if isinstance(x, list | tuple | set | frozenset):
-        return [jsonable(v) for v in x]
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if x is None or isinstance(x, bool | int | str):
-        return x
-    return str(x)
+    """`hardmax.io.to_jsonable` (the library's one JSON spelling)."""
+    from hardmax.io import to_jsonable
+
+    return to_jsonable(x)

@@ -224,8 +224,7 @@ def add_explain(subparsers) -> None:
 
 def run_explain(args: argparse.Namespace) -> int:
     from hardmax.cli.output import say
-    from hardmax.data import clean_text, encode_texts
-    from hardmax.explain import explain_ids
+    from hardmax.explain import explain_text
     from hardmax.plots import save_figure
     from hardmax.plots.sentiment import animate_review, plot_review
     from hardmax.training import load_run
@@ -233,26 +232,13 @@ def run_explain(args: argparse.Namespace) -> int:
     if not (math.isfinite(args.decisive) and args.decisive >= 0):
         raise ValueError(f"--decisive must be a finite number ≥ 0 (a decoder logit), got {args.decisive}")
     run = load_run(args.run)  # checks that config, vocabulary and weights agree
-    model, vocab, data = run.model, run.vocab, run.data_config
-    if run.model_config.layer == "crate":
-        raise ValueError(f"{args.run} is a CRATE run (--layer crate): leaders and followers belong to the paper's "
-                         "shared hardmax layer; `hardmax evaluate` and `hardmax rate` measure CRATE runs")
-    if vocab is None:
-        raise ValueError(f"{args.run} has no vocab.json (trained without a vocabulary): text cannot be encoded")
-    if not clean_text(args.text, **data.clean_options()):
-        shown = args.text if len(args.text) <= 60 else args.text[:57] + "..."
-        raise ValueError(f"the review {shown!r} is empty after cleaning: it has only stop words "
-                         f"({data.stopwords} list), digits or punctuation")
-    encoded = encode_texts(args.text, vocab, max_len=data.max_len, truncation=data.truncation,
-                           **data.clean_options())
-    ids = encoded.ids[0][encoded.mask[0]]
-    explanation = explain_ids(model, ids, list(vocab.words))
+    explanation = explain_text(run, args.text)
     print(explanation.summary(decisive=args.decisive))
     out = Path(args.out) if args.out else Path(args.run) / "explain"
-    fig = plot_review(explanation, model, layers=(0, 1, 2, model.config.layers))
+    fig = plot_review(explanation, run.model, layers=(0, 1, 2, run.model.config.layers))
     paths = save_figure(fig, out / "review", tight=True, close=True)
     if args.gif:
-        paths.append(animate_review(explanation, model, out / "review.gif"))
+        paths.append(animate_review(explanation, run.model, out / "review.gif"))
     say(f"figures: {', '.join(map(str, paths))}")
     return 0
 

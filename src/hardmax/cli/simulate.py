@@ -128,7 +128,7 @@ def _simulate_figure2(config: SimulateConfig) -> int:
         *timed("figure", lambda: save_figure(figure2(trajectories), out / "figure2")),
         write_text(out / "report.txt", tables + "\n"),
         write_json(out / "report.json", {"config": jsonable(config),
-                                         "theorem": {k: _theorem_json(r) for k, r in reports.items()}}),
+                                         "theorem": {k: r.to_dict() for k, r in reports.items()}}),
     ]
     if config.gif:  # all four rows, moving together
         written += timed("GIF", lambda: [animate_figure2(trajectories, out / "figure2.gif", fps=config.fps)])
@@ -171,7 +171,7 @@ def _simulate_tokens(config: SimulateConfig) -> int:
     written = [
         save_npy(out / "trajectory.npy", trajectory),
         write_text(out / "report.txt", table + "\n"),
-        write_json(out / "report.json", {"config": jsonable(config), "theorem": _theorem_json(report)}),
+        write_json(out / "report.json", {"config": jsonable(config), "theorem": report.to_dict()}),
         *timed("figure", lambda: save_figure(plot_trajectory(trajectory, title=title), out / "figure")),
     ]
     if config.gif:
@@ -192,10 +192,3 @@ def _read_A(config: SimulateConfig):
     for note in given.notes():
         say(note)
     return given.array
-
-
-def _theorem_json(report) -> dict:
-    """A `TheoremReport` as JSON, with its verdict (a property, not a field) written out."""
-    from hardmax.cli.output import jsonable
-
-    return {"passed": report.passed, **jsonable(report)}

@@ -37,13 +37,14 @@ from __future__ import annotations
 
 from hardmax.dynamics.dedup import Deduplicated, deduplicate, take_rows
 from hardmax.dynamics.layers import hardmax_layers
-from hardmax.dynamics.rules import AttentionRule, Hardmax, Softmax
+from hardmax.dynamics.rules import RULES, AttentionRule, Hardmax, Softmax, rule_from_dict, rule_to_dict
 from hardmax.dynamics.simulator import ENGINES, Engine, Store, Trajectory, simulate, validate_A, validate_alpha
 from hardmax.dynamics.step import attention_matrix, attention_step, scores
 from hardmax.dynamics.ties import default_tie_rtol
 
 __all__ = [
     "ENGINES",
+    "RULES",
     "AttentionRule",
     "Deduplicated",
     "Engine",
@@ -56,6 +57,8 @@ __all__ = [
     "deduplicate",
     "default_tie_rtol",
     "hardmax_layers",
+    "rule_from_dict",
+    "rule_to_dict",
     "scores",
     "simulate",
     "take_rows",

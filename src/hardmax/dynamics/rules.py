@@ -107,3 +107,29 @@ class Softmax:
 def _key_bias(multiplicity: Tensor) -> Tensor:
     """(batch, 1, m) additive bias: log-multiplicity, -inf for absent tokens (multiplicity 0)."""
     return torch.log(multiplicity).unsqueeze(-2)
+
+
+# The rules by the name their JSON spelling uses: a new rule registers here (CONTRIBUTING.md).
+RULES: dict[str, type] = {"hardmax": Hardmax, "softmax": Softmax}
+
+
+def rule_to_dict(rule: AttentionRule) -> dict:
+    """{"rule": name, **fields}: the JSON spelling of a registered rule (`rule_from_dict` reads it back)."""
+    import dataclasses
+
+    for name, cls in RULES.items():
+        if type(rule) is cls:
+            return {"rule": name, **dataclasses.asdict(rule)}
+    raise ValueError(f"{type(rule).__name__} is not a registered rule ({', '.join(RULES)}): add it to RULES")
+
+
+def rule_from_dict(record: dict) -> AttentionRule:
+    """The rule a `rule_to_dict` record describes; ValueError for an unknown name or field."""
+    fields = dict(record)
+    name = fields.pop("rule", None)
+    if name not in RULES:
+        raise ValueError(f"unknown attention rule {name!r}; known: {', '.join(RULES)}")
+    try:
+        return RULES[name](**fields)
+    except TypeError as e:
+        raise ValueError(f"attention rule {name!r}: {e}") from None

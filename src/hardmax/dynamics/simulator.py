@@ -14,7 +14,7 @@ from torch import Tensor
 
 from hardmax.dynamics.dedup import Deduplicated, deduplicate, take_rows
 from hardmax.dynamics.layers import full_layers, hardmax_run
-from hardmax.dynamics.rules import AttentionRule, Hardmax
+from hardmax.dynamics.rules import AttentionRule, Hardmax, rule_from_dict, rule_to_dict
 from hardmax.dynamics.step import HARDMAX, attention_matrix, attention_step
 from hardmax.memory import require_memory
 
@@ -86,6 +86,35 @@ class Trajectory:
         """(*input_shape[:-1]) the multiplicity as floats in the tokens' dtype (the mask as 0/1 when none)."""
         w = self.mask if self.multiplicity is None else self.multiplicity
         return w.to(self.tokens.dtype)
+
+    def to_dict(self) -> dict:
+        """The trajectory as plain JSON values (`from_dict` reads it back, same dtype, on the CPU)."""
+        def listed(t: Tensor | None):
+            return None if t is None else t.detach().cpu().tolist()
+
+        return {"dtype": str(self.tokens.dtype).removeprefix("torch."), "tokens": listed(self.tokens),
+                "alpha": listed(self.alpha), "A": listed(self.A), "rule": rule_to_dict(self.rule),
+                "mask": listed(self.mask), "multiplicity": listed(self.multiplicity), "stored": list(self.stored),
+                "attention": listed(self.attention)}
+
+    @classmethod
+    def from_dict(cls, record: dict) -> Trajectory:
+        """The `Trajectory` a `to_dict` record describes; ValueError for a malformed record."""
+        try:
+            dtype = getattr(torch, record["dtype"])
+            if dtype not in (torch.float32, torch.float64):
+                raise ValueError(f"dtype must be float32 or float64, got {record['dtype']!r}")
+
+            def tensor(key: str, kind=None):
+                value = record.get(key)
+                return None if value is None else torch.tensor(value, dtype=kind or dtype)
+
+            return cls(tokens=tensor("tokens"), alpha=tensor("alpha"), A=tensor("A"),
+                       rule=rule_from_dict(record["rule"]), mask=tensor("mask", torch.bool),
+                       multiplicity=tensor("multiplicity"), stored=tuple(int(k) for k in record["stored"]),
+                       attention=tensor("attention"))
+        except (KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"not a trajectory record: {type(e).__name__} {e}") from None
 
     def at(self, layer: int) -> Tensor:
         """(*input_shape) positions after `layer` layers (0 = the input); it must be stored."""

@@ -47,6 +47,20 @@ class ModelTrace:
     pooled: Tensor
     logits: Tensor
 
+    def to_dict(self) -> dict:
+        """The trace as plain JSON values (`from_dict` reads it back)."""
+        return {"trajectory": self.trajectory.to_dict(), **{k: getattr(self, k).detach().cpu().tolist()
+                                                            for k in ("ids", "index", "pooled", "logits")}}
+
+    @classmethod
+    def from_dict(cls, record: dict) -> ModelTrace:
+        trajectory = Trajectory.from_dict(record["trajectory"])
+        dtype = trajectory.tokens.dtype
+        return cls(trajectory=trajectory, ids=torch.tensor(record["ids"], dtype=torch.int64),
+                   index=torch.tensor(record["index"], dtype=torch.int64),
+                   pooled=torch.tensor(record["pooled"], dtype=dtype),
+                   logits=torch.tensor(record["logits"], dtype=dtype))
+
     @property
     def tokens(self) -> Tensor:
         """(layers + 1, batch, m, d) the distinct tokens at every layer (`trajectory.tokens`)."""

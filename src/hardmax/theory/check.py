@@ -6,6 +6,7 @@ Each check can fail (the tests feed it doctored trajectories); the tolerances ar
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -90,6 +91,26 @@ class TheoremReport:
     @property
     def failed_sequences(self) -> tuple[int, ...]:
         return tuple(sorted({int(m.split(":")[0].split()[1]) for m in self.failures}))
+
+    def to_dict(self) -> dict:
+        """The report as plain JSON values, its verdict included (`from_dict` reads it back)."""
+        from hardmax.io import to_jsonable
+
+        return {"passed": self.passed, "sequences": self.sequences, "layers": self.layers,
+                "atol": to_jsonable(self.atol), "hypotheses_ok": self.hypotheses_ok,
+                "checks": [to_jsonable(dataclasses.asdict(c)) for c in self.checks]}
+
+    @classmethod
+    def from_dict(cls, record: dict) -> TheoremReport:
+        """The report a `to_dict` record describes (numbers JSON could not hold, NaN or inf, come back NaN)."""
+        def number(v):
+            return math.nan if v is None else float(v)
+
+        checks = tuple(Check(name=c["name"], claim=c["claim"], status=c["status"], value=c["value"],
+                             expected=c["expected"], messages=tuple(c["messages"]),
+                             numbers={k: number(v) for k, v in c["numbers"].items()}) for c in record["checks"])
+        return cls(checks=checks, sequences=int(record["sequences"]), layers=int(record["layers"]),
+                   atol=number(record["atol"]), hypotheses_ok=bool(record["hypotheses_ok"]))
 
     def table(self) -> str:
         """A markdown table: check, value, expected, status."""
