@@ -208,7 +208,20 @@ def given(cls: type, args: argparse.Namespace) -> dict[str, Any]:
     return {dest[len(prefix):]: value for dest, value in vars(args).items() if dest.startswith(prefix)}
 
 
-def config_from_args(cls: type, args: argparse.Namespace, *, base: Any = None, **extra: Any):
-    """The config `cls` from parsed arguments: `base` (or the defaults) with the options' values and `extra`."""
+def config_from_args(cls: type, args: argparse.Namespace, *, base: Any = None,
+                     flags: Mapping[str, str] | None = None, **extra: Any):
+    """The config `cls` from parsed arguments: `base` (or the defaults) with the options' values and `extra`.
+
+    A config's complaint about a field ("lr must be ...") is worded with its option ("--lr must be ..."):
+    `flags` maps fields whose option is not ``option_flag(field)``.
+    """
     values = {**given(cls, args), **extra}
-    return cls(**values) if base is None else dataclasses.replace(base, **values)
+    try:
+        return cls(**values) if base is None else dataclasses.replace(base, **values)
+    except ValueError as e:
+        message = str(e)
+        for f in dataclasses.fields(cls):
+            if message.startswith(f"{f.name} "):
+                flag = (flags or {}).get(f.name, option_flag(f.name))
+                raise ValueError(f"{flag}{message[len(f.name):]}") from None
+        raise

@@ -38,18 +38,8 @@ def _train_config_class():
 
 
 def _config(cls, args: argparse.Namespace, *, base=None, flags=None, **extra):
-    """`config_from_args`, with a config's complaint about a field worded with its option (`--lr`)."""
-    from hardmax.cli.options import option_flag
-
-    try:
-        return config_from_args(cls, args, base=base, **extra)
-    except ValueError as e:
-        message = str(e)
-        for f in dataclasses.fields(cls):
-            if message.startswith(f"{f.name} "):
-                flag = (flags or {}).get(f.name, option_flag(f.name))
-                raise ValueError(f"{flag}{message[len(f.name):]}") from None
-        raise
+    """`config_from_args` (a config's complaint about a field worded with its option, `--lr`)."""
+    return config_from_args(cls, args, base=base, flags=flags, **extra)
 
 
 # Words a vocabulary may hold when --max-vocab is not given, for the memory check made before the data are

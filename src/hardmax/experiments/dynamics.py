@@ -1,0 +1,235 @@
+"""The dynamics experiment: tokens (Figure 2's, a file's, or random ones) -> `simulate` -> `check_theorem`,
+as a typed `SimulationResult`, and its files (trajectory, report, figure, GIF).
+
+    config = SimulateConfig(random=12, dim=3, layers=20)
+    result = run_simulation(config)           # SimulationResult: trajectories, reports, notes
+    print(result.table()); save_simulation(result, "runs/mine")
+
+`hardmax simulate` is these two calls; the explorer and the docs call them too. `SimulateConfig` is
+importable without torch (the command line builds its options from it); the work imports inside.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from hardmax.dynamics import Trajectory
+    from hardmax.theory import TheoremReport
+
+__all__ = ["MAX_FPS", "SimulateConfig", "SimulationResult", "run_simulation", "save_simulation"]
+
+MAX_FPS = 50  # hardmax.plots.save.MAX_FPS (not imported: matplotlib would load with this config)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimulateConfig:
+    """What `run_simulation` runs; exactly one source of tokens (Figure 2 when none is given)."""
+
+    tokens: Path | None = None  # .npy (n, d) or .csv with d columns (header optional)
+    random: int | None = None  # this many standard normal tokens instead of a file
+    dim: int | None = None  # dimension of the random tokens (default 2)
+    seed: int | None = None  # seed of the random tokens (default 0)
+    A: str | None = None  # score matrix: .npy/.csv file or literal "2,0;0,1"; None = identity
+    alpha: float = 0.5  # step α > 0 of every layer (γ = α / (1 + α)); the paper's Figure 2 uses 0.5
+    layers: int = 30  # number of layers
+    out: Path | None = None  # output folder; None = runs/figure2 or runs/simulate
+    gif: bool = True  # also render a GIF animation (the slowest part)
+    fps: int = 8  # frames per second of the GIF
+    configurations: Literal["paper", "dyadic"] = "paper"  # Figure 2's tokens: the authors' notebook (random
+    # followers drawn with a fixed seed) or the library's dyadic variants (exact ties, known limits)
+
+    def __post_init__(self) -> None:
+        if self.tokens is not None and self.random is not None:
+            raise ValueError("give either --tokens FILE or --random N, not both")
+        if self.random is None and (self.dim is not None or self.seed is not None):
+            raise ValueError("--dim and --seed describe random tokens: add --random N")
+        if self.random is not None and self.random < 1:
+            raise ValueError(f"random needs at least one token, got {self.random}")
+        if self.dim is not None and self.dim < 1:
+            raise ValueError(f"dim must be ≥ 1, got {self.dim}")
+        if not (math.isfinite(self.alpha) and self.alpha > 0):
+            raise ValueError(f"alpha must be finite and > 0, got {self.alpha}")
+        if self.layers < 0:
+            raise ValueError(f"layers must be ≥ 0, got {self.layers}")
+        if not 1 <= self.fps <= MAX_FPS:
+            raise ValueError(f"fps must be from 1 to {MAX_FPS} (GIF delays are hundredths of a second), "
+                             f"got {self.fps}")
+        if self.seed is not None and not 0 <= self.seed < 2**63:
+            raise ValueError(f"seed must be an integer from 0 to 2^63 - 1, got {self.seed}")
+        if self.configurations not in ("paper", "dyadic"):
+            raise ValueError(f"configurations must be 'paper' or 'dyadic', got {self.configurations!r}")
+        if self.random is not None:  # before any token is drawn
+            self.require_memory(self.random, self.dim or 2, f"--random {self.random} --dim {self.dim or 2}")
+
+    def require_memory(self, n: int, d: int, source: str) -> None:
+        """Refuse (one line naming the options) a run whose trajectory, theorem check and figures would not
+        fit in memory: (layers + 1) × n × d float64 a few times over, n × n pairwise scores, d × d A."""
+        from hardmax.memory import require_memory
+
+        trajectory = 4.0 * (self.layers + 1) * n * d * 8
+        require_memory(trajectory + 4.0 * n * n * 8 + 3.0 * d * d * 8,
+                       f"{source} with --layers {self.layers} (a trajectory of {self.layers + 1:,} layers × "
+                       f"{n:,} tokens × {d:,} float64, {n:,}² pairwise scores)")
+
+    @property
+    def figure2(self) -> bool:
+        """True when no tokens are given: reproduce the paper's Figure 2."""
+        return self.tokens is None and self.random is None
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """What `run_simulation` computed.
+
+    Attributes:
+        config: the `SimulateConfig` run.
+        trajectories: name -> single-sequence float64 `Trajectory` (Figure 2: its four configurations;
+            otherwise one, named "tokens").
+        reports: name -> `TheoremReport` of that trajectory.
+        source: where the tokens came from, in words ("Figure 2 (paper)", "t.csv", "random (seed 0)").
+        notes: what the readers decided on their own (a header skipped, a byte-order mark), to say aloud.
+        seconds: time of reading, simulating and checking.
+    """
+
+    config: SimulateConfig
+    trajectories: Mapping[str, Trajectory]
+    reports: Mapping[str, TheoremReport]
+    source: str
+    notes: tuple[str, ...] = ()
+    seconds: float = 0.0
+    A_given: bool = False  # whether a score matrix A was given (the figures' titles say so)
+
+    @property
+    def passed(self) -> bool:
+        """Whether every trajectory passed the theorem check."""
+        return all(report.passed for report in self.reports.values())
+
+    def table(self) -> str:
+        """The theorem tables (one section per configuration for Figure 2)."""
+        if self.config.figure2:
+            return "\n\n".join(f"## {name}\n\n{report.table()}" for name, report in self.reports.items())
+        return next(iter(self.reports.values())).table()
+
+    def describe(self) -> str:
+        """One line: what was simulated and how long it took."""
+        if self.config.figure2:
+            return (f"simulated the {len(self.trajectories)} configurations of Figure 2, {self.config.layers} "
+                    f"layers, α = {self.config.alpha:g}: {self.seconds:.2f} s")
+        n, d = next(iter(self.trajectories.values())).tokens.shape[1:]
+        return f"simulated n = {n} tokens in R^{d}, {self.config.layers} layers, α = {self.config.alpha:g}: " \
+               f"{self.seconds:.2f} s"
+
+    def to_dict(self) -> dict:
+        """The run as plain JSON values: config, source, notes, trajectories and theorem reports."""
+        from hardmax.io import to_jsonable
+
+        return {"config": to_jsonable(self.config), "source": self.source, "notes": list(self.notes),
+                "passed": self.passed, "seconds": self.seconds,
+                "theorem": {name: report.to_dict() for name, report in self.reports.items()},
+                "trajectories": {name: t.to_dict() for name, t in self.trajectories.items()}}
+
+
+def _tokens(config: SimulateConfig) -> tuple[dict, str, list[str]]:
+    """name -> (n, d) float64 tokens, the source in words, and the reader's notes."""
+    import numpy as np
+
+    from hardmax.inputs import read_array
+    from hardmax.theory import figure2_configurations, paper_figure2_configurations
+
+    if config.figure2:
+        configurations = (paper_figure2_configurations() if config.configurations == "paper"
+                          else figure2_configurations())
+        n = sum(len(tokens) for tokens in configurations.values())
+        config.require_memory(n, 2, f"Figure 2 ({len(configurations)} configurations, {n} tokens in all)")
+        return dict(configurations), f"Figure 2 ({config.configurations})", []
+    if config.tokens is not None:
+        given = read_array(config.tokens, "tokens")
+        tokens = given.array
+        config.require_memory(*tokens.shape, f"--tokens {config.tokens} ({tokens.shape[0]:,} × {tokens.shape[1]:,})")
+        return {"tokens": tokens}, Path(config.tokens).name, given.notes()
+    seed = config.seed or 0
+    tokens = np.random.default_rng(seed).standard_normal((config.random, config.dim or 2))
+    return {"tokens": tokens}, f"random (seed {seed})", []
+
+
+def run_simulation(config: SimulateConfig) -> SimulationResult:
+    """Read or draw the tokens, run the hardmax dynamics and check Theorem 2.1 on every configuration.
+
+    Raises:
+        ValueError: unreadable tokens or A, a non-SPD A, sizes beyond the memory budget (`hardmax.memory`).
+    """
+    from hardmax.dynamics import simulate
+    from hardmax.inputs import read_matrix
+    from hardmax.theory import check_theorem
+
+    start = time.perf_counter()
+    configurations, source, notes = _tokens(config)
+    A = None
+    if config.A is not None:
+        given = read_matrix(config.A, "A")
+        A, notes = given.array, [*notes, *given.notes()]
+    trajectories = {name: simulate(tokens, alpha=config.alpha, layers=config.layers, A=A)
+                    for name, tokens in configurations.items()}
+    reports = {name: check_theorem(trajectory) for name, trajectory in trajectories.items()}
+    return SimulationResult(config=config, trajectories=trajectories, reports=reports, source=source,
+                            notes=tuple(notes), seconds=time.perf_counter() - start, A_given=A is not None)
+
+
+def save_simulation(result: SimulationResult, out: str | Path | None = None, *,
+                    on_file=None) -> list[Path]:
+    """Write a run's files into `out` (default: the config's `out`, else runs/figure2 or runs/simulate):
+    report.txt and report.json (config and theorem reports), the figure (PNG, PDF), the GIF unless the
+    config says `gif=False`, and for the user's tokens trajectory.npy. Every file is written atomically.
+
+    Args:
+        on_file: called as ``on_file(what, paths, seconds)`` after each figure or GIF (progress lines).
+    Returns:
+        The paths written.
+    """
+    import numpy as np
+
+    from hardmax.io import atomic_write, to_jsonable, write_json, write_text
+    from hardmax.plots import animate, figure2, plot_trajectory, save_figure
+    from hardmax.plots.figures import animate_figure2
+
+    config = result.config
+    out = Path(out or config.out or ("runs/figure2" if config.figure2 else "runs/simulate"))
+
+    def timed(what: str, make) -> list[Path]:
+        start = time.perf_counter()
+        paths = make()
+        if on_file is not None:
+            on_file(what, paths, time.perf_counter() - start)
+        return paths
+
+    report = {"config": to_jsonable(config),
+              "theorem": ({name: r.to_dict() for name, r in result.reports.items()} if config.figure2
+                          else next(iter(result.reports.values())).to_dict())}
+    if config.figure2:
+        trajectories = result.trajectories
+        written = [*timed("figure", lambda: save_figure(figure2(trajectories), out / "figure2")),
+                   write_text(out / "report.txt", result.table() + "\n"), write_json(out / "report.json", report)]
+        if config.gif:  # all four rows, moving together
+            written += timed("GIF", lambda: [animate_figure2(trajectories, out / "figure2.gif", fps=config.fps)])
+        return written
+    trajectory = next(iter(result.trajectories.values()))
+    n, d = trajectory.tokens.shape[1:]
+    title = f"{result.source}: n = {n}, d = {d}, α = {config.alpha:g}, {'A given' if result.A_given else 'A = I'}"
+    positions = trajectory.tokens.detach().cpu().numpy()
+
+    def write_npy(tmp: str) -> None:
+        with open(tmp, "wb") as f:  # np.save to an open file keeps the temporary name
+            np.save(f, positions)
+
+    written = [atomic_write(out / "trajectory.npy", write_npy), write_text(out / "report.txt", result.table() + "\n"),
+               write_json(out / "report.json", report),
+               *timed("figure", lambda: save_figure(plot_trajectory(trajectory, title=title), out / "figure"))]
+    if config.gif:
+        written += timed("GIF", lambda: [animate(trajectory, out / "animation.gif", fps=config.fps, title=title)])
+    return written
