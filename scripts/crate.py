@@ -30,7 +30,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import run_and_report  # noqa: E402
 
 from hardmax.data import DataConfig, load_imdb  # noqa: E402
-from hardmax.experiments.pipeline import data_info  # noqa: E402
 from hardmax.experiments.rate import crate_measures, layer_rates  # noqa: E402
 from hardmax.io import write_json, write_text  # noqa: E402
 from hardmax.models import ModelConfig  # noqa: E402
@@ -95,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         run_dir = Path(args.out) / f"{layer}{d}{heads}-lr{lr:g}"
         initial = initial_model(model_config, train_config)
         result = train(data.train, data.val, model_config=model_config, train_config=train_config,
-                       run_dir=run_dir, vocab=data.vocab, progress=False, data_info=data_info(data),
+                       run_dir=run_dir, vocab=data.vocab, progress=False, data_info=data.info(),
                        resume=(run_dir / "checkpoint.safetensors").exists())
         model = result.model.eval()
         evaluation = evaluate(model, test)

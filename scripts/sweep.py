@@ -21,7 +21,8 @@ import torch
 from _report import run_and_report
 
 from hardmax.data import DataConfig, load_imdb
-from hardmax.experiments.reproduce import ReproduceConfig, train_or_load
+from hardmax.experiments.pipeline import train_or_load
+from hardmax.experiments.reproduce import ReproduceConfig
 from hardmax.training import TrainConfig, evaluate
 
 # name -> ({DataConfig overrides}, {TrainConfig overrides})

@@ -34,7 +34,6 @@ from hardmax import HardmaxClassifier, ModelConfig
 from hardmax.explain import (
     explain_ids,
     final_layer,
-    leader_flags,
     leader_masks,
     leader_statistics,
     leader_word_counts,
@@ -254,7 +253,7 @@ def test_leader_word_counts_keep_only_decisive_leaders(model):
 
 
 # --------------------------------------------------------------------------------------------
-# The fast path: leader_flags and final_layer against the trace and `find_leaders`.
+# The fast path: final_layer and the leader statistics against the trace and `find_leaders`.
 # --------------------------------------------------------------------------------------------
 
 
@@ -330,24 +329,6 @@ def test_final_layer_is_the_traces_last_layer():
         assert ours.keys() == theirs.keys()
         for word, z in ours.items():
             torch.testing.assert_close(z, theirs[word].detach(), rtol=0, atol=1e-12)
-
-
-def test_leader_flags_equal_find_leaders_near_ties():
-    """Random configurations with planted exact ties, near-ties (one ulp) and copies."""
-    from hardmax.theory import find_leaders
-
-    g = torch.Generator().manual_seed(0)
-    for dtype in (torch.float32, torch.float64):
-        z = torch.randn(64, 9, 3, generator=g, dtype=dtype)
-        z[:16, 1] = z[:16, 0]  # copies
-        z[16:32, 1] = z[16:32, 0] * torch.tensor([1.0, 1.0, -1.0], dtype=dtype)  # mirror: equal norms
-        z[32:48, 2] = torch.nextafter(z[32:48, 0], torch.full_like(z[32:48, 0], 10.0))  # one ulp apart
-        present = torch.rand(64, 9, generator=g) > 0.2
-        present[:, :3] = True
-        expected = find_leaders(z, mask=present, atol=0.0)
-        assert torch.equal(leader_flags(z, present, chunk=5), expected), dtype
-        A = torch.tensor([[2.0, 0.3, 0.0], [0.3, 1.0, 0.1], [0.0, 0.1, 0.5]], dtype=dtype)
-        assert torch.equal(leader_flags(z, present, A=A), find_leaders(z, A=A, mask=present, atol=0.0)), dtype
 
 
 def test_explanation_when_every_word_leads(model):

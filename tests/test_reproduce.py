@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from hardmax.data import STOP_LISTS, DataConfig
+from hardmax.experiments.pipeline import reproduce
 from hardmax.experiments.report import benchmarks_link, read_benchmarks, render_report
 from hardmax.experiments.reproduce import (
     PAPER_ACCURACY,
@@ -23,7 +24,6 @@ from hardmax.experiments.reproduce import (
     TARGET_ACCURACY,
     ReproduceConfig,
     quick,
-    reproduce,
 )
 from hardmax.io import write_json
 from hardmax.training import TrainConfig

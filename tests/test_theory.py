@@ -747,3 +747,22 @@ def test_a_theorem_report_round_trips_through_json():
     assert record["passed"] is True and [c["name"] for c in record["checks"]] == [c.name for c in report.checks]
     back = TheoremReport.from_dict(record)
     assert back.table() == report.table() and back.passed == report.passed and back.to_dict() == record
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_exact_identity_leaders_equal_the_attention_sets_near_ties(dtype):
+    """find_leaders(..., atol=0) decides most leaders by their score margin (the screen explain's statistics
+    rely on); with planted exact ties, near-ties (one ulp) and copies it must equal the definition from the
+    tie rule's attention sets: i leads iff C_i holds only tokens identical to z_i."""
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(150, 9, 3, generator=g, dtype=dtype)
+    z[:16, 1] = z[:16, 0]  # copies
+    z[16:32, 1] = z[16:32, 0] * torch.tensor([1.0, 1.0, -1.0], dtype=dtype)  # mirror: equal norms
+    z[32:48, 2] = torch.nextafter(z[32:48, 0], torch.full_like(z[32:48, 0], 10.0))  # one ulp apart
+    present = torch.rand(150, 9, generator=g) > 0.2
+    present[:, :3] = True
+    for A in (None, torch.tensor([[2.0, 0.3, 0.0], [0.3, 1.0, 0.1], [0.0, 0.1, 0.5]], dtype=dtype)):
+        sets = theory.attention_sets(z, A=A, mask=present)
+        identical = (z.unsqueeze(2) == z.unsqueeze(1)).all(-1)
+        expected = present & ~(sets & ~identical).any(-1)
+        assert torch.equal(find_leaders(z, A=A, mask=present, atol=0.0), expected)

@@ -13,8 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hardmax.lazy import lazy_exports
-
-__version__ = "0.1.0"
+from hardmax.version import __version__ as __version__
 
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {

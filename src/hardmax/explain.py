@@ -7,12 +7,12 @@ holds only itself (C_i = {i} up to its own copies), so it never moves.
 
 The statistics over a whole test set need only layers 0 and K: they run the compiled engine
 (`hardmax.simulate(..., store="final")`) on the reviews, and decide leaders with the one leader rule
-(`hardmax.theory.find_leaders`) wherever a score margin is near a tie (see `leader_flags`).
+(`hardmax.theory.find_leaders` with exact identity, whose margin screen sends only near-ties through the
+tie rule).
 """
 
 from __future__ import annotations
 
-import math
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -23,7 +23,6 @@ import torch
 from torch import Tensor
 
 from hardmax.dynamics import Hardmax, attention_matrix, simulate
-from hardmax.dynamics.select import score_bias
 from hardmax.models import HardmaxClassifier, ModelTrace
 from hardmax.theory import find_leaders
 
@@ -41,62 +40,10 @@ __all__ = [
     "explain_text",
     "explain_texts",
     "final_layer",
-    "leader_flags",
     "leader_masks",
     "leader_statistics",
     "leader_word_counts",
 ]
-
-# Score margins farther than this many tie tolerances from 0 decide a leader without the tie rule: the
-# engine's attention sets only ever hold keys within 2 (tie_rtol + d·eps) W R of a row's best score
-# (`hardmax.dynamics.ties.coarse_tolerance`; W = max_j ‖|A||z_j|‖, R = max_j ‖z_j‖), and the scores computed
-# here round differently from the engine's by less than d·eps·W·R.
-_SAFETY = 4.0
-
-
-def leader_flags(tokens: Tensor, present: Tensor, *, A: Tensor | None = None,
-                 tie_rtol: float | None = None, chunk: int = 64) -> Tensor:
-    """Bool (batch, m): distinct token i is a leader (C_i = {i}); `find_leaders` with exact identity (atol = 0).
-
-    The same answer as ``find_leaders(tokens, A=A, mask=present, tie_rtol=tie_rtol, atol=0)``, faster: a token
-    whose own score beats every other one by more than any tie tolerance of the engine,
-    s_ii − max_{j≠i} s_ij > 8 (tie_rtol + d·eps) W R, is a leader, one beaten by as much is not, and only the
-    reviews with a token in between (near-ties, copies of one position) go through `find_leaders`.
-
-    Args:
-        tokens: (batch, m, d) distinct tokens of each review. present: (batch, m) bool, False for unused slots.
-        A: (d, d) score matrix, None for the identity. tie_rtol: as in `Hardmax(tie_rtol)`.
-        chunk: reviews scored together (the (chunk, m, m) scores stay in cache).
-    """
-    leader = torch.zeros_like(present)
-    unsure = torch.zeros(present.shape[0], dtype=torch.bool, device=present.device)
-    if tokens.shape[1] == 0:
-        return leader
-    A = None if A is None else A.detach()
-    rtol = Hardmax(tie_rtol).rtol(tokens.dtype)
-    tol = _SAFETY * 2 * (rtol + tokens.shape[-1] * torch.finfo(tokens.dtype).eps)
-    zero = torch.zeros((), dtype=tokens.dtype, device=tokens.device)
-    for rows in torch.split(torch.arange(tokens.shape[0], device=tokens.device), chunk):
-        z, real = tokens[rows], present[rows]
-        # The keys' transpose made contiguous first (PyTorch's CPU bmm is 2x slower on a transposed view at
-        # these sizes), absent keys then set to −inf by an additive bias (faster than a broadcast masked_fill_).
-        s = torch.bmm(z if A is None else z @ A, z.transpose(-1, -2).contiguous())  # (chunk, m, m)
-        s += score_bias(real, z.dtype)
-        diagonal = s.diagonal(dim1=1, dim2=2)
-        own = diagonal.clone()
-        diagonal.fill_(-math.inf)
-        margin = own - s.amax(-1)  # +inf for a review's only token
-        radius = torch.where(real, z.norm(dim=-1), zero).amax(-1, keepdim=True)  # R
-        size = z.abs() if A is None else z.abs() @ A.abs()
-        size = torch.where(real, size.norm(dim=-1), zero).amax(-1, keepdim=True)  # W
-        bound = tol * size * radius
-        leader[rows] = (margin > bound) & real
-        unsure[rows] = ((margin.abs() <= bound) & real).any(-1)
-    if bool(unsure.any()):
-        rows = unsure.nonzero().squeeze(-1)
-        leader[rows] = find_leaders(tokens[rows], A=A, mask=present[rows], tie_rtol=tie_rtol, atol=0.0)
-    return leader
-
 
 def leader_masks(trace: ModelTrace, *, layers: tuple[int, ...] | None = None,
                  tie_rtol: float | None = None) -> Tensor:
@@ -109,7 +56,8 @@ def leader_masks(trace: ModelTrace, *, layers: tuple[int, ...] | None = None,
     chosen = range(trace.tokens.shape[0]) if layers is None else layers
     present = trace.multiplicity > 0
     A = None if trace.A is None else trace.A.detach()
-    return torch.stack([leader_flags(trace.tokens[k], present, A=A, tie_rtol=tie_rtol) for k in chosen])
+    return torch.stack([find_leaders(trace.tokens[k], A=A, mask=present, tie_rtol=tie_rtol, atol=0.0)
+                        for k in chosen])
 
 
 @dataclass(frozen=True)
@@ -219,8 +167,8 @@ def leader_statistics(model: HardmaxClassifier, ids: Tensor, mask: Tensor, *, ba
     for rows in _batches(ids.shape[0], batch_size, "leaders", progress):
         state = final_layer(model, ids[rows].to(device), mask[rows].to(device))
         logits.append(state.logits.float().cpu())
-        first = leader_flags(state.first, state.present, A=A)
-        final = leader_flags(state.last, state.present, A=A)
+        first = find_leaders(state.first, A=A, mask=state.present, atol=0.0)
+        final = find_leaders(state.last, A=A, mask=state.present, atol=0.0)
         counts.append(final.sum(-1).cpu())
         initial += int((final & first).sum())
         total += int(final.sum())
@@ -261,7 +209,7 @@ def leader_word_counts(model: HardmaxClassifier, ids: Tensor, mask: Tensor, labe
         prob = torch.sigmoid(state.logits).cpu()
         truth = labels[rows].cpu() > 0.5
         keep = ((prob > 0.5) == truth) & (torch.maximum(prob, 1 - prob) > confidence)
-        final = leader_flags(state.last, state.present, A=A)
+        final = find_leaders(state.last, A=A, mask=state.present, atol=0.0)
         if decisive is not None:
             final &= state.word_logits.abs() > decisive
         final = final.cpu()

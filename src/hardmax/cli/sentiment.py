@@ -113,7 +113,6 @@ def add_train(subparsers) -> None:
 def run_train(args: argparse.Namespace) -> int:
     from hardmax.data import load_imdb
     from hardmax.data.config import DataConfig
-    from hardmax.experiments.reproduce import data_info
     from hardmax.models.config import ModelConfig
     from hardmax.training import resolve_device, run_state, train
 
@@ -134,7 +133,7 @@ def run_train(args: argparse.Namespace) -> int:
     data = load_imdb(data_config)
     model_config = _config(ModelConfig, args, vocab_size=len(data.vocab), flags=MODEL_FLAGS)
     result = train(data.train, data.val, model_config=model_config, train_config=train_config, run_dir=run,
-                   resume=args.resume, data_info=data_info(data), vocab=data.vocab)
+                   resume=args.resume, data_info=data.info(), vocab=data.vocab)
     print(f"best epoch {result.best_epoch}: validation accuracy ({train_config.select_on}) "
           f"{result.best_val_accuracy:.4f}; "
           f"run in {run}/")
@@ -270,7 +269,8 @@ def add_reproduce(subparsers) -> None:
 
 
 def run_reproduce(args: argparse.Namespace) -> int:
-    from hardmax.experiments.reproduce import ReproduceConfig, quick, reproduce
+    from hardmax.experiments.pipeline import reproduce
+    from hardmax.experiments.reproduce import ReproduceConfig, quick
 
     base = quick() if args.quick else ReproduceConfig()
     changes: dict = {}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -135,6 +135,14 @@ class ImdbData:
     vocab: Vocabulary
     stats: DataStats
     config: DataConfig
+
+    def info(self) -> dict:
+        """The data settings that change a trained model, with the vocabulary and split sizes: what a run
+        records as config.json's "data" (`hardmax.training.train(..., data_info=data.info())`)."""
+        settings = {k: v for k, v in asdict(self.config).items() if k not in ("path", "cache_dir", "use_cache",
+                                                                             "download")}
+        return {**settings, "vocab_size": len(self.vocab), "train": len(self.train), "val": len(self.val),
+                "test": len(self.test)}
 
 
 def make_split(ids: np.ndarray, labels: np.ndarray, index: np.ndarray) -> Split:

@@ -38,6 +38,7 @@ from __future__ import annotations
 from hardmax.dynamics.dedup import Deduplicated, deduplicate, take_rows
 from hardmax.dynamics.layers import hardmax_layers
 from hardmax.dynamics.rules import RULES, AttentionRule, Hardmax, Softmax, rule_from_dict, rule_to_dict
+from hardmax.dynamics.select import score_bias
 from hardmax.dynamics.simulator import ENGINES, Engine, Store, Trajectory, simulate, validate_A, validate_alpha
 from hardmax.dynamics.step import attention_matrix, attention_step, scores
 from hardmax.dynamics.ties import default_tie_rtol
@@ -59,6 +60,7 @@ __all__ = [
     "hardmax_layers",
     "rule_from_dict",
     "rule_to_dict",
+    "score_bias",
     "scores",
     "simulate",
     "take_rows",

@@ -4,7 +4,7 @@ For each embedding dimension d: every candidate (stop-word list × learning rate
 finished run with the same settings and data is reused (`train_or_load`); the best on validation is
 kept (`select_candidate`) and copied to out_dir/d{d}; it is evaluated on the test set under softmax and
 exact hardmax, its leaders are counted, its leader words collected and its figures drawn
-(`measure_dimension`). `run_reproduce` does all d and writes results.json and results.md
+(`measure_dimension`). `reproduce` does all d and writes results.json and results.md
 (`hardmax.experiments.report`). The test set is used only here, after model selection on validation.
 """
 
@@ -27,8 +27,8 @@ from hardmax.io import CheckpointError, read_json, write_json, write_text
 from hardmax.models import HardmaxClassifier, ModelConfig
 from hardmax.training import EpochRecord, load_run, train
 
-__all__ = ["Candidate", "DimensionResult", "Selection", "TrainedRun", "data_info", "measure_dimension",
-           "run_reproduce", "select_candidate", "train_or_load"]
+__all__ = ["Candidate", "DimensionResult", "Selection", "TrainedRun", "measure_dimension",
+           "reproduce", "select_candidate", "train_or_load"]
 
 
 @dataclass(frozen=True)
@@ -103,14 +103,6 @@ def _model_config(d: int, config: ReproduceConfig, vocab_size: int) -> ModelConf
     return ModelConfig(vocab_size=vocab_size, d=d, layers=config.layers, beta=config.beta)
 
 
-def data_info(data: ImdbData) -> dict:
-    """The data settings that change a trained model, with the vocabulary and split sizes (config.json's "data")."""
-    settings = {k: v for k, v in asdict(data.config).items()
-                if k not in ("path", "cache_dir", "use_cache", "download")}
-    return {**settings, "vocab_size": len(data.vocab), "train": len(data.train), "val": len(data.val),
-            "test": len(data.test)}
-
-
 def train_or_load(d: int, data: ImdbData, config: ReproduceConfig, run_dir: Path | None = None) -> TrainedRun:
     """Reuse a finished run with exactly these settings and data, resume a compatible interrupted one,
     or train from scratch (a run from other settings or data in the directory is replaced).
@@ -121,7 +113,7 @@ def train_or_load(d: int, data: ImdbData, config: ReproduceConfig, run_dir: Path
 
     run_dir = Path(config.out_dir) / f"d{d}" if run_dir is None else Path(run_dir)
     model_config = _model_config(d, config, len(data.vocab))
-    info = data_info(data)
+    info = data.info()
     wanted = config_record(model_config, config.train, info)
     try:
         saved = read_json(run_dir / "config.json")
@@ -259,8 +251,13 @@ def measure_dimension(selection: Selection, config: ReproduceConfig, report_dir:
     )
 
 
-def run_reproduce(config: ReproduceConfig) -> list[DimensionResult]:
-    """`hardmax.experiments.reproduce.reproduce`: every d of the config, then results.json and results.md."""
+def reproduce(config: ReproduceConfig) -> list[DimensionResult]:
+    """Train and evaluate every d in `config.dims`, then write results.md and results.json into
+    `config.report_dir`; returns one `DimensionResult` per d.
+
+    Finished runs in `config.out_dir` are reused and interrupted ones resumed, so rerunning after a
+    crash continues where it stopped.
+    """
     start = time.perf_counter()
     torch.manual_seed(config.train.seed)
     report_dir = Path(config.report_dir)
@@ -300,7 +297,7 @@ def _write_report(results: list[DimensionResult], data: ImdbData, config: Reprod
         "command": _command(config),
         "seconds_total": seconds,
         "machine": machine,
-        "data": {**data_info(data), "stats": {k: asdict(v) for k, v in data.stats.splits.items()},
+        "data": {**data.info(), "stats": {k: asdict(v) for k, v in data.stats.splits.items()},
                  "load_seconds": data.stats.seconds, "cache_hit": data.stats.cache_hit},
         # The learning rate is a candidate setting, recorded per d in the results.
         "train_config": {k: v for k, v in asdict(config.train).items() if k != "lr"},

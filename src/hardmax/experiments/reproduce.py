@@ -7,21 +7,19 @@ The test set is used only there, after model selection on validation.
 
 This file holds the settings (`ReproduceConfig`, the `quick` preset) and the reference accuracies, and
 imports no torch, so that the command line reads its options quickly. The work is in `pipeline`
-(train, select, measure) and `report` (results.md); `reproduce(config)` runs it.
+(train, select, measure: `pipeline.reproduce(config)` runs it) and `report` (results.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from hardmax.data.config import STOP_LISTS, DataConfig
 from hardmax.training.config import TrainConfig
 
-__all__ = ["PAPER_ACCURACY", "QUICK_ACCURACY", "TARGET_ACCURACY", "ReproduceConfig", "quick", "reproduce"]
+__all__ = ["PAPER_ACCURACY", "QUICK_ACCURACY", "TARGET_ACCURACY", "ReproduceConfig", "quick"]
 
 PAPER_ACCURACY = {2: 0.791, 4: 0.823, 8: 0.850, 16: 0.882}  # 70/30 split, best epoch picked on test
 TARGET_ACCURACY = {2: 0.80, 4: 0.84, 8: 0.85, 16: 0.86}  # standard split, chosen on validation (revised)
@@ -83,32 +81,3 @@ def quick(**overrides) -> ReproduceConfig:
         train=TrainConfig(epochs=4, checkpoint_every=1000), lrs=(1e-2,), stopwords=("nltk",),
     )
     return dataclasses.replace(base, **overrides)
-
-
-def reproduce(config: ReproduceConfig):
-    """Train and evaluate every d in `config.dims`, then write results.md and results.json into
-    `config.report_dir`; returns one `pipeline.DimensionResult` per d.
-
-    Finished runs in `config.out_dir` are reused and interrupted ones resumed, so rerunning after a
-    crash continues where it stopped.
-    """
-    from hardmax.experiments.pipeline import run_reproduce
-
-    return run_reproduce(config)
-
-
-# The pipeline's and the report's names, for callers written when they lived here (loaded on first use).
-_MOVED = {"DimensionResult": "pipeline", "data_info": "pipeline", "select_candidate": "pipeline",
-          "train_or_load": "pipeline", "candidate_name": "report", "read_benchmarks": "report",
-          "render_report": "report", "BENCHMARKS": "report"}
-
-
-def __getattr__(name: str):
-    if name in _MOVED:
-        return getattr(importlib.import_module(f"hardmax.experiments.{_MOVED[name]}"), name)
-    raise AttributeError(f"module 'hardmax.experiments.reproduce' has no attribute {name!r}")
-
-
-if TYPE_CHECKING:
-    from hardmax.experiments.pipeline import DimensionResult, data_info, select_candidate, train_or_load  # noqa: F401
-    from hardmax.experiments.report import BENCHMARKS, candidate_name, read_benchmarks, render_report  # noqa: F401

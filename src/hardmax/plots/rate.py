@@ -7,10 +7,12 @@ no pyplot state). Saving is `hardmax.plots.save_figure`.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from matplotlib.figure import Figure
 
-from hardmax.experiments.rate import CrateMeasures, RateReport
+if TYPE_CHECKING:  # plots consume results by their fields; experiments import plots, never the reverse
+    from hardmax.experiments.rate import CrateMeasures, RateReport
 
 __all__ = ["plot_crate_measures", "plot_rates"]
 

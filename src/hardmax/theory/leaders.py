@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from hardmax.dynamics import Hardmax, Trajectory, attention_matrix, deduplicate, validate_A
+from hardmax.dynamics import Hardmax, Trajectory, attention_matrix, deduplicate, score_bias, validate_A
 from hardmax.theory.geometry import components
 from hardmax.theory.inputs import as_tokens, check_atol, check_trajectory
 
@@ -128,6 +128,48 @@ def attention_sets(tokens, *, A=None, mask=None, tie_rtol: float | None = None) 
     return _pairs(dd, ties).reshape(*lead, n, n)
 
 
+# Score margins farther than this many tie tolerances from 0 decide a leader without the tie rule: the
+# engine's attention sets only ever hold keys within 2 (tie_rtol + d·eps) W R of a row's best score
+# (`hardmax.dynamics.ties.coarse_tolerance`; W = max_j ‖|A||z_j|‖, R = max_j ‖z_j‖), and the scores computed
+# here round differently from the engine's by less than d·eps·W·R.
+_SAFETY = 4.0
+_SCREEN_CHUNK = 64  # sequences scored together by the screen (their (chunk, n, n) scores stay in cache)
+
+
+def _screened_leaders(z: Tensor, real: Tensor, A: Tensor | None, rtol: float) -> Tensor:
+    """`_snapshot`'s leaders with exact identity (atol = 0), faster: a token whose own score beats every other
+    one by more than any tie tolerance of the engine, s_ii − max_{j≠i} s_ij > 8 (tie_rtol + d·eps) W R, is a
+    leader, one beaten by as much is not, and only the sequences with a token in between (near-ties, copies
+    of one position) go through the tie rule. z (B, n, d), real (B, n) -> (B, n) bool."""
+    leader = torch.zeros_like(real)
+    unsure = torch.zeros(real.shape[0], dtype=torch.bool, device=real.device)
+    if z.shape[1] == 0:
+        return leader
+    tol = _SAFETY * 2 * (rtol + z.shape[-1] * torch.finfo(z.dtype).eps)
+    zero = torch.zeros((), dtype=z.dtype, device=z.device)
+    for rows in torch.split(torch.arange(z.shape[0], device=z.device), _SCREEN_CHUNK):
+        u, present = z[rows], real[rows]
+        # The keys' transpose made contiguous first (PyTorch's CPU bmm is 2x slower on a transposed view at
+        # these sizes), absent keys then set to −inf by an additive bias (faster than a broadcast masked_fill_).
+        s = torch.bmm(u if A is None else u @ A, u.transpose(-1, -2).contiguous())  # (chunk, n, n)
+        s += score_bias(present, u.dtype)
+        diagonal = s.diagonal(dim1=1, dim2=2)
+        own = diagonal.clone()
+        diagonal.fill_(-math.inf)
+        margin = own - s.amax(-1)  # +inf for a sequence's only token
+        radius = torch.where(present, u.norm(dim=-1), zero).amax(-1, keepdim=True)  # R
+        size = u.abs() if A is None else u.abs() @ A.abs()
+        size = torch.where(present, size.norm(dim=-1), zero).amax(-1, keepdim=True)  # W
+        bound = tol * size * radius
+        leader[rows] = (margin > bound) & present
+        unsure[rows] = ((margin.abs() <= bound) & present).any(-1)
+    if bool(unsure.any()):
+        rows = unsure.nonzero().squeeze(-1)
+        zero_atol = torch.zeros(len(rows), dtype=z.dtype, device=z.device)
+        leader[rows], _ = _snapshot(z[rows], real[rows], A, rtol, zero_atol)
+    return leader
+
+
 def find_leaders(tokens, *, A=None, mask=None, tie_rtol: float | None = None,
                  atol: float | None = None) -> Tensor:
     """Leaders of one configuration: tokens whose attention set contains only (copies of) themselves.
@@ -147,7 +189,10 @@ def find_leaders(tokens, *, A=None, mask=None, tie_rtol: float | None = None,
     z, real, lead = _flatten(tokens, mask)
     A_used = _score_matrix(A, z.shape[-1], z.dtype, z.device)
     rtol = Hardmax(tie_rtol).rtol(z.dtype)
-    leader, _ = _snapshot(z, real, A_used, rtol, default_atol(z, real, atol, A_used, rtol))
+    if atol is not None and check_atol(atol) == 0:  # exact identity: most leaders decided by their margin alone
+        leader = _screened_leaders(z, real, None if A_used is None else A_used.detach(), rtol)
+    else:
+        leader, _ = _snapshot(z, real, A_used, rtol, default_atol(z, real, atol, A_used, rtol))
     return leader.reshape(*lead, z.shape[1])
 
 

@@ -2,7 +2,8 @@
 
     config.py   `TrainConfig` (no torch: the CLI builds its options from it quickly)
     loop.py     `train`, `evaluate`, `predict`, and the pieces of the loop (`epoch_batches`, `left_align`,
-                `word_dropout`), `resolve_device`, `set_threads`
+                `word_dropout`)
+    device.py   `resolve_device` (a torch device this machine has), `set_threads`
     run.py      `Run` / `load_run` (a run directory read back and checked), `run_state` (what a directory
                 holds: empty, unstarted, resumable, trained), `lock_run`, `EpochRecord`
 
@@ -27,8 +28,8 @@ _EXPORTS: dict[str, str] = {
     "initial_model": "hardmax.training.loop",
     "left_align": "hardmax.training.loop",
     "predict": "hardmax.training.loop",
-    "resolve_device": "hardmax.training.loop",
-    "set_threads": "hardmax.training.loop",
+    "resolve_device": "hardmax.training.device",
+    "set_threads": "hardmax.training.device",
     "train": "hardmax.training.loop",
     "word_dropout": "hardmax.training.loop",
     "EpochRecord": "hardmax.training.run",
@@ -48,6 +49,7 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 if TYPE_CHECKING:
     from hardmax.training.config import TrainConfig, check_device_name  # noqa: F401
+    from hardmax.training.device import resolve_device, set_threads  # noqa: F401
     from hardmax.training.loop import (  # noqa: F401
         Evaluation,
         TrainResult,
@@ -56,8 +58,6 @@ if TYPE_CHECKING:
         initial_model,
         left_align,
         predict,
-        resolve_device,
-        set_threads,
         train,
         word_dropout,
     )

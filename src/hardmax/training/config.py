@@ -1,7 +1,7 @@
 """`TrainConfig`: the optimisation settings, importable without torch (the CLI builds its options from it).
 
 Only the standard library is imported here. Whether a device exists is checked where torch is at hand
-(`hardmax.training.loop.resolve_device`); here a device name is only checked for its spelling.
+(`hardmax.training.device.resolve_device`); here a device name is only checked for its spelling.
 """
 
 from __future__ import annotations

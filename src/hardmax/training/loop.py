@@ -36,7 +36,8 @@ from hardmax.io import (
 from hardmax.memory import require_memory
 from hardmax.models import HardmaxClassifier, ModelConfig, build_model
 from hardmax.progress import progress as progress_bar
-from hardmax.training.config import TrainConfig, check_device_name, check_threads
+from hardmax.training.config import TrainConfig
+from hardmax.training.device import resolve_device
 from hardmax.training.run import (
     EpochRecord,
     config_record,
@@ -50,42 +51,13 @@ if TYPE_CHECKING:
     from hardmax.data import Vocabulary
 
 __all__ = ["Evaluation", "TrainResult", "epoch_batches", "evaluate", "initial_model", "left_align", "predict",
-           "resolve_device", "set_threads", "train", "word_dropout"]
+           "train", "word_dropout"]
 
 
 class LabelledSplit(Protocol):
     ids: Tensor  # (N, n) int64 word ids
     mask: Tensor  # (N, n) bool, True = real token
     labels: Tensor  # (N,) 0/1
-
-
-def resolve_device(name: str | torch.device) -> torch.device:
-    """The torch device `name` ("cpu", "cuda", "cuda:1", "mps"), after checking that this machine has it.
-
-    Raises:
-        ValueError: a misspelt device, or one this machine (or this torch build) does not have.
-    """
-    if isinstance(name, torch.device):
-        name = str(name)
-    check_device_name(name)
-    device = torch.device(name)
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
-            raise ValueError(f"device {name!r}: no CUDA device is available (torch {torch.__version__}, "
-                             f"{build}); use --device cpu")
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise ValueError(f"device {name!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
-    elif device.type == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(f"device {name!r}: MPS is not available on this machine; use --device cpu")
-    elif device.type == "xpu" and not (hasattr(torch, "xpu") and torch.xpu.is_available()):
-        raise ValueError(f"device {name!r}: no XPU device is available; use --device cpu")
-    return device
-
-
-def set_threads(threads: int) -> None:
-    """`torch.set_num_threads(threads)` for CPU work, after `check_threads` (1 to 4 × the CPUs here)."""
-    torch.set_num_threads(check_threads(threads))
 
 
 @dataclass(frozen=True)

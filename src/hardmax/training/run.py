@@ -85,7 +85,7 @@ class EpochRecord:
 
 def config_record(model_config: ModelConfig, train_config: TrainConfig, data_info: dict | None) -> dict:
     """What config.json holds (and what the weights' header repeats): versions and every setting."""
-    from hardmax import __version__
+    from hardmax.version import __version__
 
     return {"hardmax_version": __version__, "model": model_config.to_dict(), "train": asdict(train_config),
             "data": data_info or {}}
@@ -263,7 +263,7 @@ class Run:
             CheckpointError: a missing or damaged file, another format version, or a file that disagrees
                 with the weights; the message names the file.
         """
-        from hardmax.training.loop import resolve_device
+        from hardmax.training.device import resolve_device
 
         run_dir = Path(run_dir)
         torch_device = resolve_device(device)
