@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from hardmax.data import DataConfig, load_imdb
+from hardmax.dynamics import Hardmax
 from hardmax.io import write_json
 from hardmax.models import ModelConfig, build_model
 from hardmax.training import TrainConfig, epoch_batches, left_align, predict, word_dropout
@@ -67,12 +68,12 @@ def main(argv: list[str] | None = None) -> dict:
         n = sum(step(10 + b) for b in range(args.batches))
         train_rate = n / (time.perf_counter() - t0)
         test = data.test
-        predict(model, test.ids[:512], test.mask[:512], attention="hardmax")  # warm-up
+        predict(model, test.ids[:512], test.mask[:512], rule=Hardmax())  # warm-up
         t0 = time.perf_counter()
-        predict(model, test.ids, test.mask, attention="hardmax")
+        predict(model, test.ids, test.mask, rule=Hardmax())
         hard_s = time.perf_counter() - t0
         t0 = time.perf_counter()
-        predict(model, test.ids, test.mask, attention="softmax")
+        predict(model, test.ids, test.mask, rule=None)
         soft_s = time.perf_counter() - t0
         rows_out.append({"d": d, "train_reviews_per_second": train_rate, "test_reviews": len(test),
                          "hardmax_test_seconds": hard_s, "softmax_test_seconds": soft_s})

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import run_and_report  # noqa: E402
 
 from hardmax.data import DataConfig, load_imdb  # noqa: E402
+from hardmax.dynamics import Hardmax  # noqa: E402
 from hardmax.experiments.rate import crate_measures, layer_rates  # noqa: E402
 from hardmax.io import write_json, write_text  # noqa: E402
 from hardmax.models import ModelConfig  # noqa: E402
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
             measures[f"d = {d}, init"], measures[f"d = {d}, trained"] = before, after
         else:
             with torch.no_grad():
-                rates = layer_rates(model.trace(ids, mask, attention="hardmax").trajectory, EPS, labels=labels)
+                rates = layer_rates(model.trace(ids, mask, Hardmax()).trajectory, EPS, labels=labels)
             row["rate_scaled"], row["reduction"] = rates.rate_scaled_mean, rates.reduction
         return row
 

@@ -31,6 +31,7 @@ import torch
 from corpus import PAD, sentiment_corpus
 
 from hardmax import HardmaxClassifier, ModelConfig
+from hardmax.dynamics import Hardmax
 from hardmax.explain import (
     explain_ids,
     final_layer,
@@ -89,7 +90,7 @@ def model() -> HardmaxClassifier:
 
 def test_predictions_are_as_computed_by_hand(model):
     ids, mask, labels = encode(REVIEWS)
-    prob = torch.sigmoid(model(ids, mask, attention="hardmax")).detach()
+    prob = torch.sigmoid(model(ids, mask, rule=Hardmax())).detach()
     assert (prob[[0, 2]] > 0.9).all() and (prob[1] < 0.1)  # R1, R3 confident positive; R2 negative
     assert prob[3] > 0.5 and 0.5 < prob[4] < 0.9  # R4 wrong (label 0); R5 right, not confident
     assert prob[5] < 0.1
@@ -97,7 +98,7 @@ def test_predictions_are_as_computed_by_hand(model):
 
 def test_leader_masks_known_leaders(model):
     ids, mask, _ = encode(REVIEWS)
-    trace = model.trace(ids, mask, attention="hardmax")
+    trace = model.trace(ids, mask, rule=Hardmax())
     leaders = leader_masks(trace)
     assert leaders.shape == (4, len(REVIEWS), trace.ids.shape[1]) and leaders.dtype == torch.bool
     assert leader_words(trace, leaders[0]) == INITIAL_LEADERS
@@ -108,7 +109,7 @@ def test_leader_masks_known_leaders(model):
 
 def test_leaders_do_not_move(model):
     ids, mask, _ = encode(REVIEWS)
-    trace = model.trace(ids, mask, attention="hardmax")
+    trace = model.trace(ids, mask, rule=Hardmax())
     leaders = leader_masks(trace)
     for k in range(3):
         still = leaders[k].unsqueeze(-1) & torch.ones_like(trace.tokens[k], dtype=torch.bool)
@@ -125,7 +126,7 @@ def test_leader_masks_match_scores(seed):
     if seed % 2:
         with torch.no_grad():
             model.A_factor.add_(0.3 * torch.randn(3, 3, dtype=torch.float64))
-    trace = model.trace(corpus.ids, corpus.mask, attention="hardmax")
+    trace = model.trace(corpus.ids, corpus.mask, rule=Hardmax())
     got = leader_masks(trace)
     A = model.A_matrix().detach()
     for k in range(trace.tokens.shape[0]):
@@ -235,7 +236,7 @@ def test_leader_word_counts_keep_only_decisive_leaders(model):
     ids, mask, labels = encode(REVIEWS)
     every = leader_word_counts(model, ids, mask, labels, confidence=0.6, decisive=None)
     with torch.no_grad():
-        trace = model.trace(ids, mask, attention="hardmax")
+        trace = model.trace(ids, mask, rule=Hardmax())
     logit = {}
     for b in range(ids.shape[0]):
         for i, w in enumerate(trace.ids[b].tolist()):
@@ -264,7 +265,7 @@ def _reference_statistics(model: HardmaxClassifier, ids: torch.Tensor, mask: tor
 
     final, both = [], []
     for b in range(ids.shape[0]):
-        trace = model.trace(ids[b:b + 1], mask[b:b + 1], attention="hardmax")
+        trace = model.trace(ids[b:b + 1], mask[b:b + 1], rule=Hardmax())
         present = trace.multiplicity > 0
         A = None if trace.A is None else trace.A.detach()
         first = find_leaders(trace.tokens[0].detach(), A=A, mask=present, atol=0.0)
@@ -293,7 +294,7 @@ def test_leader_statistics_equal_the_trace_and_find_leaders(seed, learn_A, paper
     assert torch.equal(stats.per_review, per_review)
     assert stats.fraction_initial == pytest.approx(both / int(per_review.sum()))
     # The logits of the same pass are the classifier's hardmax logits, review by review.
-    expected = torch.cat([model(corpus.ids[b:b + 1], corpus.mask[b:b + 1], attention="hardmax").detach()
+    expected = torch.cat([model(corpus.ids[b:b + 1], corpus.mask[b:b + 1], rule=Hardmax()).detach()
                           for b in range(corpus.ids.shape[0])])
     torch.testing.assert_close(stats.logits, expected.float(), rtol=1e-5, atol=1e-5)
 
@@ -320,7 +321,7 @@ def test_final_layer_is_the_traces_last_layer():
     torch.manual_seed(4)
     model = HardmaxClassifier(ModelConfig(vocab_size=corpus.vocab_size, d=3, layers=5)).double().eval()
     state = final_layer(model, corpus.ids, corpus.mask)
-    trace = model.trace(corpus.ids, corpus.mask, attention="hardmax")
+    trace = model.trace(corpus.ids, corpus.mask, rule=Hardmax())
     torch.testing.assert_close(state.logits, trace.logits.detach())
     for b in range(len(corpus)):
         ours = {int(i): z for i, z, p in zip(state.ids[b], state.last[b], state.present[b], strict=True) if p}

@@ -19,8 +19,12 @@ import torch
 from corpus import PAD, sentiment_corpus
 
 from hardmax import HardmaxClassifier, ModelConfig, simulate
+from hardmax.dynamics import Hardmax
 
 VOCAB = 30
+
+# The two rules of a classifier by the names the tests are parametrised with.
+ATTENTION = {"softmax": None, "hardmax": Hardmax()}
 
 
 def make_model(*, seed: int = 0, double: bool = True, randomize_A: bool = False, **config) -> HardmaxClassifier:
@@ -99,7 +103,7 @@ def reference_logits(model: HardmaxClassifier, ids: torch.Tensor, mask: torch.Te
 def test_matches_per_token_reference(generator, attention, beta, few_words, learn_A):
     model = make_model(beta=beta, learn_A=learn_A, randomize_A=learn_A)
     ids, mask = random_batch(generator, few_words=few_words)
-    got = model(ids, mask, attention=attention)
+    got = model(ids, mask, rule=ATTENTION[attention])
     assert got.dtype == torch.float64
     torch.testing.assert_close(got.detach(), reference_logits(model, ids, mask, attention), rtol=1e-10, atol=1e-10)
 
@@ -108,7 +112,7 @@ def test_matches_per_token_reference(generator, attention, beta, few_words, lear
 def test_matches_reference_with_paper_padding(generator, attention):
     model = make_model(beta=2.0, paper_padding=True)
     ids, mask = random_batch(generator, few_words=True)
-    got = model(ids, mask, attention=attention)
+    got = model(ids, mask, rule=ATTENTION[attention])
     torch.testing.assert_close(got.detach(), reference_logits(model, ids, mask, attention), rtol=1e-10, atol=1e-10)
 
 
@@ -117,11 +121,11 @@ def test_long_review_of_few_words_matches_reference(generator):
     model = make_model(beta=1.5)
     ids = torch.randint(2, 5, (2, 40), generator=generator)
     mask = torch.ones_like(ids, dtype=torch.bool)
-    trace = model.trace(ids, mask, attention="softmax")
+    trace = model.trace(ids, mask, rule=None)
     assert trace.multiplicity.sum(-1).tolist() == [40.0, 40.0]
     assert int((trace.multiplicity > 0).sum(-1).max()) <= 3
     for attention in ("hardmax", "softmax"):
-        torch.testing.assert_close(model(ids, mask, attention=attention).detach(),
+        torch.testing.assert_close(model(ids, mask, rule=ATTENTION[attention]).detach(),
                                    reference_logits(model, ids, mask, attention), rtol=1e-10, atol=1e-10)
 
 
@@ -136,12 +140,12 @@ def test_long_review_of_few_words_matches_reference(generator):
 def test_trained_layer_is_simulate(generator, attention, learn_A, double):
     model = make_model(double=double, beta=3.0, learn_A=learn_A, randomize_A=learn_A, layers=6)
     corpus = sentiment_corpus(4, n_neutral=12, min_length=6, max_length=16, seed=3)
-    trace = model.trace(corpus.ids, corpus.mask, attention=attention)
+    trace = model.trace(corpus.ids, corpus.mask, rule=ATTENTION[attention])
     tol = {"rtol": 1e-10, "atol": 1e-10} if double else {"rtol": 1e-5, "atol": 1e-5}
     for b in range(len(corpus)):
         with torch.no_grad():
             tokens = model.embedding(corpus.ids[b][corpus.mask[b]])  # (n_real, d)
-            traj = simulate(tokens, model.rule(attention), alpha=float(model.alpha.detach()),
+            traj = simulate(tokens, model.rule_named(attention), alpha=float(model.alpha.detach()),
                             layers=model.config.layers,
                             A=model.A_matrix())
         assert traj.final.dtype == tokens.dtype
@@ -163,8 +167,8 @@ def test_ids_under_the_mask_are_ignored(generator, attention):
     other = ids.clone()
     other[~mask] = torch.randint(2, VOCAB, (int((~mask).sum()),), generator=generator)
     assert not torch.equal(other, ids)
-    torch.testing.assert_close(model(other, mask, attention=attention), model(ids, mask, attention=attention),
-                               rtol=1e-12, atol=1e-12)
+    rule = ATTENTION[attention]
+    torch.testing.assert_close(model(other, mask, rule=rule), model(ids, mask, rule=rule), rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("attention", ["hardmax", "softmax"])
@@ -175,7 +179,7 @@ def test_paper_padding_lets_padded_positions_count(generator, attention):
     other[~mask] = torch.randint(2, VOCAB, (int((~mask).sum()),), generator=generator)
     changed = (other != ids).any(-1)
     assert changed.any()
-    differs = ~torch.isclose(model(other, mask, attention=attention), model(ids, mask, attention=attention),
+    differs = ~torch.isclose(model(other, mask, rule=ATTENTION[attention]), model(ids, mask, rule=ATTENTION[attention]),
                              rtol=1e-9, atol=1e-12)
     assert torch.equal(differs, changed)
 
@@ -186,7 +190,7 @@ def test_paper_padding_pools_pad_tokens():
     padded = torch.tensor([[3, 4, 5, 4, PAD, PAD, PAD]])
     for paper_padding in (False, True):
         model = make_model(beta=2.0, paper_padding=paper_padding)
-        a, b = model(real, attention="softmax"), model(padded, attention="softmax")
+        a, b = model(real, rule=None), model(padded, rule=None)
         assert torch.isclose(a, b, rtol=1e-12, atol=1e-12).item() is (not paper_padding)
 
 
@@ -202,13 +206,13 @@ def test_word_order_and_batch_company_do_not_matter(generator, attention):
     which other reviews share its batch (nor on how much padding they force on it)."""
     model = make_model(beta=2.0)
     ids, mask = random_batch(generator, batch=4, n=10)
-    logits = model(ids, mask, attention=attention)
+    logits = model(ids, mask, rule=ATTENTION[attention])
     perm = torch.randperm(10, generator=generator)
-    torch.testing.assert_close(model(ids[:, perm], mask[:, perm], attention=attention), logits,
+    torch.testing.assert_close(model(ids[:, perm], mask[:, perm], rule=ATTENTION[attention]), logits,
                                rtol=1e-12, atol=1e-12)
     for b in range(4):
         alone = ids[b : b + 1, mask[b]]
-        torch.testing.assert_close(model(alone, attention=attention), logits[b : b + 1], rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(model(alone, rule=ATTENTION[attention]), logits[b : b + 1], rtol=1e-12, atol=1e-12)
 
 
 # --------------------------------------------------------------------------------------------
@@ -221,7 +225,7 @@ def test_shapes_and_trace(generator):
     ids, mask = random_batch(generator, batch=4, n=9)
     logits = model(ids, mask)
     assert logits.shape == (4,) and logits.dtype == torch.float32
-    trace = model.trace(ids, mask, attention="hardmax")
+    trace = model.trace(ids, mask, rule=Hardmax())
     m = trace.ids.shape[1]
     assert trace.multiplicity.shape == (4, m) and trace.index.shape == (4, 9)
     assert trace.tokens.shape == (4, 4, m, 5)  # (layers + 1, batch, m, d)
@@ -231,7 +235,7 @@ def test_shapes_and_trace(generator):
     assert torch.equal(trace.multiplicity.sum(-1), mask.sum(-1).float())
     assert torch.equal(torch.gather(trace.ids, 1, trace.index)[mask], ids[mask])
     assert torch.equal(trace.tokens[0], model.embedding(trace.ids))
-    torch.testing.assert_close(trace.logits, model(ids, mask, attention="hardmax"), rtol=0, atol=0)
+    torch.testing.assert_close(trace.logits, model(ids, mask, rule=Hardmax()), rtol=0, atol=0)
 
 
 def test_zero_layers_is_mean_embedding(generator):
@@ -257,7 +261,7 @@ def test_alpha_stays_positive_and_has_a_gradient(generator, raw):
     ids, mask = random_batch(generator)
     for attention in ("hardmax", "softmax"):
         model.zero_grad()
-        model(ids, mask, attention=attention).sum().backward()
+        model(ids, mask, rule=ATTENTION[attention]).sum().backward()
         grad = model.alpha_raw.grad
         assert grad is not None and torch.isfinite(grad) and grad != 0, (attention, grad)
 
@@ -269,7 +273,7 @@ def test_extreme_raw_alpha_stays_finite(generator):
         model.alpha_raw.fill_(-1000.0)
     assert float(model.alpha.detach()) >= 0
     ids, mask = random_batch(generator)
-    model(ids, mask, attention="softmax").sum().backward()
+    model(ids, mask, rule=None).sum().backward()
     assert torch.isfinite(model.alpha_raw.grad)
 
 
@@ -300,7 +304,7 @@ def test_learned_A_is_spd(generator, factor):
 def test_learned_A_gets_a_gradient(generator):
     model = make_model(learn_A=True, randomize_A=True, beta=2.0)
     ids, mask = random_batch(generator)
-    model(ids, mask, attention="softmax").sum().backward()
+    model(ids, mask, rule=None).sum().backward()
     assert model.A_factor.grad is not None and model.A_factor.grad.abs().sum() > 0
 
 
@@ -349,8 +353,9 @@ def test_all_padding_review_without_mask_raises():
 def test_unknown_attention_raises(generator):
     model = make_model(beta=2.0)
     ids, mask = random_batch(generator)
-    with pytest.raises(ValueError, match="attention must be one of"):
-        model(ids, mask, attention="sparsemax")
+    for bad in ("sparsemax", "hardmax", Hardmax):  # strings and rule classes are not rules
+        with pytest.raises(ValueError, match="rule must be an attention rule"):
+            model(ids, mask, rule=bad)
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -392,7 +397,7 @@ def test_an_empty_batch_gives_empty_logits(layer, attention):
 
     model = build_model(ModelConfig(vocab_size=10, d=4, layer=layer))
     ids = torch.zeros(0, 4, dtype=torch.long)
-    assert model(ids, attention=attention).shape == (0,)
+    assert model(ids, rule=ATTENTION[attention]).shape == (0,)
     with torch.no_grad():  # the hardmax inference path (simulate's compiled engine)
-        assert model(ids, attention=attention).shape == (0,)
-    assert model.trace(ids, attention=attention).logits.shape == (0,)
+        assert model(ids, rule=ATTENTION[attention]).shape == (0,)
+    assert model.trace(ids, rule=ATTENTION[attention]).logits.shape == (0,)

@@ -61,10 +61,10 @@ def test_classifier_shapes_trace_and_gradient_flow(mode):
     mask[:, 0] = True
     logits = model(ids, mask)
     assert logits.shape == (6,)
-    trace = model.trace(ids, mask, attention="hardmax")
+    trace = model.trace(ids, mask, rule=Hardmax())
     assert trace.tokens.shape[0] == 4 and trace.tokens.shape[1] == 6 and trace.tokens.shape[-1] == 8
     assert trace.compressed.shape == trace.tokens[1:].shape
-    assert torch.allclose(trace.logits, model(ids, mask, attention="hardmax"))
+    assert torch.allclose(trace.logits, model(ids, mask, rule=Hardmax()))
     # padding changes nothing
     padded = torch.cat([ids, torch.zeros(6, 4, dtype=torch.int64)], 1)
     assert torch.allclose(model(padded, torch.cat([mask, torch.zeros(6, 4, dtype=torch.bool)], 1)), logits,
@@ -121,8 +121,8 @@ def test_bad_inputs():
         model(torch.tensor([[1, 20]]))
     with pytest.raises(ValueError, match="real"):
         model(torch.tensor([[1, 2]]), torch.tensor([[False, False]]))
-    with pytest.raises(ValueError, match="attention"):
-        model(torch.tensor([[1, 2]]), attention="other")
+    with pytest.raises(ValueError, match="rule must be an attention rule"):
+        model(torch.tensor([[1, 2]]), rule="other")
 
 
 def test_train_layer_crate_smoke(tmp_path, monkeypatch, capsys):

@@ -32,12 +32,16 @@ from corpus import train_val
 from safetensors.torch import save_file
 
 from hardmax import ModelConfig, TrainConfig, __version__, evaluate, load_run, predict
+from hardmax.dynamics import Hardmax
 from hardmax.io import CheckpointError, load_tensors
 from hardmax.training import EpochRecord, epoch_batches, train, word_dropout
 
 TESTS = Path(__file__).resolve().parent
 DATA_INFO = {"corpus": "tests/corpus.py", "seed": 0}
 TIMING = ("train_seconds", "train_reviews_per_second")  # the only fields allowed to differ between runs
+
+# The two rules of a classifier by the names the tests are parametrised with.
+ATTENTION = {"softmax": None, "hardmax": Hardmax()}
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # bitwise comparisons: see conftest.one_thread
@@ -127,8 +131,8 @@ def test_load_run_round_trip(trained, splits):
     assert model.config == trained.model.config
     val = splits[1]
     for attention in ("hardmax", "softmax"):
-        assert torch.equal(predict(model, val.ids, val.mask, attention=attention),
-                           predict(trained.model, val.ids, val.mask, attention=attention))
+        assert torch.equal(predict(model, val.ids, val.mask, rule=ATTENTION[attention]),
+                           predict(trained.model, val.ids, val.mask, rule=ATTENTION[attention]))
 
 
 def test_evaluate(trained, splits):
@@ -148,8 +152,8 @@ def test_predict_matches_forward(trained, splits, attention, batch_size):
     """predict sorts by length, left-aligns and trims padding: same logits as one plain forward pass."""
     val = splits[1]
     with torch.no_grad():
-        direct = trained.model(val.ids, val.mask, attention=attention)
-    got = predict(trained.model, val.ids, val.mask, attention=attention, batch_size=batch_size)
+        direct = trained.model(val.ids, val.mask, rule=ATTENTION[attention])
+    got = predict(trained.model, val.ids, val.mask, rule=ATTENTION[attention], batch_size=batch_size)
     torch.testing.assert_close(got, direct, rtol=1e-4, atol=1e-4)
 
 

@@ -83,7 +83,7 @@ class FinalLayer:
 def final_layer(model: HardmaxClassifier, ids: Tensor, mask: Tensor) -> FinalLayer:
     """Run the classifier's hardmax layers on (batch, n) reviews and keep layers 0 and K (see `FinalLayer`).
 
-    The same dynamics as ``model.trace(ids, mask, attention="hardmax")``, run by `hardmax.simulate`
+    The same dynamics as ``model.trace(ids, mask, Hardmax())``, run by `hardmax.simulate`
     (the compiled kernel on a CPU, one review per core), which stores only the two layers needed.
     """
     if model.config.paper_padding:  # the authors' padding attends, is attended and pooled
@@ -316,7 +316,7 @@ def explain_batch(model: HardmaxClassifier, ids: Tensor, mask: Tensor, words: Se
         raise ValueError(f"explaining needs a HardmaxClassifier (the paper's shared layer, whose leaders it lists), "
                          f"got {type(model).__name__}")
     device = next(model.parameters()).device
-    trace = model.trace(ids.to(device), mask.to(device), attention="hardmax")
+    trace = model.trace(ids.to(device), mask.to(device), Hardmax())
     leaders = leader_masks(trace)  # (layers + 1, batch, m)
     present = trace.multiplicity > 0  # (batch, m): real distinct words first
     attends = (attention_matrix(trace.tokens[-1], trace.multiplicity, rule=Hardmax(), A=trace.A) > 0) \
@@ -410,7 +410,7 @@ def evaluate_with_leaders(model: HardmaxClassifier, split, *, batch_size: int = 
     start = time.perf_counter()
     stats = leader_statistics(model, split.ids, split.mask, progress=progress)
     middle = time.perf_counter()
-    softmax = predict(model, split.ids, split.mask, attention="softmax", batch_size=batch_size)
+    softmax = predict(model, split.ids, split.mask, rule=model.softmax, batch_size=batch_size)
     result = Evaluation.from_logits(split.labels, stats.logits, softmax, seconds_hardmax=middle - start,
                                     seconds_softmax=time.perf_counter() - middle)
     return result, stats

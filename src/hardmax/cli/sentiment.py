@@ -175,7 +175,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         result, stats = evaluate_with_leaders(model, split, progress=True)
     else:
         result, stats = evaluate(model, split), None
-    beta = model.config.beta if paper_layer else model.config.inverse_temperature
+    beta = model.inverse_temperature
     print(f"{args.on} set, {result.n} reviews, d = {model.config.d}" + ("" if paper_layer else ", CRATE blocks"))
     print("| attention | accuracy | loss |\n|---|---|---|")
     print(f"| hardmax (exact) | {result.accuracy_hardmax:.4f} | {result.loss_hardmax:.4f} |")

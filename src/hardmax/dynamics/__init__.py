@@ -40,11 +40,12 @@ from hardmax.dynamics.layers import hardmax_layers
 from hardmax.dynamics.rules import RULES, AttentionRule, Hardmax, Softmax, rule_from_dict, rule_to_dict
 from hardmax.dynamics.select import score_bias
 from hardmax.dynamics.simulator import ENGINES, Engine, Store, Trajectory, simulate, validate_A, validate_alpha
-from hardmax.dynamics.step import attention_matrix, attention_step, scores
+from hardmax.dynamics.step import HARDMAX, attention_matrix, attention_step, scores
 from hardmax.dynamics.ties import default_tie_rtol
 
 __all__ = [
     "ENGINES",
+    "HARDMAX",
     "RULES",
     "AttentionRule",
     "Deduplicated",

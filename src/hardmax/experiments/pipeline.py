@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from hardmax.data import ImdbData, load_imdb
+from hardmax.dynamics import Hardmax
 from hardmax.experiments.report import benchmarks_link, candidate_name, read_benchmarks, render_report
 from hardmax.experiments.reproduce import ReproduceConfig
 from hardmax.explain import evaluate_with_leaders, explain_ids, leader_word_counts
@@ -157,7 +158,7 @@ def _pick_example(model, data: ImdbData, max_words: int = 40) -> int:
     rows = short.nonzero().squeeze(-1)[:2000]
     if rows.numel() == 0:  # no review of a readable length: take the shortest ones
         rows = torch.argsort(data.test.lengths, stable=True)[:2000]
-    logits = predict(model, data.test.ids[rows], data.test.mask[rows], attention="hardmax")
+    logits = predict(model, data.test.ids[rows], data.test.mask[rows], rule=Hardmax())
     correct = (logits > 0) == (data.test.labels[rows] > 0)
     score = torch.where(correct, logits.abs(), torch.full_like(logits, -1.0))
     return int(rows[int(torch.argmax(score))])

@@ -25,7 +25,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from hardmax.dynamics import Hardmax, Softmax, Trajectory, simulate
+from hardmax.dynamics import Hardmax, Trajectory, simulate
 from hardmax.measures import coding_rate, rate_reduction, subspace_coding_rate, zero_fraction
 from hardmax.memory import require_memory
 from hardmax.theory import leader_layers
@@ -364,13 +364,14 @@ def measure_classifier(model, ids: Tensor, mask: Tensor, labels: Tensor,
                            f"({long_run_text(config.long_layers, reviews, n, d, batch)})")
     labels = labels.long()
     traces = {}
-    for attention in ("hardmax", "softmax"):
-        parts = [model.trace(ids[s:s + config.batch_size], mask[s:s + config.batch_size], attention=attention)
+    for name in ("hardmax", "softmax"):
+        rule = model.rule_named(name)
+        parts = [model.trace(ids[s:s + config.batch_size], mask[s:s + config.batch_size], rule)
                  for s in range(0, reviews, config.batch_size)]
-        traces[attention] = _concat_rates(parts, config.eps, labels)
+        traces[name] = _concat_rates(parts, config.eps, labels)
     alpha = float(model.alpha)
     A = None if model.A is None else model.A.double()
-    rules = (("hardmax", Hardmax()), ("softmax", Softmax(float(model.config.beta))))
+    rules = (("hardmax", Hardmax()), ("softmax", model.softmax))
     rates: dict[str, list] = {name: [] for name, _ in rules}
     leader_parts, layers = [], ()
     for s in range(0, reviews, batch):  # batches of reviews: memory is one batch's trajectories

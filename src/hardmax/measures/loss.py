@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hardmax.measures.rate import _check_num_classes, _check_positive, rate_reduction
+from hardmax.measures.rate import check_num_classes, check_positive, rate_reduction
 
 __all__ = ["MCR2Loss", "MCR2Result"]
 
@@ -55,12 +55,12 @@ class MCR2Loss(nn.Module):
 
     def __init__(self, eps: float, gamma: float = 1.0, *, normalize: bool = True, num_classes: int | None = None):
         super().__init__()
-        eps = _check_positive(eps, "eps", "(the distortion ε)")
-        gamma = _check_positive(gamma, "gamma", "(the weight of R)")
+        eps = check_positive(eps, "eps", "(the distortion ε)")
+        gamma = check_positive(gamma, "gamma", "(the weight of R)")
         if not isinstance(normalize, bool):
             raise ValueError(f"normalize must be True or False, got {normalize!r}")
         self.eps, self.gamma, self.normalize = eps, gamma, normalize
-        self.num_classes = _check_num_classes(num_classes)
+        self.num_classes = check_num_classes(num_classes)
 
     def forward(self, Z: Tensor, labels: Tensor) -> MCR2Result:
         if self.normalize and isinstance(Z, Tensor) and Z.is_floating_point():

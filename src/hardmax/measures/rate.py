@@ -50,7 +50,8 @@ from torch import Tensor
 
 from hardmax.memory import require_memory
 
-__all__ = ["RateReduction", "class_coding_rate", "coding_rate", "rate_reduction", "subspace_coding_rate"]
+__all__ = ["RateReduction", "check_num_classes", "check_positive", "class_coding_rate", "coding_rate", "rate_reduction",
+           "subspace_coding_rate"]
 
 # float64 elements per chunk of rows cast from the input (8 MiB): bounds the extra memory of the
 # float64 accumulation for any N, and the copy is still in the last-level cache when the matmul reads
@@ -76,7 +77,7 @@ def _short(value) -> str:
     return text if len(text) <= 40 else f"{text[:20]}…({len(text)} characters)"
 
 
-def _check_positive(value, name: str, what: str) -> float:
+def check_positive(value, name: str, what: str) -> float:
     """A finite real number > 0 as a float (bool refused; integers too large for a float refused, not raised)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name} {what} must be a finite number > 0, got {_short(value)}")
@@ -90,7 +91,7 @@ def _check_positive(value, name: str, what: str) -> float:
 
 
 def _check_eps(eps) -> float:
-    return _check_positive(eps, "eps", "(the distortion ε)")
+    return check_positive(eps, "eps", "(the distortion ε)")
 
 
 def _eps_scale(eps: float) -> tuple[float, int]:
@@ -99,7 +100,7 @@ def _eps_scale(eps: float) -> tuple[float, int]:
     return 1.0 / (m * m), -2 * e
 
 
-def _check_num_classes(num_classes) -> int | None:
+def check_num_classes(num_classes) -> int | None:
     if num_classes is None:
         return None
     if isinstance(num_classes, bool) or not isinstance(num_classes, numbers.Integral) or num_classes < 1:
@@ -526,7 +527,7 @@ def rate_reduction(Z: Tensor, labels: Tensor, eps: float, *, num_classes: int | 
 def _rate_reduction(Z, labels, eps, num_classes, *, need_rate: bool) -> tuple[Tensor | None, Tensor, Tensor]:
     """(R or None when not `need_rate`, Rc, counts)."""
     eps = _check_eps(eps)
-    num_classes = _check_num_classes(num_classes)
+    num_classes = check_num_classes(num_classes)
     Z = _check_tokens(Z)
     if Z.dim() != 2:
         raise ValueError(f"Z must have shape (N, d) (one sample per row), got {tuple(Z.shape)}")

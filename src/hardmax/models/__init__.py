@@ -1,6 +1,8 @@
 """Models built from attention layers.
 
     config.py       `ModelConfig` (no torch: the command line builds its options from it quickly)
+    base.py         `WordClassifier`: what both classifiers share (ids checked once; the attention as a rule
+                    object, ``model(ids, mask, rule)``: None = training softmax, `Hardmax()` = exact hardmax)
     classifier.py   `HardmaxClassifier`: word embedding → the one attention layer `layers` times → mean →
                     linear decoder (the paper's Section 4 model)
     crate.py        `CrateClassifier`: word embedding → `layers` CRATE blocks (MSSA + ISTA, Yu et al. 2023) →
@@ -25,6 +27,8 @@ _EXPORTS: dict[str, str] = {
     "ModelTrace": "hardmax.models.classifier",
     "CrateClassifier": "hardmax.models.crate",
     "CrateConfig": "hardmax.models.crate",
+    "WordClassifier": "hardmax.models.base",
+    "AttentionName": "hardmax.models.base",
 }
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), extra=["build_model"])
@@ -42,6 +46,7 @@ def build_model(config):
 
 
 if TYPE_CHECKING:
+    from hardmax.models.base import AttentionName, WordClassifier  # noqa: F401
     from hardmax.models.classifier import HardmaxClassifier, ModelTrace  # noqa: F401
     from hardmax.models.config import ModelConfig  # noqa: F401
     from hardmax.models.crate import CrateClassifier, CrateConfig  # noqa: F401

@@ -14,18 +14,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hardmax.dynamics import Hardmax, Softmax, Trajectory, attention_step, deduplicate, hardmax_layers, simulate
+from hardmax.dynamics import AttentionRule, Hardmax, Trajectory, attention_step, deduplicate, hardmax_layers, simulate
+from hardmax.models.base import WordClassifier
 from hardmax.models.config import ModelConfig  # torch-free, so the CLI can read it quickly
 
 __all__ = ["HardmaxClassifier", "ModelConfig", "ModelTrace"]
 
-Mode = Literal["softmax", "hardmax"]  # softmax at the trained β (training), exact hardmax (inference)
 
 
 @dataclass(frozen=True)
@@ -82,13 +81,14 @@ def _inverse_softplus(x: float) -> float:
     return x + math.log(-math.expm1(-x))
 
 
-class HardmaxClassifier(nn.Module):
+class HardmaxClassifier(WordClassifier):
     """Embedding → K shared pure-attention layers → mean over real tokens → linear decoder.
 
     Args:
         config: `ModelConfig`.
 
-    Call: ``model(ids, mask, attention="softmax" | "hardmax") -> logits`` with ids (batch, n) int64,
+    Call: ``model(ids, mask, rule) -> logits`` with ids (batch, n) int64, rule a `hardmax.dynamics` rule
+    (None: the training softmax `model.softmax`; `Hardmax()`: exact hardmax),
     mask (batch, n) bool (True = real token), logits (batch,). The probability of a positive review is
     sigmoid(logit).
     """
@@ -125,60 +125,39 @@ class HardmaxClassifier(nn.Module):
         w = self.embedding.weight
         return torch.eye(self.config.d, device=w.device, dtype=w.dtype) if A is None else A
 
-    def _check_inputs(self, ids: Tensor, mask: Tensor | None) -> Tensor:
-        if ids.dim() != 2:
-            raise ValueError(f"ids must have shape (batch, n), got {tuple(ids.shape)}")
-        if ids.dtype not in (torch.int64, torch.int32):
-            raise ValueError(f"ids must be integer word ids, got dtype {ids.dtype}")
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.config.vocab_size):
-            raise ValueError(f"ids must lie in [0, {self.config.vocab_size}), got values in "
-                             f"[{int(ids.min())}, {int(ids.max())}]")
-        if mask is None:
-            mask = ids != self.config.pad_id
-        elif mask.shape != ids.shape or mask.dtype != torch.bool:
-            raise ValueError(f"mask must be a bool tensor of shape {tuple(ids.shape)}, got "
-                             f"{mask.dtype} {tuple(mask.shape)}")
-        if self.config.paper_padding:
-            mask = torch.ones_like(mask)
-        return mask
+    @property
+    def inverse_temperature(self) -> float:
+        """β of the training softmax (the paper's 1000)."""
+        return float(self.config.beta)
 
-    def trace(self, ids: Tensor, mask: Tensor | None = None, *, attention: Mode = "softmax",
-              tie_rtol: float | None = None) -> ModelTrace:
-        """Run the classifier and keep every layer (see `ModelTrace`)."""
-        return self._run(ids, mask, attention, tie_rtol, keep_path=True)
+    def trace(self, ids: Tensor, mask: Tensor | None = None, rule: AttentionRule | None = None) -> ModelTrace:
+        """Run the classifier and keep every layer (see `ModelTrace`); `rule` as in `forward`."""
+        return self._run(ids, mask, self.rule_of(rule), keep_path=True)
 
-    def forward(self, ids: Tensor, mask: Tensor | None = None, *, attention: Mode = "softmax",
-                tie_rtol: float | None = None) -> Tensor:
-        """Logits (batch,) for ids (batch, n) and mask (batch, n) (True = real token)."""
-        if attention == "hardmax" and not torch.is_grad_enabled() and ids.device.type == "cpu":
-            return self._hardmax_logits(ids, mask, tie_rtol)
-        return self._run(ids, mask, attention, tie_rtol, keep_path=False).logits
+    def forward(self, ids: Tensor, mask: Tensor | None = None, rule: AttentionRule | None = None) -> Tensor:
+        """Logits (batch,) for ids (batch, n) and mask (batch, n) (True = real token; None: ids ≠ PAD).
 
-    def _hardmax_logits(self, ids: Tensor, mask: Tensor | None, tie_rtol: float | None) -> Tensor:
+        rule: the attention of the shared layer, a `hardmax.dynamics` rule: None for the training softmax
+            (`self.softmax`), `Hardmax()` for exact hardmax (run by `simulate`'s compiled engine on a CPU
+            without gradients).
+        """
+        rule = self.rule_of(rule)
+        if isinstance(rule, Hardmax) and not torch.is_grad_enabled() and ids.device.type == "cpu":
+            return self._hardmax_logits(ids, mask, rule)
+        return self._run(ids, mask, rule, keep_path=False).logits
+
+    def _hardmax_logits(self, ids: Tensor, mask: Tensor | None, rule: Hardmax) -> Tensor:
         """Hardmax inference through `simulate`'s compiled engine, which merges repeated words itself
         (identical embeddings) and keeps only the last layer: the same layers as `_run`, 3-4x faster."""
-        mask = self._check_inputs(ids, mask)
-        if (mask.sum(-1) == 0).any():
-            raise ValueError("every review needs at least one real (unmasked) token")
-        run = simulate(self.embedding(ids), Hardmax(tie_rtol), alpha=self.alpha, layers=self.config.layers,
+        mask = self.check_ids(ids, mask)
+        run = simulate(self.embedding(ids), rule, alpha=self.alpha, layers=self.config.layers,
                        A=self.A, mask=mask, store="final")
         w = mask.to(run.final.dtype).unsqueeze(-1)
         pooled = (w * run.final).sum(1) / w.sum(1)
         return self.decoder(pooled).squeeze(-1)
 
-    def rule(self, attention: Mode = "softmax", tie_rtol: float | None = None) -> Hardmax | Softmax:
-        """The attention rule of a mode: softmax at the trained β, or exact hardmax."""
-        if attention == "hardmax":
-            return Hardmax(tie_rtol)
-        if attention == "softmax":
-            return Softmax(self.config.beta)
-        raise ValueError(f"attention must be one of ('softmax', 'hardmax'), got {attention!r}")
-
-    def _run(self, ids: Tensor, mask: Tensor | None, attention: Mode, tie_rtol: float | None,
-             keep_path: bool) -> ModelTrace:
-        mask = self._check_inputs(ids, mask)
-        if (mask.sum(-1) == 0).any():
-            raise ValueError("every review needs at least one real (unmasked) token")
+    def _run(self, ids: Tensor, mask: Tensor | None, rule: AttentionRule, keep_path: bool) -> ModelTrace:
+        mask = self.check_ids(ids, mask)
         # Merge repeated words by id (exact for both attentions); embed each distinct word once so
         # that its gradient is counted once.
         dedup = deduplicate(ids.unsqueeze(-1), mask)
@@ -186,11 +165,10 @@ class HardmaxClassifier(nn.Module):
         multiplicity = dedup.multiplicity.to(self.embedding.weight.dtype)
         z = self.embedding(distinct_ids)
         alpha, A = self.alpha, self.A
-        rule = self.rule(attention, tie_rtol)
         alphas = alpha.expand(self.config.layers)
         if isinstance(rule, Hardmax):
             # Same step as attention_step, with the leaders' rows skipped after the first layer.
-            tokens = hardmax_layers(z, multiplicity, alphas, A=A, tie_rtol=tie_rtol, keep_path=keep_path)
+            tokens = hardmax_layers(z, multiplicity, alphas, A=A, tie_rtol=rule.tie_rtol, keep_path=keep_path)
         else:
             path = [z]
             for _ in range(self.config.layers):

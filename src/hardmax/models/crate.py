@@ -33,12 +33,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hardmax.dynamics import Hardmax, Softmax, deduplicate
+from hardmax.dynamics import AttentionRule, deduplicate
+from hardmax.models.base import WordClassifier
 
 __all__ = ["CrateBlock", "CrateClassifier", "CrateConfig", "CrateTrace"]
-
-Mode = Literal["softmax", "hardmax"]
-
 
 @dataclass(frozen=True, kw_only=True)
 class CrateConfig:
@@ -203,10 +201,10 @@ class CrateTrace:
     logits: Tensor
 
 
-class CrateClassifier(nn.Module):
+class CrateClassifier(WordClassifier):
     """Embedding → `layers` CRATE blocks → mean over real tokens → (LayerNorm, reference mode) → linear.
 
-    The call interface of `HardmaxClassifier`: ``model(ids, mask, attention="softmax" | "hardmax")``
+    The call interface of `HardmaxClassifier` (`WordClassifier`): ``model(ids, mask, rule)``
     → logits (batch,), ``.trace(...)``, ``.config``, ``.embedding``, ``.decoder``, ``.alpha``.
     Repeated words are merged into one token with a multiplicity before the first block: every part of
     a block acts on a token alone except attention, where the multiplicity is exact for both rules.
@@ -230,35 +228,18 @@ class CrateClassifier(nn.Module):
         kappa = self.config.step
         return torch.tensor(kappa / (1 - kappa))
 
-    def rule(self, attention: Mode = "softmax", tie_rtol: float | None = None) -> Hardmax | Softmax:
-        """The heads' attention rule: softmax at β, or exact hardmax."""
-        if attention == "hardmax":
-            return Hardmax(tie_rtol)
-        if attention == "softmax":
-            return Softmax(self.config.inverse_temperature)
-        raise ValueError(f"attention must be 'softmax' or 'hardmax', got {attention!r}")
+    @property
+    def inverse_temperature(self) -> float:
+        """β of the heads' training softmax."""
+        return self.config.inverse_temperature
 
-    def _check_inputs(self, ids: Tensor, mask: Tensor | None) -> Tensor:
-        if not isinstance(ids, Tensor) or ids.dim() != 2 or ids.dtype not in (torch.int64, torch.int32):
-            raise ValueError(f"ids must be an integer tensor of shape (batch, n), got {getattr(ids, 'shape', ids)}")
-        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.config.vocab_size):
-            raise ValueError(f"ids must lie in [0, {self.config.vocab_size})")
-        if mask is None:
-            mask = ids != self.config.pad_id
-        elif mask.shape != ids.shape or mask.dtype != torch.bool:
-            raise ValueError(f"mask must be a bool tensor of shape {tuple(ids.shape)}")
-        if bool((mask.sum(-1) == 0).any()):
-            raise ValueError("every review needs at least one real (unmasked) token")
-        return mask
-
-    def trace(self, ids: Tensor, mask: Tensor | None = None, *, attention: Mode = "softmax",
-              tie_rtol: float | None = None) -> CrateTrace:
-        """Run the classifier and keep every block's tokens (see `CrateTrace`)."""
-        mask = self._check_inputs(ids, mask)
+    def trace(self, ids: Tensor, mask: Tensor | None = None, rule: AttentionRule | None = None) -> CrateTrace:
+        """Run the classifier and keep every block's tokens (see `CrateTrace`); `rule` as in `forward`."""
+        mask = self.check_ids(ids, mask)
         dedup = deduplicate(ids.unsqueeze(-1), mask)
         distinct_ids = dedup.tokens.squeeze(-1)
         multiplicity = dedup.multiplicity.to(self.embedding.weight.dtype)
-        rule = self.rule(attention, tie_rtol)
+        rule = self.rule_of(rule)
         z = self.embedding(distinct_ids)
         path, halves = [z], []
         for block in self.blocks:
@@ -272,7 +253,7 @@ class CrateClassifier(nn.Module):
         return CrateTrace(tokens=torch.stack(path), compressed=compressed, multiplicity=multiplicity,
                           ids=distinct_ids, index=dedup.index, pooled=pooled, logits=logits)
 
-    def forward(self, ids: Tensor, mask: Tensor | None = None, *, attention: Mode = "softmax",
-                tie_rtol: float | None = None) -> Tensor:
-        """Logits (batch,) for ids (batch, n) and mask (batch, n) (True = real token)."""
-        return self.trace(ids, mask, attention=attention, tie_rtol=tie_rtol).logits
+    def forward(self, ids: Tensor, mask: Tensor | None = None, rule: AttentionRule | None = None) -> Tensor:
+        """Logits (batch,) for ids (batch, n) and mask (batch, n) (True = real token); rule: the heads' attention
+        (None: the training softmax `self.softmax`; `Hardmax()`: exact hardmax)."""
+        return self.trace(ids, mask, rule).logits

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from hardmax.dynamics import HARDMAX, AttentionRule
 from hardmax.io import (
     CheckpointError,
     load_tensors,
@@ -34,7 +35,7 @@ from hardmax.io import (
     write_text,
 )
 from hardmax.memory import require_memory
-from hardmax.models import HardmaxClassifier, ModelConfig, build_model
+from hardmax.models import HardmaxClassifier, ModelConfig, WordClassifier, build_model
 from hardmax.progress import progress as progress_bar
 from hardmax.training.config import TrainConfig
 from hardmax.training.device import resolve_device
@@ -109,9 +110,12 @@ class TrainResult:
 
 
 @torch.no_grad()
-def predict(model: HardmaxClassifier, ids: Tensor, mask: Tensor, *, attention: str = "hardmax",
+def predict(model: WordClassifier, ids: Tensor, mask: Tensor, *, rule: AttentionRule | None = HARDMAX,
             batch_size: int = 256) -> Tensor:
-    """Logits (N,) for ids/mask (N, n), in batches of reviews of similar length (fast; order kept)."""
+    """Logits (N,) for ids/mask (N, n), in batches of reviews of similar length (fast; order kept).
+
+    rule: the attention, a `hardmax.dynamics` rule: exact hardmax by default, None for the model's training
+        softmax (`model.softmax`)."""
     device = next(model.parameters()).device
     if ids.shape[0] == 0:
         return torch.empty(0, dtype=model.embedding.weight.dtype)
@@ -125,7 +129,7 @@ def predict(model: HardmaxClassifier, ids: Tensor, mask: Tensor, *, attention: s
         if not model.config.paper_padding:
             # Real tokens come first after left-alignment; truncating trailing padding is exact.
             b_ids, b_mask = left_align(b_ids, b_mask, width)
-        out[rows] = model(b_ids.to(device), b_mask.to(device), attention=attention).float().cpu()
+        out[rows] = model(b_ids.to(device), b_mask.to(device), rule).float().cpu()
     model.train(was_training)
     return out
 
@@ -146,9 +150,9 @@ def left_align(ids: Tensor, mask: Tensor, width: int) -> tuple[Tensor, Tensor]:
 def evaluate(model: HardmaxClassifier, split: LabelledSplit, *, batch_size: int = 256) -> Evaluation:
     """Accuracy, loss and softmax/hardmax agreement of `model` on `split`."""
     t0 = time.perf_counter()
-    logits_h = predict(model, split.ids, split.mask, attention="hardmax", batch_size=batch_size)
+    logits_h = predict(model, split.ids, split.mask, rule=HARDMAX, batch_size=batch_size)
     t1 = time.perf_counter()
-    logits_s = predict(model, split.ids, split.mask, attention="softmax", batch_size=batch_size)
+    logits_s = predict(model, split.ids, split.mask, rule=model.softmax, batch_size=batch_size)
     t2 = time.perf_counter()
     return Evaluation.from_logits(split.labels, logits_h, logits_s, seconds_hardmax=t1 - t0, seconds_softmax=t2 - t1)
 
@@ -292,7 +296,7 @@ def _train_locked(train_split: LabelledSplit, val_split: LabelledSplit, *, model
             if train_config.word_dropout > 0:
                 mask = word_dropout(mask, train_config.word_dropout, seed=train_config.seed, epoch=epoch, batch=b)
             ids, mask, y = ids.to(device), mask.to(device), labels_all[rows].to(device)
-            logits = model(ids, mask, attention="softmax")
+            logits = model(ids, mask, model.softmax)
             loss = F.binary_cross_entropy_with_logits(logits, y)
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"training diverged at epoch {epoch + 1}, batch {b}: loss {loss.item()}; "

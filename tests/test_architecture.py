@@ -1,0 +1,149 @@
+"""The import structure the package documents (README "Modules", CONTRIBUTING.md): imports flow one way,
+no module imports another in a cycle, nothing imports the command line, and no private name crosses a file.
+
+Imports are read from the source (every level, function bodies included; `if TYPE_CHECKING:` blocks are
+annotations, not imports), so a lazy import inside a function counts as much as one at the top.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+# Each package may import its own modules and those of the layers before it, never those after it.
+LAYERS = [
+    {"hardmax.version", "hardmax.lazy", "hardmax.memory", "hardmax.io", "hardmax.progress", "hardmax.inputs"},
+    {"hardmax.dynamics"},
+    {"hardmax.theory", "hardmax.measures", "hardmax.svm"},
+    {"hardmax.models", "hardmax.data"},
+    {"hardmax.training"},
+    {"hardmax.explain"},
+    {"hardmax.plots"},
+    {"hardmax.experiments"},
+    {"hardmax.cli"},
+    {"hardmax.__main__"},
+]
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in (SRC / "hardmax").rglob("*.py"):
+        name = ".".join(path.relative_to(SRC).with_suffix("").parts)
+        found[name.removesuffix(".__init__")] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(path: Path) -> set[tuple[str, tuple[str, ...]]]:
+    """(module, names) of every hardmax import in the file, outside `if TYPE_CHECKING:` blocks."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = {id(node) for branch in ast.walk(tree)
+               if isinstance(branch, ast.If) and "TYPE_CHECKING" in ast.unparse(branch.test)
+               for node in ast.walk(branch)}
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("hardmax"):
+            found.add((node.module, tuple(a.name for a in node.names)))
+        elif isinstance(node, ast.Import):
+            found |= {(a.name, ()) for a in node.names if a.name.startswith("hardmax")}
+    return found
+
+
+def _edges() -> dict[str, set[str]]:
+    """module -> the modules it imports (`from package import submodule` counts as the submodule)."""
+    edges = {}
+    for module, path in MODULES.items():
+        targets = set()
+        for imported, names in _imports(path):
+            submodules = {f"{imported}.{n}" for n in names if f"{imported}.{n}" in MODULES}
+            targets |= submodules if names and len(submodules) == len(names) else {imported} | submodules
+        edges[module] = {t for t in targets if t in MODULES and t != module}
+    return edges
+
+
+EDGES = _edges()
+
+
+def _package(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def _layer(module: str) -> int:
+    package = _package(module)
+    for k, layer in enumerate(LAYERS):
+        if package in layer:
+            return k
+    raise AssertionError(f"{package} is in no layer of tests/test_architecture.py: add it where it belongs")
+
+
+def test_every_package_has_a_layer():
+    for module in MODULES:
+        if module != "hardmax":
+            _layer(module)
+
+
+def test_no_module_imports_a_later_layer():
+    upward = [f"{m} -> {t}" for m, targets in EDGES.items() if m != "hardmax" for t in targets
+              if t != "hardmax" and _layer(t) > _layer(m)]
+    assert not upward, "imports against the layers:\n" + "\n".join(sorted(upward))
+
+
+def test_no_import_cycles_between_modules_or_packages():
+    def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+        index, low, stack, on, found, counter = {}, {}, [], set(), [], [0]
+
+        def visit(v: str) -> None:
+            index[v] = low[v] = counter[0]
+            counter[0] += 1
+            stack.append(v)
+            on.add(v)
+            for w in graph.get(v, ()):
+                if w not in index:
+                    visit(w)
+                    low[v] = min(low[v], low[w])
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+            if low[v] == index[v]:
+                component = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    component.append(w)
+                    if w == v:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+
+        for v in list(graph):
+            if v not in index:
+                visit(v)
+        return found
+
+    assert cycles(EDGES) == []
+    packages: dict[str, set[str]] = {}
+    for m, targets in EDGES.items():
+        packages.setdefault(_package(m), set()).update(_package(t) for t in targets if _package(t) != _package(m))
+    packages.pop("hardmax", None)
+    assert cycles(packages) == []
+
+
+def test_nothing_imports_the_command_line_or_the_package_root():
+    for module, targets in EDGES.items():
+        if module in ("hardmax.__main__",) or module.startswith("hardmax.cli"):
+            continue
+        assert not any(t.startswith("hardmax.cli") for t in targets), module
+        assert "hardmax" not in targets, f"{module} imports the package root (a cycle through __init__)"
+
+
+@pytest.mark.parametrize("module", sorted(MODULES))
+def test_no_private_name_crosses_a_file(module):
+    private = [f"{imported}.{name}" for imported, names in _imports(MODULES[module]) for name in names
+               if name.startswith("_") and not name.startswith("__")]
+    assert not private, f"{module} imports private names: {private}"
