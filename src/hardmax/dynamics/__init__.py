@@ -36,6 +36,7 @@ Geometry and theorem checks live in `hardmax.theory`; pictures in `hardmax.plots
 from __future__ import annotations
 
 from hardmax.dynamics.dedup import Deduplicated, deduplicate, take_rows
+from hardmax.dynamics.inputs import as_floating, as_tensor
 from hardmax.dynamics.layers import hardmax_layers
 from hardmax.dynamics.rules import RULES, AttentionRule, Hardmax, Softmax, rule_from_dict, rule_to_dict
 from hardmax.dynamics.select import score_bias
@@ -54,6 +55,8 @@ __all__ = [
     "Softmax",
     "Store",
     "Trajectory",
+    "as_floating",
+    "as_tensor",
     "attention_matrix",
     "attention_step",
     "deduplicate",

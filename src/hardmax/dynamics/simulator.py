@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from hardmax.dynamics.dedup import Deduplicated, deduplicate, take_rows
+from hardmax.dynamics.inputs import as_floating, as_tensor
 from hardmax.dynamics.layers import full_layers, hardmax_run
 from hardmax.dynamics.rules import AttentionRule, Hardmax, rule_from_dict, rule_to_dict
 from hardmax.dynamics.step import HARDMAX, attention_matrix, attention_step
@@ -130,32 +131,11 @@ def _describe(stored: tuple[int, ...]) -> str:
     return ", ".join(map(str, stored)) if len(stored) <= 6 else f"{stored[0]}, {stored[1]}, ..., {stored[-1]}"
 
 
-def _as_tensor(x, name: str, dtype: torch.dtype | None = None, device=None) -> Tensor:
-    """A tensor from a tensor, NumPy array, list or number; ValueError for anything non-numeric."""
-    if isinstance(x, Tensor):
-        t = x
-    elif isinstance(x, np.ndarray | Sequence | float | int | np.generic):
-        try:
-            arr = np.asarray(x)
-        except ValueError as e:  # ragged nested lists
-            raise ValueError(f"{name} must be a rectangular numeric array ({e})") from None
-        if arr.dtype.kind not in "biuf":
-            raise ValueError(f"{name} must be numeric (bool, int or float), got NumPy dtype {arr.dtype}")
-        t = torch.from_numpy(np.ascontiguousarray(arr))
-    else:
-        raise ValueError(f"{name} must be a torch tensor or a NumPy array, got {type(x).__name__}")
-    if t.is_complex():
-        raise ValueError(f"{name} must be real, got complex dtype {t.dtype}")
-    if dtype is not None or device is not None:
-        t = t.to(dtype=dtype or t.dtype, device=device or t.device)
-    return t
-
-
 def validate_A(A, d: int, dtype: torch.dtype, device) -> Tensor:
     """Return A as a (d, d) tensor, or raise ValueError if it is not symmetric positive definite."""
     if A is None:
         return torch.eye(d, dtype=dtype, device=device)
-    A = _as_tensor(A, "A", dtype=dtype, device=device)
+    A = as_tensor(A, "A", dtype=dtype, device=device)
     if A.shape != (d, d):
         raise ValueError(f"A must have shape ({d}, {d}) to match tokens of dimension {d}, got {tuple(A.shape)}")
     values = A.detach()  # the checks are not part of the graph when A requires grad
@@ -177,7 +157,7 @@ def validate_alpha(alpha, layers: int, dtype: torch.dtype, device) -> Tensor:
     """
     if isinstance(alpha, bool | np.bool_):
         raise ValueError(f"alpha must be a number > 0, got {alpha!r}")
-    a = _as_tensor(alpha, "alpha")
+    a = as_tensor(alpha, "alpha")
     if a.dtype == torch.bool:
         raise ValueError("alpha must be numbers > 0, got a bool array")
     values = a.detach().to(torch.float64).reshape(-1).cpu()
@@ -245,13 +225,7 @@ def simulate(
 
     Paper: Alcalde, Fantuzzi, Zuazua, "Clustering in pure-attention hardmax transformers", eq. (1.1).
     """
-    z = _as_tensor(tokens, "tokens")
-    if not z.is_floating_point():
-        # Integer input: NumPy/lists become float64 (NumPy's default), integer tensors torch's default.
-        z = z.to(torch.get_default_dtype() if isinstance(tokens, Tensor) else torch.float64)
-    if z.dtype in (torch.float16, torch.bfloat16):
-        raise ValueError(f"tokens of dtype {z.dtype} cannot resolve ties ({torch.finfo(z.dtype).eps:.0e} "
-                         "relative precision makes distinct scores equal); convert them to float32 or float64")
+    z = as_floating(tokens, "tokens")
     if z.dim() not in (2, 3):
         raise ValueError(f"tokens must have shape (n, d) or (batch, n, d), got {tuple(z.shape)}")
     if z.shape[-1] == 0 or z.shape[-2] == 0:  # a batch of no sequences (batch = 0) is a valid empty run
@@ -363,7 +337,7 @@ def _stored_layers(store, layers: int) -> tuple[int, ...]:
 def _validate_mask(mask, single: bool, batch: int, n: int, device) -> Tensor:
     if mask is None:
         return torch.ones(batch, n, dtype=torch.bool, device=device)
-    m_t = _as_tensor(mask, "mask", device=device)
+    m_t = as_tensor(mask, "mask", device=device)
     if m_t.dtype != torch.bool:
         raise ValueError(f"mask must be boolean (True = real token), got dtype {m_t.dtype}")
     expected = (n,) if single else (batch, n)

@@ -1,4 +1,5 @@
-"""Input checks of the theory functions: the same refusals as `hardmax.dynamics.simulate`, one ValueError each.
+"""Input checks of the theory functions: the refusals of `hardmax.dynamics.inputs` (shared with `simulate`), and
+what only the theory needs (a `Trajectory` where one is needed, finite tolerances), one ValueError each.
 
 A theory function reads what the simulator wrote, so it refuses what the simulator refuses: non-numeric,
 complex, NaN or infinite tokens, empty batches, precisions that cannot resolve ties (float16, bfloat16),
@@ -15,12 +16,9 @@ import torch
 from torch import Tensor
 
 from hardmax.dynamics import Trajectory
+from hardmax.dynamics.inputs import as_floating
 
 __all__ = ["as_tokens", "check_atol", "check_trajectory"]
-
-# Precisions whose rounding (eps ≥ 1e-3) makes distinct scores tie: simulate refuses them too.
-_COARSE = (torch.float16, torch.bfloat16)
-
 
 def as_tokens(tokens, name: str = "tokens") -> Tensor:
     """`tokens` (..., n, d) as a real floating tensor, after the checks above.
@@ -34,25 +32,7 @@ def as_tokens(tokens, name: str = "tokens") -> Tensor:
     if isinstance(tokens, Trajectory):
         raise ValueError(f"{name} must be one configuration (..., n, d), got a Trajectory; pass "
                          "trajectory.final or trajectory.at(k)")
-    if isinstance(tokens, Tensor):
-        z = tokens
-        if z.is_complex():
-            raise ValueError(f"{name} must be real, got complex dtype {z.dtype}")
-        if not z.is_floating_point():
-            z = z.to(torch.float64)
-    else:
-        try:
-            arr = np.asarray(tokens)
-        except ValueError as e:  # ragged nested lists
-            raise ValueError(f"{name} must be a rectangular numeric array ({e})") from None
-        if arr.dtype.kind == "c":
-            raise ValueError(f"{name} must be real, got complex dtype {arr.dtype}")
-        if arr.dtype.kind not in "biuf":
-            raise ValueError(f"{name} must be numeric (bool, int or float), got NumPy dtype {arr.dtype}")
-        z = torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float64))
-    if z.dtype in _COARSE:
-        raise ValueError(f"{name} of dtype {z.dtype} cannot resolve ties ({torch.finfo(z.dtype).eps:.0e} relative "
-                         "precision makes distinct scores equal); convert them to float32 or float64")
+    z = as_floating(tokens, name, integers=torch.float64)
     if z.dim() < 2 or z.numel() == 0:
         raise ValueError(f"{name} must have shape (..., n, d) with at least one sequence, token and "
                          f"dimension, got {tuple(z.shape)}")
