@@ -21,12 +21,11 @@ from hardmax.io import (
     CheckpointError,
     atomic_write,
     load_tensors,
-    optimizer_from_tensors,
-    optimizer_to_tensors,
     read_json,
     save_tensors,
     write_json,
 )
+from hardmax.training.run import optimizer_from_tensors, optimizer_to_tensors
 
 
 def files_in(directory: Path) -> list[str]:

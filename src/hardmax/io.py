@@ -1,9 +1,9 @@
-"""Run directories and checkpoints: safetensors weights + JSON, written atomically.
+"""Files: atomic writes, checked safetensors tensors + JSON, and the library's one JSON spelling.
 
-No pickles: weights and optimizer moments are safetensors, everything else is JSON. Every file is
-written to a temporary file in the same directory and moved into place with `os.replace`, so a run
-killed at any instant (kill -9 included) leaves either the old file or the new one, never half.
-What is saved is decided by `hardmax.training`; this module only knows how to write and read it.
+No pickles: tensors are safetensors (with a SHA-256 of their bytes in the header), everything else is
+JSON (`to_jsonable`). Every file is written to a temporary file in the same directory and moved into
+place with `os.replace`, so a process killed at any instant (kill -9 included) leaves either the old
+file or the new one, never half. What a run directory holds is `hardmax.training.run`'s business.
 """
 
 from __future__ import annotations
@@ -31,8 +31,6 @@ __all__ = [
     "CheckpointError",
     "atomic_write",
     "load_tensors",
-    "optimizer_from_tensors",
-    "optimizer_to_tensors",
     "read_json",
     "remove_stale_temp_files",
     "save_tensors",
@@ -228,30 +226,3 @@ def load_tensors(path: str | Path, device: str | torch.device = "cpu") -> tuple[
         raise CheckpointError(f"{path} is damaged or was edited: its tensors do not match the SHA-256 "
                               "stored with them; re-train or restore the file")
     return tensors, meta
-
-
-def optimizer_to_tensors(optimizer: torch.optim.Optimizer, prefix: str = "optim.") -> tuple[dict, dict]:
-    """Split an optimizer state_dict into tensors (for safetensors) and JSON-able scalars."""
-    state = optimizer.state_dict()
-    tensors, scalars = {}, {}
-    for pid, st in state["state"].items():
-        for key, value in st.items():
-            if isinstance(value, Tensor):
-                tensors[f"{prefix}{pid}.{key}"] = value
-            else:
-                scalars[f"{pid}.{key}"] = value
-    return tensors, {"param_groups": state["param_groups"], "scalars": scalars}
-
-
-def optimizer_from_tensors(optimizer: torch.optim.Optimizer, tensors: dict[str, Tensor], info: dict,
-                           prefix: str = "optim.") -> None:
-    """Inverse of `optimizer_to_tensors`: load the state into `optimizer` in place."""
-    state: dict[int, dict] = {}
-    for name, value in tensors.items():
-        if name.startswith(prefix):
-            pid, key = name[len(prefix):].split(".", 1)
-            state.setdefault(int(pid), {})[key] = value
-    for name, value in info["scalars"].items():
-        pid, key = name.split(".", 1)
-        state.setdefault(int(pid), {})[key] = value
-    optimizer.load_state_dict({"state": state, "param_groups": info["param_groups"]})

@@ -26,8 +26,6 @@ from hardmax.dynamics import HARDMAX, AttentionRule
 from hardmax.io import (
     CheckpointError,
     load_tensors,
-    optimizer_from_tensors,
-    optimizer_to_tensors,
     read_json,
     remove_stale_temp_files,
     save_tensors,
@@ -43,6 +41,8 @@ from hardmax.training.run import (
     EpochRecord,
     config_record,
     lock_run,
+    optimizer_from_tensors,
+    optimizer_to_tensors,
     run_state,
     settings_differences,
     vocab_sha256,

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import torch
+from torch import Tensor
 
 from hardmax.io import CheckpointError, load_tensors, read_json
 from hardmax.models import HardmaxClassifier, ModelConfig, build_model
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from hardmax.data import DataConfig, Vocabulary
 
 __all__ = ["LOCK_NAME", "EpochRecord", "Run", "RunLockedError", "RunState", "config_record", "load_run", "lock_run",
-           "run_state", "settings_differences", "vocab_sha256"]
+           "optimizer_from_tensors", "optimizer_to_tensors", "run_state", "settings_differences", "vocab_sha256"]
 
 logger = logging.getLogger(__name__)
 
@@ -339,3 +340,30 @@ def load_run(run_dir: str | Path, *, device: str = "cpu") -> Run:
     """`Run.load(run_dir, device=device)`: the selected model of a run directory with its settings,
     vocabulary and history, after checking that the files agree."""
     return Run.load(run_dir, device=device)
+
+
+def optimizer_to_tensors(optimizer: torch.optim.Optimizer, prefix: str = "optim.") -> tuple[dict, dict]:
+    """Split an optimizer state_dict into tensors (for safetensors) and JSON-able scalars."""
+    state = optimizer.state_dict()
+    tensors, scalars = {}, {}
+    for pid, st in state["state"].items():
+        for key, value in st.items():
+            if isinstance(value, Tensor):
+                tensors[f"{prefix}{pid}.{key}"] = value
+            else:
+                scalars[f"{pid}.{key}"] = value
+    return tensors, {"param_groups": state["param_groups"], "scalars": scalars}
+
+
+def optimizer_from_tensors(optimizer: torch.optim.Optimizer, tensors: dict[str, Tensor], info: dict,
+                           prefix: str = "optim.") -> None:
+    """Inverse of `optimizer_to_tensors`: load the state into `optimizer` in place."""
+    state: dict[int, dict] = {}
+    for name, value in tensors.items():
+        if name.startswith(prefix):
+            pid, key = name[len(prefix):].split(".", 1)
+            state.setdefault(int(pid), {})[key] = value
+    for name, value in info["scalars"].items():
+        pid, key = name.split(".", 1)
+        state.setdefault(int(pid), {})[key] = value
+    optimizer.load_state_dict({"state": state, "param_groups": info["param_groups"]})
