@@ -11,7 +11,7 @@ hardmax on the CPU when no attention matrices are requested (engine "auto" or "c
 step stays the reference (autograd, CUDA, softmax, the classifier) and the tests hold the two to each
 other.
 
-The rule is the torch step's, to the letter (see `step._select`):
+The rule is the torch step's, to the letter (see `select.select` and `ties`):
 
     s_ij = ⟨A z_i, z_j⟩ over present j (weight w_j > 0),  own_i = s_ii,  other_i = max_{j ≠ i} s_ij,
     tol_i = tie_rtol · ||z_i||_A · max_j ||z_j||_A,       C_i = {j : s_ij ≥ max(own_i, other_i) − tol_i},
