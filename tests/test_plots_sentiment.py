@@ -20,9 +20,9 @@ from matplotlib.colors import to_rgba
 from PIL import Image
 
 from hardmax import HardmaxClassifier, ModelConfig
-from hardmax.explain import Explanation, explain_ids
+from hardmax.explain import Explanation, explain_ids, project_review
 from hardmax.plots import save_figure
-from hardmax.plots.sentiment import animate_review, plot_leader_words, plot_review, project_review, shown_leaders
+from hardmax.plots.sentiment import animate_review, plot_leader_words, plot_review, shown_leaders
 
 LAYERS = 3
 
@@ -103,7 +103,8 @@ def test_explanation_is_interesting(review):
 def test_project_review_keeps_the_decision(review):
     """Theory: the projection keeps w·z̄ + b, so the pooled point's side of the line is the prediction."""
     model, explanation = review
-    points, normal, offset, _ = project_review(explanation, model)
+    view = project_review(explanation, model)
+    points, normal, offset = view.points, view.normal, view.offset
     trace = explanation.trace
     m = len(explanation.words)
     assert points.shape == (LAYERS + 1, m, 2) and normal.shape == (2,)

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -34,6 +35,7 @@ __all__ = [
     "Explanation",
     "FinalLayer",
     "LeaderStats",
+    "ReviewProjection",
     "evaluate_with_leaders",
     "explain_batch",
     "explain_ids",
@@ -43,7 +45,9 @@ __all__ = [
     "leader_masks",
     "leader_statistics",
     "leader_word_counts",
+    "project_review",
 ]
+
 
 def leader_masks(trace: ModelTrace, *, layers: tuple[int, ...] | None = None,
                  tie_rtol: float | None = None) -> Tensor:
@@ -351,6 +355,43 @@ def _review_trace(trace: ModelTrace, b: int, m: int) -> ModelTrace:
                          multiplicity=t.multiplicity[b:b + 1, :m])
     return ModelTrace(trajectory=trajectory, ids=trace.ids[b:b + 1, :m], index=trace.index[b:b + 1],
                       pooled=trace.pooled[b:b + 1], logits=trace.logits[b:b + 1])
+
+
+@dataclass(frozen=True)
+class ReviewProjection:
+    """A review's distinct words at every layer in two dimensions, with the decision line in them.
+
+    Attributes:
+        points: (layers + 1, m, 2) coordinates. normal: (2,) the decoder direction in these coordinates and
+            offset: its bias b (the review is positive where normal · x + b > 0). axes: the axes, in words.
+    """
+
+    points: np.ndarray
+    normal: np.ndarray
+    offset: float
+    axes: str
+
+
+def project_review(explanation: Explanation, model: HardmaxClassifier) -> ReviewProjection:
+    """2-D coordinates of a review's tokens at every layer (what the review figures and the explorer draw).
+
+    d = 2: the tokens themselves. d > 2: coordinates along the decoder direction w/|w| (the only direction
+    the decision depends on, so the decision stays a line) and the top principal component of the tokens
+    orthogonal to it.
+    """
+    z = explanation.trace.tokens[:, 0].detach().cpu().double().numpy()  # (layers + 1, m, d)
+    w = model.decoder.weight.detach().cpu().double().numpy()[0]
+    b = float(model.decoder.bias.detach().cpu())
+    if z.shape[-1] == 2:
+        return ReviewProjection(points=z, normal=w, offset=b, axes="token coordinates")
+    e1 = w / np.linalg.norm(w)
+    flat = z.reshape(-1, z.shape[-1])
+    rest = flat - np.outer(flat @ e1, e1)
+    rest = rest - rest.mean(0)
+    e2 = np.linalg.svd(rest, full_matrices=False)[2][0]
+    basis = np.stack([e1, e2], axis=1)  # (d, 2)
+    return ReviewProjection(points=z @ basis, normal=np.array([np.linalg.norm(w), 0.0]), offset=b,
+                            axes="decoder direction × principal component")
 
 
 def explain_text(run: Run, text: str) -> Explanation:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from importlib import metadata
 
 from hardmax.cli.rate import add_rate, run_rate
@@ -26,16 +27,25 @@ from hardmax.cli.svm import add_svm, run_svm
 # main
 # --------------------------------------------------------------------------------------------
 
-Command = tuple[str, Callable[[argparse._SubParsersAction], None], Callable[[argparse.Namespace], int]]
-COMMANDS: list[Command] = [
-    ("simulate", add_simulate, run_simulate),
-    ("train", add_train, run_train),
-    ("evaluate", add_evaluate, run_evaluate),
-    ("explain", add_explain, run_explain),
-    ("reproduce", add_reproduce, run_reproduce),
-    ("svm", add_svm, run_svm),
-    ("rate", add_rate, run_rate),
-]
+@dataclass(frozen=True)
+class Command:
+    """One `hardmax` command: its name, the function that declares its options on the subparsers, and the
+    function that runs it on the parsed arguments (returning the exit code)."""
+
+    name: str
+    add: Callable[[argparse._SubParsersAction], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command("simulate", add_simulate, run_simulate),
+    Command("train", add_train, run_train),
+    Command("evaluate", add_evaluate, run_evaluate),
+    Command("explain", add_explain, run_explain),
+    Command("reproduce", add_reproduce, run_reproduce),
+    Command("svm", add_svm, run_svm),
+    Command("rate", add_rate, run_rate),
+)
 
 
 class _UsageError(Exception):
@@ -57,9 +67,9 @@ def build_parser() -> _Parser:
                      "(Alcalde, Fantuzzi, Zuazua 2024, arXiv 2407.01602).")
     parser.add_argument("--version", action="version", version=f"%(prog)s {version}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, add, run in COMMANDS:
-        add(subparsers)
-        subparsers.choices[name].set_defaults(_handler=run)
+    for command in COMMANDS:
+        command.add(subparsers)
+        subparsers.choices[command.name].set_defaults(_handler=command.run)
     return parser
 
 

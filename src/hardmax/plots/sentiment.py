@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from hardmax.explain import Explanation
+from hardmax.explain import Explanation, project_review
 from hardmax.models import HardmaxClassifier
 from hardmax.plots.save import save_gif
 
@@ -50,30 +50,6 @@ def plot_leader_words(counts: dict[str, Counter], words: Sequence[str], *, top: 
         ax.spines[["top", "right"]].set_visible(False)
     fig.suptitle(title)
     return fig
-
-
-def project_review(explanation: Explanation, model: HardmaxClassifier) -> tuple[np.ndarray, np.ndarray, float, str]:
-    """2-D coordinates of a review's tokens at every layer.
-
-    d = 2: the tokens themselves. d > 2: coordinates along the decoder direction w/|w| (the only
-    direction the decision depends on) and the top principal component of the tokens orthogonal to it.
-
-    Returns:
-        points (layers + 1, m, 2), the decoder normal in these coordinates (2,), its offset b (the
-        decision is normal · x + b > 0), and a description of the axes.
-    """
-    z = explanation.trace.tokens[:, 0].detach().cpu().double().numpy()  # (layers + 1, m, d)
-    w = model.decoder.weight.detach().cpu().double().numpy()[0]
-    b = float(model.decoder.bias.detach().cpu())
-    if z.shape[-1] == 2:
-        return z, w, b, "token coordinates"
-    e1 = w / np.linalg.norm(w)
-    flat = z.reshape(-1, z.shape[-1])
-    rest = flat - np.outer(flat @ e1, e1)
-    rest = rest - rest.mean(0)
-    e2 = np.linalg.svd(rest, full_matrices=False)[2][0]
-    basis = np.stack([e1, e2], axis=1)  # (d, 2)
-    return z @ basis, np.array([np.linalg.norm(w), 0.0]), b, "decoder direction × principal component"
 
 
 def shown_leaders(explanation: Explanation, decisive: float = 2.0) -> list[int]:
@@ -189,7 +165,8 @@ def plot_review(explanation: Explanation, model: HardmaxClassifier, *, layers: S
     """Panels of a review's tokens at the given layers: leaders as stars (named in the legend, and beside
     the stars where there is room), followers coloured by their leader, the mean token (X), the decoder's
     line (dashed) and half-planes (green = positive). See the module docstring for d ≥ 8."""
-    points, normal, offset, axes_label = project_review(explanation, model)
+    view = project_review(explanation, model)
+    points, normal, offset, axes_label = view.points, view.normal, view.offset, view.axes
     layers = [min(k, points.shape[0] - 1) for k in layers]
     stars = shown_leaders(explanation, decisive)
     fig = Figure(figsize=(3.6 * len(layers), 4.6 + 0.25 * (min(len(stars), MAX_COLOURS) // 6)), layout="constrained")
@@ -207,7 +184,8 @@ def plot_review(explanation: Explanation, model: HardmaxClassifier, *, layers: S
 def animate_review(explanation: Explanation, model: HardmaxClassifier, path: str | Path, *, fps: int = 2,
                    decisive: float = 2.0) -> Path:
     """A GIF of a review's tokens layer by layer (same drawing and legend as `plot_review`)."""
-    points, normal, offset, _ = project_review(explanation, model)
+    view = project_review(explanation, model)
+    points, normal, offset = view.points, view.normal, view.offset
     stars = shown_leaders(explanation, decisive)
     fig = Figure(figsize=(5.2, 5.6 + 0.25 * (min(len(stars), MAX_COLOURS) // 4)), layout="constrained")
     ax = fig.subplots()

@@ -380,7 +380,8 @@ def check_theorem(trajectory: Trajectory, *, atol: float | None = None,
     """
     hardmax_path(trajectory)  # refuses anything but a hardmax Trajectory that stores every layer
     trajectory, exponents, a_exponent = unit_scaled(trajectory)
-    path, real, _ = hardmax_path(trajectory)
+    walk = hardmax_path(trajectory)
+    path, real = walk.path, walk.real
     L, B, n, d = path.shape
     same = default_atol(path[0], real, atol, trajectory.A, trajectory_rtol(trajectory))
     if atol is not None and exponents is not None:  # the caller's atol, in the units the checks run in

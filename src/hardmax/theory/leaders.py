@@ -210,8 +210,18 @@ def trajectory_rtol(trajectory: Trajectory) -> float:
     return trajectory.rule.rtol(trajectory.tokens.dtype)
 
 
-def hardmax_path(trajectory: Trajectory) -> tuple[Tensor, Tensor, bool]:
-    """(L, B, n, d) positions, (B, n) real mask, and whether the trajectory was unbatched.
+@dataclass(frozen=True)
+class HardmaxPath:
+    """A hardmax trajectory's positions with a batch axis: path (L, B, n, d), real (B, n) bool, and whether the
+    trajectory was unbatched (single)."""
+
+    path: Tensor
+    real: Tensor
+    single: bool
+
+
+def hardmax_path(trajectory: Trajectory) -> HardmaxPath:
+    """The positions of every layer with a batch axis (see `HardmaxPath`).
 
     Raises ValueError unless the trajectory is hardmax and stores every layer.
     """
@@ -221,7 +231,7 @@ def hardmax_path(trajectory: Trajectory) -> tuple[Tensor, Tensor, bool]:
     t = trajectory.tokens
     single = t.dim() == 3
     path = t.unsqueeze(1) if single else t
-    return path, trajectory.mask.reshape(path.shape[1], path.shape[2]), single
+    return HardmaxPath(path=path, real=trajectory.mask.reshape(path.shape[1], path.shape[2]), single=single)
 
 
 def unit_scaled(trajectory: Trajectory) -> tuple[Trajectory, torch.Tensor | None, int]:
@@ -255,7 +265,8 @@ def _scaled_path(trajectory: Trajectory, atol: float | None):
     or None): what the trajectory functions compute on, in units of order 1."""
     hardmax_path(trajectory)  # refuses anything but a hardmax Trajectory that stores every layer
     trajectory, exponents, _ = unit_scaled(trajectory)
-    path, real, single = hardmax_path(trajectory)
+    scaled = hardmax_path(trajectory)
+    path, real, single = scaled.path, scaled.real, scaled.single
     same = default_atol(path[0], real, atol, trajectory.A, trajectory_rtol(trajectory))
     if atol is not None and exponents is not None:  # the caller's atol, in the units the functions run in
         same = torch.ldexp(same.to(torch.float64), -exponents).to(same.dtype)
@@ -269,7 +280,8 @@ def leader_history(trajectory: Trajectory, same: Tensor) -> tuple[Tensor, Tensor
     it does not sit within `same` of a token that led at layer k−1: a follower that converges onto a
     leader becomes numerically a copy of it, but in exact arithmetic it never reaches it.
     """
-    path, real, _ = hardmax_path(trajectory)
+    walk = hardmax_path(trajectory)
+    path, real = walk.path, walk.real
     L, B, n, d = path.shape
     A_used = _score_matrix(trajectory.A, d, path.dtype, path.device)
     # Converged sequences stop moving (to the last bit) long before the last layer: evaluate only the
