@@ -588,7 +588,7 @@ def test_report_table_and_softmax_refused():
     report = check_theorem(run(by_name("figure2_square")))
     table = report.table()
     assert table.splitlines()[0].endswith("PASSED")
-    assert "| check | value | expected | status |" in table and table.count("\n| ") == 9  # header, rule, 7 rows
+    assert "| check | value | expected | status |" in table and table.count("\n|") == 9  # header, rule, 7 rows
     softmax = simulate(SQUARE, Softmax(1.0), alpha=0.5, layers=3)
     with pytest.raises(ValueError, match="hardmax"):
         check_theorem(softmax)

@@ -28,6 +28,7 @@ from torch import Tensor
 from hardmax.dynamics import Hardmax, Trajectory, simulate
 from hardmax.measures import coding_rate, rate_reduction, subspace_coding_rate, zero_fraction
 from hardmax.memory import require_memory
+from hardmax.tables import markdown_table
 from hardmax.theory import leader_layers
 
 __all__ = ["CrateReport", "LayerRates", "LeaderRates", "RateConfig", "RateReport", "crate_measures", "layer_rates",
@@ -311,13 +312,12 @@ class RateReport:
         hard, soft = self.classifier["hardmax"], self.classifier["softmax"]
         lines = [f"d = {self.d}, {self.reviews} reviews, ε = {self.eps:g}, α = {self.alpha:.3g}; R: mean over reviews "
                  "of the rate of their tokens, R̂: the same for tokens scaled to unit RMS norm, ΔR: between the "
-                 "classes of the reviews' mean tokens",
-                 "", "| layer | R hardmax | R softmax | R̂ hardmax | R̂ softmax | R̂ / R̂₀ hardmax | ΔR hardmax "
-                 "| ΔR softmax |", "|---|---|---|---|---|---|---|---|"]
-        for i, k in enumerate(hard.layers):
-            lines.append(f"| {k} | {hard.rate_mean[i]:.3f} | {soft.rate_mean[i]:.3f} | {hard.rate_scaled_mean[i]:.3f} "
-                         f"| {soft.rate_scaled_mean[i]:.3f} | {hard.compression[i]:.3f} "
-                         f"| {hard.reduction[i]:.4f} | {soft.reduction[i]:.4f} |")
+                 "classes of the reviews' mean tokens", ""]
+        lines += markdown_table(
+            ("layer", "R hardmax", "R softmax", "R̂ hardmax", "R̂ softmax", "R̂ / R̂₀ hardmax", "ΔR hardmax", "ΔR softmax"),
+            ((k, f"{hard.rate_mean[i]:.3f}", f"{soft.rate_mean[i]:.3f}", f"{hard.rate_scaled_mean[i]:.3f}",
+              f"{soft.rate_scaled_mean[i]:.3f}", f"{hard.compression[i]:.3f}", f"{hard.reduction[i]:.4f}",
+              f"{soft.reduction[i]:.4f}") for i, k in enumerate(hard.layers)))
         long, soft_long = self.simulated["hardmax"], self.simulated["softmax"]
         lines += ["", f"simulate, {long.layers[-1]} layers from the embeddings: R {long.rate_mean[0]:.3f} → "
                   f"{long.rate_mean[-1]:.3f} (hardmax), {soft_long.rate_mean[-1]:.3f} (softmax); R̂ "
@@ -327,10 +327,10 @@ class RateReport:
                   f"final R vs number of leaders ℓ: Spearman {self.leaders.correlation:.3f}; "
                   f"rank(final tokens) ≤ r = min(#clusters, d) for {100 * self.leaders.rank_at_most_clusters:.1f} % "
                   f"of reviews, R̂ ≤ (r/2) ln(1 + d/(r ε²)) for {100 * self.leaders.scaled_bound_holds:.1f} %; "
-                  f"{self.leaders.clusters_mean:.2f} clusters per review on average", "",
-                  "| leaders ℓ | reviews | mean final R | R / ℓ |", "|---|---|---|---|"]
-        for ell, (n, r, per) in sorted(self.leaders.table.items()):
-            lines.append(f"| {ell} | {n} | {r:.3f} | {per:.3f} |")
+                  f"{self.leaders.clusters_mean:.2f} clusters per review on average", ""]
+        rows = sorted(self.leaders.table.items())
+        lines += markdown_table(("leaders ℓ", "reviews", "mean final R", "R / ℓ"),
+                                ((ell, n, f"{r:.3f}", f"{per:.3f}") for ell, (n, r, per) in rows))
         return "\n".join(lines)
 
 
@@ -468,12 +468,13 @@ class CrateReport:
         ISTA and R of its input, at initialisation and trained."""
         i, t = self.initial, self.trained
         lines = [f"CRATE, d = {self.d}, {self.heads} head(s), {self.reviews} reviews, ε = {self.eps:g}; R^c(Z | U): "
-                 "compression against the block's subspaces, mean over reviews (initialisation / trained)", "",
-                 "| block | R^c input | R^c after MSSA | non-zero after ISTA | R input |", "|---|---|---|---|---|"]
-        for k in range(len(t.compression)):
-            lines.append(f"| {k + 1} | {i.compression[k]:.3f} / {t.compression[k]:.3f} "
-                         f"| {i.compression_after[k]:.3f} / {t.compression_after[k]:.3f} "
-                         f"| {1 - i.sparsity[k]:.3f} / {1 - t.sparsity[k]:.3f} | {i.rate[k]:.3f} / {t.rate[k]:.3f} |")
+                 "compression against the block's subspaces, mean over reviews (initialisation / trained)", ""]
+        lines += markdown_table(
+            ("block", "R^c input", "R^c after MSSA", "non-zero after ISTA", "R input"),
+            ((k + 1, f"{i.compression[k]:.3f} / {t.compression[k]:.3f}",
+              f"{i.compression_after[k]:.3f} / {t.compression_after[k]:.3f}",
+              f"{1 - i.sparsity[k]:.3f} / {1 - t.sparsity[k]:.3f}", f"{i.rate[k]:.3f} / {t.rate[k]:.3f}")
+             for k in range(len(t.compression))))
         return "\n".join(lines)
 
 

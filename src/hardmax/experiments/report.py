@@ -14,6 +14,7 @@ from pathlib import Path
 from hardmax.data.config import DataConfig
 from hardmax.experiments.reproduce import PAPER_ACCURACY, QUICK_ACCURACY, TARGET_ACCURACY
 from hardmax.io import CheckpointError, read_json
+from hardmax.tables import markdown_table
 
 __all__ = ["BENCHMARKS", "benchmarks_link", "candidate_name", "read_benchmarks", "render_report"]
 
@@ -74,29 +75,26 @@ def _reuse_note(results: dict) -> str:
 
 
 def _benchmark_lines(bench: dict) -> list[str]:
-    lines = ["", "## Speed on an idle machine (benchmark scripts)", "", "| measure | figure | target | command |",
-             "|---|---|---|---|"]
+    rows = []
     if "train" in bench:
         command = f"`{BENCHMARKS['train'][1]}`"
-        for row in bench["train"]["rows"]:
-            target = "≥ 2,000" if row["d"] == 16 else ""
-            lines.append(f"| training, d = {row['d']} (reviews/s) | {row['train_reviews_per_second']:,.0f} | "
-                         f"{target} | {command} |")
-        for row in bench["train"]["rows"]:
-            lines.append(f"| exact hardmax on {row['test_reviews']:,} test reviews, d = {row['d']} (s) | "
-                         f"{row['hardmax_test_seconds']:.2f} | < 5 | {command} |")
+        rows += [(f"training, d = {row['d']} (reviews/s)", f"{row['train_reviews_per_second']:,.0f}",
+                  "≥ 2,000" if row["d"] == 16 else "", command) for row in bench["train"]["rows"]]
+        rows += [(f"exact hardmax on {row['test_reviews']:,} test reviews, d = {row['d']} (s)",
+                  f"{row['hardmax_test_seconds']:.2f}", "< 5", command) for row in bench["train"]["rows"]]
     if "data" in bench:
         command = f"`{BENCHMARKS['data'][1]}`"
-        lines += [f"| data pipeline, first run on {bench['data']['reviews']:,} reviews (s) | "
-                  f"{bench['data']['cold_seconds']:.1f} | < 60 | {command} |",
-                  f"| data pipeline, cached load (s) | {bench['data']['warm_seconds']:.2f} | < 3 | {command} |"]
+        rows += [(f"data pipeline, first run on {bench['data']['reviews']:,} reviews (s)",
+                  f"{bench['data']['cold_seconds']:.1f}", "< 60", command),
+                 ("data pipeline, cached load (s)", f"{bench['data']['warm_seconds']:.2f}", "< 3", command)]
     if "dynamics" in bench:
         row = bench["dynamics"]["dtypes"].get("float32")
         if row:
-            lines.append(f"| dynamics engine, float32 (reviews/s; × the per-token loop) | "
-                         f"{row['library_reviews_per_s']:,.0f} ({row['speedup_vs_loop']:.0f}×) | ≥ 20,000 (200×) | "
-                         f"`{BENCHMARKS['dynamics'][1]}` |")
-    return lines
+            rows.append(("dynamics engine, float32 (reviews/s; × the per-token loop)",
+                         f"{row['library_reviews_per_s']:,.0f} ({row['speedup_vs_loop']:.0f}×)", "≥ 20,000 (200×)",
+                         f"`{BENCHMARKS['dynamics'][1]}`"))
+    return ["", "## Speed on an idle machine (benchmark scripts)", "",
+            *markdown_table(("measure", "figure", "target", "command"), rows)]
 
 
 def render_report(payload: dict) -> str:
@@ -128,10 +126,7 @@ def render_report(payload: dict) -> str:
         lines += ["A quick run trains on a fifth of the data for 4 epochs, so it is compared with what quick runs "
                   "reach (`expected`: the lowest of repeated quick runs on 2 CPU cores), not with the full run's "
                   "targets (0.80 / 0.84 / 0.85 / 0.86, `hardmax reproduce`).", ""]
-    lines += ["| d | hardmax (exact) | softmax (β = train) | agreement | paper (70/30, best epoch on test) | "
-              f"{'expected (quick run)' if quick else 'target'} | "
-              "validation (hardmax) | best epoch | learning rate | stop words | learned α |",
-              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    accuracy_rows = []
     for d, r in res.items():
         t = r["test"]
         dd = int(d)
@@ -143,26 +138,26 @@ def render_report(payload: dict) -> str:
         # Results written before the per-d choice had one learning rate, in the training settings.
         lr = f"{r['lr']:g}" if "lr" in r else f"{payload['train_config'].get('lr', '–')}"
         stopwords_d = r.get("stopwords", settings.stopwords)
-        lines.append(f"| {d} | {t['accuracy_hardmax']:.4f}{ok} | {t['accuracy_softmax']:.4f} | "
-                     f"{100 * t['agreement']:.2f} % | {paper} | "
-                     f"{'' if target is None else f'≥ {target:.2f}'} | {val} | {r['best_epoch']} / {r['epochs_run']} | "
-                     f"{lr} | {stopwords_d} | {alpha} |")
+        accuracy_rows.append((d, f"{t['accuracy_hardmax']:.4f}{ok}", f"{t['accuracy_softmax']:.4f}",
+                              f"{100 * t['agreement']:.2f} %", paper, "" if target is None else f"≥ {target:.2f}", val,
+                              f"{r['best_epoch']} / {r['epochs_run']}", lr, stopwords_d, alpha))
+    lines += markdown_table(("d", "hardmax (exact)", "softmax (β = train)", "agreement",
+                             "paper (70/30, best epoch on test)", "expected (quick run)" if quick else "target",
+                             "validation (hardmax)", "best epoch", "learning rate", "stop words", "learned α"),
+                            accuracy_rows)
     grids = {d: r["grid"] for d, r in res.items() if len(r.get("grid", {})) > 1}
     if grids:
         names = list(next(iter(grids.values())))
         lines += ["", "Stop-word list and learning rate are chosen per d on validation (the best validation accuracy "
                   "under exact hardmax over the epochs of each candidate run; the test set plays no part):", "",
-                  "| d | " + " | ".join(f"validation: {name}" for name in names) + " | chosen |",
-                  "|---|" + "---|" * (len(names) + 1)]
-        for d, grid in grids.items():
-            lines.append(f"| {d} | " + " | ".join(f"{grid[n]:.4f}" if n in grid else "–" for n in names)
-                         + f" | {candidate_name(res[d]['stopwords'], res[d]['lr'])} |")
+                  *markdown_table(("d", *(f"validation: {name}" for name in names), "chosen"),
+                                  ((d, *(f"{grid[n]:.4f}" if n in grid else "–" for n in names),
+                                    candidate_name(res[d]["stopwords"], res[d]["lr"])) for d, grid in grids.items()))]
     lines += ["", "## Leaders per review (test set, last layer, exact hardmax)", "",
-              "| d | mean | std | min | max | already leaders at layer 0 |", "|---|---|---|---|---|---|"]
-    for d, r in res.items():
-        s = r["leaders"]
-        lines.append(f"| {d} | {s['mean']:.2f} | {s['std']:.2f} | {s['min']} | {s['max']} | "
-                     f"{100 * s['fraction_initial']:.1f} % |")
+              *markdown_table(("d", "mean", "std", "min", "max", "already leaders at layer 0"),
+                              ((d, f"{s['mean']:.2f}", f"{s['std']:.2f}", s["min"], s["max"],
+                                f"{100 * s['fraction_initial']:.1f} %") for d, s in
+                               ((d, r["leaders"]) for d, r in res.items())))]
     sections = [("top_leader_words", "## Most frequent decisive leader words (the paper's histogram: |v·z + b| > 2, "
                  "correctly classified test reviews with confidence > 0.95)"),
                 ("top_leader_words_all", "## Most frequent leader words, every leader (same reviews, no logit filter)")]
@@ -175,10 +170,10 @@ def render_report(payload: dict) -> str:
             pos = ", ".join(f"{w} ({c})" for w, c in top["positive"][:12]) or "(no review or leader this decisive)"
             neg = ", ".join(f"{w} ({c})" for w, c in top["negative"][:12]) or "(no review or leader this decisive)"
             lines += [f"- d = {d}, positive reviews: {pos}", f"- d = {d}, negative reviews: {neg}"]
-    lines += ["", "## Speed", "", "| d | training (reviews/s, median epoch) | exact hardmax on the test set (s) |",
-              "|---|---|---|"]
-    for d, r in res.items():
-        lines.append(f"| {d} | {r['train_reviews_per_second']:.0f} | {r['hardmax_test_seconds']:.2f} |")
+    lines += ["", "## Speed", "",
+              *markdown_table(("d", "training (reviews/s, median epoch)", "exact hardmax on the test set (s)"),
+                              ((d, f"{r['train_reviews_per_second']:.0f}", f"{r['hardmax_test_seconds']:.2f}")
+                               for d, r in res.items()))]
     lines += ["", "These are wall-clock figures of this run (other work on the machine slows them). Measurements on an "
               "idle machine: `python benchmarks/bench_train.py`, `python benchmarks/bench_data.py` and "
               "`python benchmarks/bench_dynamics.py`"

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from hardmax.dynamics import Trajectory
+from hardmax.tables import markdown_table
 from hardmax.theory.geometry import components, hull_distance, outside_hull, project_origin
 from hardmax.theory.leaders import (
     CHUNK_ENTRIES,
@@ -116,11 +117,11 @@ class TheoremReport:
         """A markdown table: check, value, expected, status."""
         lines = [f"Theorem 2.1 on {self.sequences} sequence(s), {self.layers} layers, atol {self.atol:.1e}: "
                  f"{'PASSED' if self.passed else 'FAILED'}",
-                 "", "| check | value | expected | status |", "| --- | --- | --- | --- |"]
-        lines += [f"| {i}. {c.claim} | {c.value} | {c.expected} | {c.status} |"
-                  for i, c in enumerate(self.checks, start=1)]
-        lines.append(f"| hypotheses: nonzero distinct tokens | {'yes' if self.hypotheses_ok else 'no'} | "
-                     "(informative) | - |")
+                 ""]
+        rows = [(f"{i}. {c.claim}", c.value, c.expected, c.status) for i, c in enumerate(self.checks, start=1)]
+        rows.append(("hypotheses: nonzero distinct tokens", "yes" if self.hypotheses_ok else "no", "(informative)",
+                     "-"))
+        lines += markdown_table(("check", "value", "expected", "status"), rows)
         lines += [f"- {f}" for f in self.failures]
         return "\n".join(lines)
 
