@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from hardmax.data import DataConfig, load_imdb
 from hardmax.dynamics import Hardmax
 from hardmax.io import write_json
-from hardmax.models import ModelConfig, build_model
+from hardmax.models import CrateBlocks, ModelConfig, build_model
 from hardmax.training import TrainConfig, epoch_batches, left_align, predict, word_dropout
 
 
@@ -44,11 +44,14 @@ def main(argv: list[str] | None = None) -> dict:
     config = TrainConfig()
     tr = data.train
     batches = epoch_batches(tr.lengths, batch_size=config.batch_size, seed=0, epoch=0, bucket=config.bucket)
+    if args.layer != "crate" and args.crate_heads is not None:
+        parser.error("--crate-heads applies to --layer crate only")
+    crate = None if args.layer == "hardmax" else CrateBlocks() if args.crate_heads is None \
+        else CrateBlocks(heads=args.crate_heads)
     rows_out = []
     for d in args.d:
         torch.manual_seed(0)
-        model = build_model(ModelConfig(vocab_size=len(data.vocab), d=d, layer=args.layer,
-                                        crate_heads=args.crate_heads))
+        model = build_model(ModelConfig(vocab_size=len(data.vocab), d=d, crate=crate))
         opt = torch.optim.Adam(model.parameters(), lr=config.lr)
 
         def step(b: int, model: torch.nn.Module = model, opt: torch.optim.Optimizer = opt) -> int:

@@ -33,7 +33,7 @@ from hardmax.data import DataConfig, load_imdb  # noqa: E402
 from hardmax.dynamics import Hardmax  # noqa: E402
 from hardmax.experiments.rate import crate_measures, layer_rates  # noqa: E402
 from hardmax.io import write_json, write_text  # noqa: E402
-from hardmax.models import ModelConfig  # noqa: E402
+from hardmax.models import CrateBlocks, ModelConfig  # noqa: E402
 from hardmax.plots import save_figure  # noqa: E402
 from hardmax.plots.rate import plot_crate_measures  # noqa: E402
 from hardmax.training import TrainConfig, evaluate, initial_model, train  # noqa: E402
@@ -84,14 +84,15 @@ def main(argv: list[str] | None = None) -> int:
 
     def run(item: tuple[int, str]) -> dict:
         d, layer = item
-        model_config = ModelConfig(vocab_size=len(data.vocab), d=d, layers=args.layers, layer=layer,
-                                   crate_heads=args.crate_heads if layer == "crate" else None)
+        crate = None if layer == "hardmax" else CrateBlocks() if args.crate_heads is None \
+            else CrateBlocks(heads=args.crate_heads)
+        model_config = ModelConfig(vocab_size=len(data.vocab), d=d, layers=args.layers, crate=crate)
         lr = args.lr if layer == "hardmax" else args.crate_lr
         # CRATE's heads run softmax at β = 1/√p (the reference code's temperature), far from the hardmax limit:
         # its epoch is chosen under the attention it is meant to run with.
         train_config = TrainConfig(epochs=args.epochs, lr=lr, checkpoint_every=1000,
                                    select_on="hardmax" if layer == "hardmax" else "softmax")
-        heads = f"-k{model_config.crate_heads}" if layer == "crate" else ""
+        heads = f"-k{crate.heads}" if crate is not None else ""
         run_dir = Path(args.out) / f"{layer}{d}{heads}-lr{lr:g}"
         initial = initial_model(model_config, train_config)
         result = train(data.train, data.val, model_config=model_config, train_config=train_config,
@@ -100,8 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         model = result.model.eval()
         evaluation = evaluate(model, test)
         speed = statistics.median(h.train_reviews_per_second for h in result.history)
-        row = {"d": d, "layer": layer, "crate_heads": model_config.crate_heads, "layers": args.layers, "lr": lr,
-               "epochs": args.epochs,
+        row = {"d": d, "layer": layer, "crate_heads": None if crate is None else crate.heads, "layers": args.layers,
+               "lr": lr, "epochs": args.epochs,
                "accuracy_hardmax": evaluation.accuracy_hardmax,
                "accuracy_softmax": evaluation.accuracy_softmax, "reviews_per_second": speed,
                "best_epoch": result.best_epoch, "train_reviews": len(data.train), "test_reviews": len(test)}

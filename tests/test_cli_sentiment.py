@@ -300,6 +300,43 @@ def test_explain_and_svm_refuse_a_crate_run_in_one_line(archive, tmp_path, capsy
     assert not (tmp_path / "svm").exists()
 
 
+def test_train_layer_crate_with_heads_records_and_reloads(archive, tmp_path, capsys):
+    import torch
+
+    from hardmax.io import load_tensors, save_tensors, write_json
+    from hardmax.models import CrateBlocks, ModelConfig
+    from hardmax.training import load_run
+
+    run = tmp_path / "crate"
+    code, _, err = _run(capsys, "train", "--run", str(run), "--data", str(archive), "--layer", "crate",
+                        "--crate-heads", "2", "--d", "4", "--layers", "2", "--epochs", "1", "--min-count", "2",
+                        "--batch-size", "16")
+    assert code == 0, err
+    record = json.loads((run / "config.json").read_text())["model"]
+    assert record["crate"]["heads"] == 2 and record["crate"]["mode"] == "reference" and "crate_heads" not in record
+    loaded = load_run(run)
+    assert loaded.model_config.crate == CrateBlocks(heads=2, mode="reference") and loaded.model_config.layers == 2
+    assert loaded.model.blocks[0].subspaces.shape == (2, 4, 2)
+    assert ModelConfig.from_record(record) == loaded.model_config
+    code, out, err = _run(capsys, "evaluate", "--run", str(run), "--data", str(archive))
+    assert code == 0 and "CRATE blocks" in out, err
+    metrics = json.loads((run / "metrics_test.json").read_text())["evaluation"]
+    # the same run as an earlier version wrote it ({"layer": "crate", "crate_heads": 2}) reads the same
+    tensors, meta = load_tensors(run / "model.safetensors")
+    old = {k: v for k, v in record.items() if k != "crate"} | {"layer": "crate", "crate_heads": 2}
+    full = json.loads((run / "config.json").read_text()) | {"model": old}
+    write_json(run / "config.json", full)
+    save_tensors(run / "model.safetensors", tensors, meta | {"config": full})
+    again = load_run(run)
+    assert again.model_config == loaded.model_config
+    assert all(torch.equal(again.model.state_dict()[k], v) for k, v in loaded.model.state_dict().items())
+    code, out, err = _run(capsys, "evaluate", "--run", str(run), "--data", str(archive))
+    assert code == 0 and "CRATE blocks" in out, err
+    again_metrics = json.loads((run / "metrics_test.json").read_text())["evaluation"]
+    for key in ("accuracy_softmax", "accuracy_hardmax"):
+        assert again_metrics[key] == metrics[key]
+
+
 def test_explain_missing_run_exits_2(tmp_path, capsys):
     missing = tmp_path / "no-such-run"
     code, _, err = _run(capsys, "explain", "a great film", "--run", str(missing))
@@ -454,6 +491,17 @@ BAD = {
     "train --max-len huge": (["train", "--run", "RUN", "--max-len", "100000000000"], "--max-len 100000000000"),
     "train --batch-size huge": (["train", "--run", "RUN", "--batch-size", "100000000000"], "needs about"),
     "train --max-vocab huge": (["train", "--run", "RUN", "--max-vocab", "100000000000"], "needs about"),
+    # Issue #24: CRATE's settings are refused where they do not apply, naming the option.
+    "train --crate-heads without crate": (["train", "--run", "RUN", "--crate-heads", "2"],
+                                          "--crate-heads applies to --layer crate only"),
+    "train --crate-heads 3": (["train", "--run", "RUN", "--layer", "crate", "--crate-heads", "3"],
+                              "--crate-heads must divide d = 16, got 3\n"),
+    "train --crate-heads 0": (["train", "--run", "RUN", "--layer", "crate", "--crate-heads", "0"],
+                              "--crate-heads must be an integer ≥ 1, got 0"),
+    "train crate --learn-A": (["train", "--run", "RUN", "--layer", "crate", "--learn-A"],
+                              "--learn-A applies to the paper's hardmax layer only, not to CRATE blocks"),
+    "train crate --paper-padding": (["train", "--run", "RUN", "--layer", "crate", "--paper-padding"],
+                                    "--paper-padding applies to the paper's hardmax layer only"),
 }
 
 

@@ -21,7 +21,7 @@ from hardmax.experiments.rate import (
 )
 from hardmax.measures import coding_rate, rate_reduction
 from hardmax.models import HardmaxClassifier, ModelConfig
-from hardmax.models.crate import CrateClassifier, CrateConfig
+from hardmax.models.crate import CrateBlocks, CrateClassifier
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -85,7 +85,7 @@ def test_measure_classifier_small_and_crate_measures():
     assert sum(n for n, _, _ in report.leaders.table.values()) == 40
     assert "| layer |" in report.table()
     json.dumps(report.to_dict())
-    crate = CrateClassifier(CrateConfig(vocab_size=60, d=4, layers=2, heads=2))
+    crate = CrateClassifier(ModelConfig(vocab_size=60, d=4, layers=2, crate=CrateBlocks(heads=2)))
     measures = crate_measures(crate, ids, mask, batch_size=16)
     assert len(measures.compression) == 2 and len(measures.rate) == 3
     assert all(0 < s < 1 for s in measures.sparsity)
@@ -94,8 +94,9 @@ def test_measure_classifier_small_and_crate_measures():
 def test_measure_crate_reports_initial_and_trained_and_refuses_no_reviews():
     ids, mask, _ = _reviews()
     torch.manual_seed(0)
-    initial = CrateClassifier(CrateConfig(vocab_size=60, d=4, layers=2, heads=2)).eval()
-    trained = CrateClassifier(CrateConfig(vocab_size=60, d=4, layers=2, heads=2)).eval()  # other weights
+    config = ModelConfig(vocab_size=60, d=4, layers=2, crate=CrateBlocks(heads=2))
+    initial = CrateClassifier(config).eval()
+    trained = CrateClassifier(config).eval()  # other weights
     report = measure_crate(trained, initial, ids, mask, RateConfig(batch_size=16))
     assert (report.d, report.heads, report.layers, report.reviews) == (4, 2, 2, 40)
     assert report.initial == crate_measures(initial, ids, mask, eps=report.eps, batch_size=16)

@@ -380,9 +380,9 @@ def test_an_explanation_round_trips_through_json(model):
 
 def test_explain_refuses_a_model_without_leaders():
     from hardmax.explain import explain_batch
-    from hardmax.models import CrateClassifier, CrateConfig
+    from hardmax.models import CrateBlocks, CrateClassifier, ModelConfig
 
-    crate = CrateClassifier(CrateConfig(vocab_size=len(WORDS), d=4, layers=2, heads=1))
+    crate = CrateClassifier(ModelConfig(vocab_size=len(WORDS), d=4, layers=2, crate=CrateBlocks(heads=1)))
     ids, mask, _ = encode(REVIEWS[:1])
     with pytest.raises(ValueError, match="needs a HardmaxClassifier"):
         explain_batch(crate, ids, mask, WORDS)

@@ -393,9 +393,9 @@ def test_config_round_trips_through_dict():
 @pytest.mark.parametrize("attention", ["softmax", "hardmax"])
 def test_an_empty_batch_gives_empty_logits(layer, attention):
     # Issue #23, item 19: both classifiers crashed on model(torch.zeros(0, 4, dtype=torch.long)).
-    from hardmax.models import build_model
+    from hardmax.models import CrateBlocks, build_model
 
-    model = build_model(ModelConfig(vocab_size=10, d=4, layer=layer))
+    model = build_model(ModelConfig(vocab_size=10, d=4, crate=CrateBlocks() if layer == "crate" else None))
     ids = torch.zeros(0, 4, dtype=torch.long)
     assert model(ids, rule=ATTENTION[attention]).shape == (0,)
     with torch.no_grad():  # the hardmax inference path (simulate's compiled engine)

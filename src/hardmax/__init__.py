@@ -49,7 +49,7 @@ _EXPORTS: dict[str, str] = {
     "ModelConfig": "hardmax.models",
     "ModelTrace": "hardmax.models",
     "CrateClassifier": "hardmax.models",
-    "CrateConfig": "hardmax.models",
+    "CrateBlocks": "hardmax.models",
     "build_model": "hardmax.models",
     # measures (coding rates: the MCR² / CRATE view)
     "MCR2Loss": "hardmax.measures",
@@ -95,8 +95,8 @@ if TYPE_CHECKING:  # static checkers and IDEs see the eager imports
         subspace_coding_rate,
     )
     from hardmax.models import (  # noqa: F401
+        CrateBlocks,
         CrateClassifier,
-        CrateConfig,
         HardmaxClassifier,
         ModelConfig,
         ModelTrace,

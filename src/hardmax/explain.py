@@ -413,7 +413,7 @@ def explain_texts(run: Run, texts: Sequence[str], *, batch_size: int = 256) -> l
         raise ValueError("texts must be a sequence of texts; for one text use explain_text")
     if run.vocab is None:
         raise ValueError(f"{run.path} has no vocab.json (trained without a vocabulary): text cannot be encoded")
-    if run.model_config.layer == "crate":
+    if run.model_config.crate is not None:
         raise ValueError(f"{run.path} is a CRATE run (--layer crate): leaders and followers belong to the paper's "
                          "shared hardmax layer; `hardmax evaluate` and `hardmax rate` measure CRATE runs")
     data = run.data_config

@@ -81,7 +81,7 @@ def run_rate(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     run = load_run(args.run)
     model = run.model
-    crate = run.model_config.layer == "crate"  # no long runs
+    crate = run.model_config.crate is not None  # no long runs
     if not crate:  # before the data are read: a review has at most max_len tokens
         _check_long_runs(config, config.reviews or None, run.data_config.max_len, run.model_config.d, "")
     data = run.load_data(args.data)

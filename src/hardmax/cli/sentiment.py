@@ -48,6 +48,24 @@ _VOCAB_GUESS = 100_000
 _REVIEWS_GUESS = 50_000  # an evaluation batch holds at most the whole dataset
 
 
+def _model_config(args: argparse.Namespace, vocab_size: int):
+    """The `ModelConfig` of `hardmax train`'s options: --layer crate [--crate-heads K] gives CRATE blocks with
+    K heads (`CrateBlocks`, the rest at its defaults); a complaint names the option."""
+    from hardmax.models.config import CrateBlocks, ModelConfig
+
+    heads = args.crate_heads
+    if args.layer != "crate" and heads is not None:
+        raise ValueError("--crate-heads applies to --layer crate only")
+    try:
+        crate = None if args.layer != "crate" else CrateBlocks() if heads is None else CrateBlocks(heads=heads)
+        return _config(ModelConfig, args, vocab_size=vocab_size, flags=MODEL_FLAGS, crate=crate)
+    except ValueError as e:
+        message = str(e)
+        if message.startswith("CrateBlocks.heads"):  # head_dim has no option here
+            raise ValueError("--crate-heads" + message[len("CrateBlocks.heads"):].split(" (or give")[0]) from None
+        raise
+
+
 def _require_training_memory(model_config, train_config, data_config, d_option: str = "--d") -> None:
     """Refuse, before the data are read, a model and batches that cannot fit in memory (options named)."""
     from hardmax.memory import require_memory
@@ -105,7 +123,11 @@ def add_train(subparsers) -> None:
     p.add_argument("--run", required=True, metavar="DIR", help=RUN_HELP["train"])
     p.add_argument("--resume", action="store_true", help="continue the run in DIR from its last checkpoint")
     m = p.add_argument_group("model (hardmax.models.ModelConfig)")
-    add_options(m, ModelConfig, exclude=("vocab_size", "pad_id"), flags=MODEL_FLAGS, helps=MODEL_HELP)
+    add_options(m, ModelConfig, exclude=("vocab_size", "pad_id", "crate"), flags=MODEL_FLAGS, helps=MODEL_HELP)
+    m.add_argument("--layer", choices=("hardmax", "crate"), default="hardmax",
+                   help="the paper's shared attention layer, or CRATE blocks (ModelConfig.crate) (default: hardmax)")
+    m.add_argument("--crate-heads", type=int, metavar="K", help="--layer crate only: heads K of dimension d/K "
+                   "(CrateBlocks.heads; default: one)")
     _add_data_options(p)
     _add_train_options(p)
 
@@ -113,7 +135,6 @@ def add_train(subparsers) -> None:
 def run_train(args: argparse.Namespace) -> int:
     from hardmax.data import load_imdb
     from hardmax.data.config import DataConfig
-    from hardmax.models.config import ModelConfig
     from hardmax.training import resolve_device, run_state, train
 
     train_config = _config(_train_config_class(), args)
@@ -127,11 +148,11 @@ def run_train(args: argparse.Namespace) -> int:
                          + (" (the run stopped before its first checkpoint): run it again without --resume"
                             if state == "unstarted" else ""))
     # The model's settings are checked before the data are read (a typo fails at once).
-    _require_training_memory(_config(ModelConfig, args, vocab_size=2, flags=MODEL_FLAGS), train_config, data_config)
+    _require_training_memory(_model_config(args, vocab_size=2), train_config, data_config)
     _set_threads(args.threads)
     resolve_device(train_config.device)  # a missing GPU is reported before the data are read
     data = load_imdb(data_config)
-    model_config = _config(ModelConfig, args, vocab_size=len(data.vocab), flags=MODEL_FLAGS)
+    model_config = _model_config(args, vocab_size=len(data.vocab))
     result = train(data.train, data.val, model_config=model_config, train_config=train_config, run_dir=run,
                    resume=args.resume, data_info=data.info(), vocab=data.vocab)
     print(f"best epoch {result.best_epoch}: validation accuracy ({train_config.select_on}) "

@@ -483,5 +483,5 @@ def measure_crate(model, initial, ids: Tensor, mask: Tensor, config: RateConfig)
     if ids.shape[0] == 0:
         raise ValueError("no reviews to measure")
     measured = [crate_measures(m, ids, mask, eps=config.eps, batch_size=config.batch_size) for m in (initial, model)]
-    return CrateReport(d=model.config.d, heads=model.config.heads, layers=model.config.layers,
+    return CrateReport(d=model.config.d, heads=model.config.crate.heads, layers=model.config.layers,
                        reviews=int(ids.shape[0]), eps=config.eps, initial=measured[0], trained=measured[1])

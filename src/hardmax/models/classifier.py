@@ -95,6 +95,9 @@ class HardmaxClassifier(WordClassifier):
 
     def __init__(self, config: ModelConfig):
         super().__init__()
+        if config.crate is not None:
+            raise ValueError("HardmaxClassifier builds the paper's hardmax layer, but this ModelConfig has "
+                             "crate=CrateBlocks(...): use build_model(config) or CrateClassifier(config)")
         self.config = config
         self.embedding = nn.Embedding(config.vocab_size, config.d)
         nn.init.normal_(self.embedding.weight, std=config.embedding_std)

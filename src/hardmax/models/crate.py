@@ -21,13 +21,16 @@ The attention rule of a head is a `hardmax.dynamics` rule (`Softmax(β)` for tra
 the exact limit), applied to the projected tokens, so that the bridge to the paper's layer (1.1) is
 exact: one head, U = I, no ISTA, faithful mode and hardmax give z + κ(mean_{j∈C_i} z_j − z_i), which is
 `hardmax.dynamics.attention_step` with α = κ/(1 − κ) and A = I (tested).
+
+Settings: a block's are `CrateBlocks` (heads, head_dim, beta, mode, step, ista, eta, lam); the classifier's
+(vocabulary, d, depth, padding id, embedding scale) are `ModelConfig`'s, whose `crate` field holds the
+blocks' (both in the torch-free `hardmax.models.config`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Literal
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -35,98 +38,26 @@ from torch import Tensor, nn
 
 from hardmax.dynamics import AttentionRule, deduplicate
 from hardmax.models.base import WordClassifier
+from hardmax.models.config import CrateBlocks, ModelConfig
 
-__all__ = ["CrateBlock", "CrateClassifier", "CrateConfig", "CrateTrace"]
-
-@dataclass(frozen=True, kw_only=True)
-class CrateConfig:
-    """Configuration of `CrateBlock` and `CrateClassifier` (defaults: the authors' reference code)."""
-
-    vocab_size: int = 2  # number of word ids, PAD and UNK included (classifier only)
-    d: int = 16  # token dimension
-    layers: int = 8  # CRATE blocks, each with its own parameters (CRATE does not share weights)
-    heads: int = 4  # K, number of subspaces
-    head_dim: int | None = None  # p, dimension of each subspace; None = d // heads (the reference's choice)
-    beta: float | None = None  # inverse temperature of the MSSA softmax; None = 1/√p (reference: dim_head**-0.5)
-    mode: Literal["reference", "faithful"] = "reference"  # authors' code, or the derivation (see module doc)
-    step: float = 0.5  # κ of the faithful mode, in (0, 1): z' = (1 − κ) z + κ MSSA(z); α = κ/(1 − κ) = 1
-    ista: bool = True  # apply the ISTA step after MSSA
-    eta: float = 0.1  # ISTA step size η (reference code: step_size = 0.1)
-    lam: float = 0.1  # ISTA sparsity weight λ (reference code: lambd = 0.1)
-    pad_id: int = 0  # id of the padding token (classifier only)
-    embedding_std: float = 1.0  # N(0, std²) initialisation of the embedding (classifier only)
-
-    def __post_init__(self):
-        if self.vocab_size < 2:
-            raise ValueError(f"vocab_size must be ≥ 2 (PAD and UNK), got {self.vocab_size}")
-        if self.d < 1 or self.layers < 0 or self.heads < 1:
-            raise ValueError(f"need d ≥ 1, layers ≥ 0, heads ≥ 1, got d={self.d}, layers={self.layers}, "
-                             f"heads={self.heads}")
-        if self.head_dim is None and self.d % self.heads:
-            raise ValueError(f"d = {self.d} is not divisible by heads = {self.heads}; give head_dim")
-        if self.p < 1:
-            raise ValueError(f"head_dim must be ≥ 1, got {self.p}")
-        if self.beta is not None and not (math.isfinite(self.beta) and self.beta > 0):
-            raise ValueError(f"beta must be finite and > 0, got {self.beta}")
-        if self.mode not in ("reference", "faithful"):
-            raise ValueError(f"mode must be 'reference' or 'faithful', got {self.mode!r}")
-        if not 0 < self.step < 1:
-            raise ValueError(f"step κ must be in (0, 1), got {self.step}")
-        if not (self.eta > 0 and math.isfinite(self.eta)) or not (self.lam >= 0 and math.isfinite(self.lam)):
-            raise ValueError(f"need eta > 0 and lam ≥ 0, got eta={self.eta}, lam={self.lam}")
-        if not 0 <= self.pad_id < self.vocab_size:
-            raise ValueError(f"pad_id {self.pad_id} is outside the vocabulary of size {self.vocab_size}")
-        if not (self.embedding_std > 0 and math.isfinite(self.embedding_std)):
-            raise ValueError(f"embedding_std must be finite and > 0, got {self.embedding_std}")
-
-    @property
-    def p(self) -> int:
-        """Dimension of each subspace."""
-        return self.d // self.heads if self.head_dim is None else self.head_dim
-
-    @property
-    def paper_padding(self) -> bool:
-        """Always False: padding never attends, is attended or pooled (what `hardmax.training` asks a model)."""
-        return False
-
-    @property
-    def inverse_temperature(self) -> float:
-        """β of the MSSA softmax."""
-        return 1 / math.sqrt(self.p) if self.beta is None else float(self.beta)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_model_config(cls, config) -> CrateConfig:
-        """The CRATE classifier `hardmax train --layer crate` builds from a `ModelConfig`: its vocabulary, d,
-        depth, padding id and embedding scale, with K = `crate_heads` heads (default one) of dimension p = d / K
-        and the reference code's defaults for the rest. For d ≤ 2 the faithful mode is used: a LayerNorm in R²
-        sends every vector to ±(1, −1) (times its gain), so the reference mode would see every token as one of
-        two points. The hardmax layer's settings (α, A, β) do not apply; the authors' padding behaviour
-        (`paper_padding`) and a learned A are refused."""
-        if config.layer != "crate":
-            raise ValueError(f"CRATE blocks are built from a ModelConfig with layer='crate', got {config.layer!r}")
-        if config.paper_padding or config.learn_A:
-            raise ValueError("--layer crate does not support --paper-padding or --learn-A")
-        return cls(vocab_size=config.vocab_size, d=config.d, layers=config.layers, heads=config.crate_heads,
-                   pad_id=config.pad_id, embedding_std=config.embedding_std,
-                   mode="faithful" if config.d <= 2 else "reference")
+__all__ = ["CrateBlock", "CrateBlocks", "CrateClassifier", "CrateTrace"]
 
 
 class CrateBlock(nn.Module):
     """One CRATE block: MSSA (compression against the subspaces U_k) then one ISTA step (sparsification).
 
-    Call: ``block(z, multiplicity, rule) -> CrateStep`` with z (batch, m, d), multiplicity (batch, m)
+    ``CrateBlock(d, settings)``: a block on tokens in R^d with the `CrateBlocks` settings (mode None resolved
+    for d). Call: ``block(z, multiplicity, rule) -> (z', z'')`` with z (batch, m, d), multiplicity (batch, m)
     (0 = absent token, e.g. padding) and a `hardmax.dynamics` rule (`Softmax(β)` or `Hardmax()`).
 
     Paper: Yu et al. 2023 (CRATE), Section 2.3 (MSSA, eq. (10)) and 2.4 (ISTA, eq. (12)).
     """
 
-    def __init__(self, config: CrateConfig):
+    def __init__(self, d: int, config: CrateBlocks):
         super().__init__()
-        self.config = config
-        d, K, p = config.d, config.heads, config.p
+        self.config = config = config.at_width(d)
+        self.d, self.p = d, config.subspace_dim(d)
+        K, p = config.heads, self.p
         # U = [U_1 … U_K] (d, K·p): the reference's bias-free qkv Linear, in column form.
         self.U = nn.Parameter(torch.empty(d, K * p))
         nn.init.kaiming_uniform_(self.U.T, a=math.sqrt(5))  # nn.Linear's default initialisation
@@ -147,13 +78,13 @@ class CrateBlock(nn.Module):
     @property
     def subspaces(self) -> Tensor:
         """(K, d, p) the bases U_k."""
-        K, p = self.config.heads, self.config.p
-        return self.U.reshape(self.config.d, K, p).permute(1, 0, 2)
+        K, p = self.config.heads, self.p
+        return self.U.reshape(self.d, K, p).permute(1, 0, 2)
 
     def mssa(self, z: Tensor, multiplicity: Tensor, rule) -> Tensor:
         """[SSA_1 … SSA_K] (batch, m, K·p): each head's rule applied to its projections z U_k."""
         batch, m, _ = z.shape
-        K, p = self.config.heads, self.config.p
+        K, p = self.config.heads, self.p
         w = (z @ self.U).reshape(batch, m, K, p).transpose(1, 2).reshape(batch * K, m, p)
         heads = rule.targets(w, multiplicity.repeat_interleave(K, dim=0), None)  # heads folded into the batch
         return heads.reshape(batch, K, m, p).transpose(1, 2).reshape(batch, m, K * p)
@@ -204,6 +135,8 @@ class CrateTrace:
 class CrateClassifier(WordClassifier):
     """Embedding → `layers` CRATE blocks → mean over real tokens → (LayerNorm, reference mode) → linear.
 
+    ``CrateClassifier(config)`` with a `ModelConfig` whose `crate` holds the blocks' settings (`CrateBlocks`);
+    the classifier's own (vocabulary, d, `layers` blocks, padding id, embedding scale) are the config's.
     The call interface of `HardmaxClassifier` (`WordClassifier`): ``model(ids, mask, rule)``
     → logits (batch,), ``.trace(...)``, ``.config``, ``.embedding``, ``.decoder``, ``.alpha``.
     Repeated words are merged into one token with a multiplicity before the first block: every part of
@@ -213,25 +146,29 @@ class CrateClassifier(WordClassifier):
     the class token.
     """
 
-    def __init__(self, config: CrateConfig):
+    def __init__(self, config: ModelConfig):
         super().__init__()
+        if not isinstance(config, ModelConfig) or config.crate is None:
+            raise ValueError("CrateClassifier needs a ModelConfig with crate=CrateBlocks(...), got "
+                             + ("the hardmax layer (crate=None)" if isinstance(config, ModelConfig)
+                                else type(config).__name__))
         self.config = config
         self.embedding = nn.Embedding(config.vocab_size, config.d)
         nn.init.normal_(self.embedding.weight, std=config.embedding_std)
-        self.blocks = nn.ModuleList(CrateBlock(config) for _ in range(config.layers))
-        self.norm = nn.LayerNorm(config.d) if config.mode == "reference" else None
+        self.blocks = nn.ModuleList(CrateBlock(config.d, config.crate) for _ in range(config.layers))
+        self.norm = nn.LayerNorm(config.d) if config.crate.mode == "reference" else None
         self.decoder = nn.Linear(config.d, 1)
 
     @property
     def alpha(self) -> Tensor:
         """α = κ/(1 − κ) of the faithful MSSA step, what the training history records as α (0-dim)."""
-        kappa = self.config.step
+        kappa = self.config.crate.step
         return torch.tensor(kappa / (1 - kappa))
 
     @property
     def inverse_temperature(self) -> float:
         """β of the heads' training softmax."""
-        return self.config.inverse_temperature
+        return self.config.crate.inverse_temperature(self.config.d)
 
     def trace(self, ids: Tensor, mask: Tensor | None = None, rule: AttentionRule | None = None) -> CrateTrace:
         """Run the classifier and keep every block's tokens (see `CrateTrace`); `rule` as in `forward`."""

@@ -92,13 +92,26 @@ def config_record(model_config: ModelConfig, train_config: TrainConfig, data_inf
             "data": data_info or {}}
 
 
+def _current_model_record(record: dict) -> dict:
+    """A model record as this version writes it: old CRATE records ("layer", "crate_heads") rewritten."""
+    if "layer" not in record and "crate_heads" not in record:
+        return record
+    try:
+        return ModelConfig.from_record(record).to_dict()
+    except (TypeError, ValueError):  # not a config this version can read: compared as it is
+        return record
+
+
 def settings_differences(saved: dict, current: dict, *, names: tuple[str, str] = ("saved", "now")) -> list[str]:
     """Settings of two config records that make them different runs: every model and data entry, and the
     training entries except `RESUMABLE` ones. One "section.key: saved X, now Y" line per difference
-    (`names` replaces "saved" and "now")."""
+    (`names` replaces "saved" and "now"). A CRATE model recorded by an earlier version ({"layer": "crate",
+    "crate_heads": K}) is compared as the config it describes (`ModelConfig.from_record`)."""
     problems = []
     for section in ("model", "data", "train"):
         a, b = saved.get(section) or {}, current.get(section) or {}
+        if section == "model":
+            a, b = _current_model_record(a), _current_model_record(b)
         for key in sorted(set(a) | set(b)):
             if (section != "train" or key not in RESUMABLE) and a.get(key) != b.get(key):
                 problems.append(f"{section}.{key}: {names[0]} {a.get(key)!r}, {names[1]} {b.get(key)!r}")
