@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from hardmax.svm import (
     DescentConfig,
+    InfeasibleError,
     att_svm,
     correlation,
     descend,
@@ -361,3 +363,215 @@ def test_descend_rejects_bad_shapes():
         descend(X, z[0], y, v, torch.zeros(2, 5, 5, dtype=torch.float64))
     with pytest.raises(ValueError, match="float64"):
         descend(X.float(), z, y, v, torch.zeros(2, 5, 5, dtype=torch.float64))
+
+
+# --------------------------------------------------------------------------------------------
+# issue #23: scale invariance, checked solutions, inputs
+# --------------------------------------------------------------------------------------------
+
+SCALES = [1e-6, 1e-3, 0.37, 300.0, 1e3, 1e4, 1e6]
+
+
+def _issue_example():
+    # The issue's example: at s = 300 it came back "optimal" with no support token and min margin 1.03.
+    torch.manual_seed(0)
+    X = torch.randn(3, 4, 5, dtype=torch.float64)
+    z = torch.randn(3, 5, dtype=torch.float64)
+    y = torch.tensor([1.0, -1.0, 1.0], dtype=torch.float64)
+    return X, z, y, torch.randn(5, dtype=torch.float64), torch.tensor([1, 2, 3])
+
+
+def _scale_problem(case: int):
+    if case == 0:
+        return _issue_example()
+    n, T, d, seed = [(6, 8, 10, 1), (4, 5, 8, 3), (2, 6, 3, 2), (1, 3, 4, 5)][case - 1]
+    X, z, y, v, _ = _synthetic(1, n, T, d, seed=seed)
+    X, z, y, v = X[0] * 2.5, z[0] * 0.7, y[0], v[0]  # not unit norm
+    return X, z, y, v, optimal_selection(X, y, v)
+
+
+@pytest.mark.parametrize("norm", ["fro", "nuc"])
+@pytest.mark.parametrize("case", [0, 1, 2, 3, 4])
+def test_att_svm_is_scale_invariant(norm, case):
+    # W(s·X, s·z) = W(X, z)/s², the same margins and support tokens, and the same verdict of
+    # is_locally_optimal at every scale from 1e-6 to 1e6 (before: 0 support tokens at s = 300,
+    # "infeasible" at s ≤ 1e-3, objective·s² 14× too large at 1e4).
+    # s·X is rounded, so W(s·X, s·z) solves data 1e-16 apart: the QP's W agrees to ~1e-12, the
+    # nuclear-norm SDP's to its accuracy ~√gap (2e-6 measured). Powers of two below: the same bits.
+    X, z, y, v, sel = _scale_problem(case)
+    try:
+        ref = att_svm(X, z, sel, norm=norm)
+    except InfeasibleError:
+        ref = None
+    local = is_locally_optimal(X, z, y, v, sel, norm=norm)
+    tol = 1e-6 if norm == "fro" else 5e-6
+    for s in SCALES:
+        if ref is None:
+            with pytest.raises(InfeasibleError):
+                att_svm(s * X, s * z, sel, norm=norm)
+        else:
+            a = att_svm(s * X, s * z, sel, norm=norm)
+            torch.testing.assert_close(a.W * s**2, ref.W, rtol=0, atol=tol * ref.W.norm().item())
+            assert a.objective * s**2 == pytest.approx(ref.objective, rel=1e-6)
+            assert a.support.tolist() == ref.support.tolist() and a.support.any()
+            finite = torch.isfinite(ref.margins)
+            torch.testing.assert_close(a.margins[finite], ref.margins[finite], rtol=tol, atol=tol)
+            assert a.margins[finite].min() >= 1 - 1e-6 and a.margins[finite].min() <= 1 + 1e-5
+            assert a.rank == ref.rank
+        assert is_locally_optimal(s * X, s * z, y, v, sel, norm=norm) == local
+    if ref is not None:
+        # Tokens and queries on different scales: W(s·X, t·z) = W(X, z)/(s t).
+        a = att_svm(1e5 * X, 1e-4 * z, sel, norm=norm)
+        torch.testing.assert_close(a.W * 10.0, ref.W, rtol=0, atol=tol * ref.W.norm().item())
+        # Powers of two scale float64 exactly, and so does the solver's W: the same bits.
+        for k in (-40, -7, 13, 60):
+            a = att_svm(2.0**k * X, 2.0**k * z, sel, norm=norm)
+            assert torch.equal(a.W * 4.0**k, ref.W) and torch.equal(a.margins, ref.margins)
+
+
+@given(seed=st.integers(0, 10_000), exponent=st.floats(-6, 6), shape=st.sampled_from([(3, 4, 5), (5, 6, 8), (2, 3, 2)]),
+       norm=st.sampled_from(["fro", "nuc"]))
+def test_att_svm_scale_invariance_property(seed, exponent, shape, norm):
+    rng = np.random.default_rng(seed)
+    n, T, d = shape
+    X, z = rng.standard_normal((n, T, d)), rng.standard_normal((n, d))
+    sel = rng.integers(0, T, n)
+    s = 10.0**exponent
+    try:
+        ref = att_svm(X, z, sel, norm=norm)
+    except InfeasibleError:
+        with pytest.raises(InfeasibleError):
+            att_svm(s * X, s * z, sel, norm=norm)
+        return
+    a = att_svm(s * X, s * z, sel, norm=norm)
+    tol = 1e-6 if norm == "fro" else 5e-6  # the SDP's accuracy (see test_att_svm_is_scale_invariant)
+    torch.testing.assert_close(a.W * s**2, ref.W, rtol=0, atol=tol * ref.W.norm().item())
+    assert a.support.tolist() == ref.support.tolist() and a.support.any()
+
+
+def _patched_solver(monkeypatch, change):
+    """Make the Clarabel backend return `change(W, dual)` -> (W, status, dual) instead of its own result."""
+    from hardmax.svm import solver
+
+    original = solver._solve_reduced
+
+    def patched(diffs, queries, norm):
+        out = original(diffs, queries, norm)
+        return change(out[0], out[2] if len(out) > 2 else None, diffs)
+
+    monkeypatch.setattr(solver, "_solve_reduced", patched)
+
+
+def test_a_solution_without_active_constraint_is_refused(monkeypatch):
+    # 1.03 × the max-margin W: feasible, margins ≥ 1.03, no support token; "optimal_inaccurate" was accepted.
+    X, z, _, _, sel = _issue_example()
+    _patched_solver(monkeypatch, lambda W, dual, diffs: (1.03 * W, "optimal_inaccurate", dual))
+    with pytest.raises(ValueError, match="no active constraint"):
+        att_svm(X, z, sel)
+
+
+def test_a_violated_margin_is_refused(monkeypatch):
+    X, z, _, _, sel = _issue_example()
+    _patched_solver(monkeypatch, lambda W, dual, diffs: (0.999 * W, "optimal", dual))
+    with pytest.raises(ValueError, match="violated margin"):
+        att_svm(X, z, sel)
+
+
+def test_a_feasible_but_larger_w_is_refused(monkeypatch):
+    # Margins exactly those of W^mm (a direction outside span{a_j} added), but a 5 % larger norm:
+    # only the duality gap, certified by the multipliers, tells it from the max-margin solution.
+    X, z, *_ = _synthetic(1, 1, 3, 5, seed=9)
+
+    def larger(W, dual, diffs):
+        q, _ = np.linalg.qr(np.concatenate([diffs.T, np.eye(5)], 1))  # q[:, 2:] ⟂ span{a_j} (2 differences)
+        extra = np.outer(q[:, 3], np.ones(5))
+        return W + 0.3 * np.linalg.norm(W) * extra / np.linalg.norm(extra), "optimal", dual
+
+    assert att_svm(X[0], z[0], [0]).gap < 1e-6
+    _patched_solver(monkeypatch, larger)
+    with pytest.raises(ValueError, match="duality gap"):
+        att_svm(X[0], z[0], [0])
+
+
+def test_an_unverified_infeasible_status_is_not_taken_for_infeasibility(monkeypatch):
+    # A feasible program reported "infeasible" (as at s ≤ 1e-3 before): the Farkas certificate does not
+    # hold, so att_svm raises a solver failure and is_locally_optimal does not silently answer False.
+    X, z, y, v, sel = _issue_example()
+    _patched_solver(monkeypatch, lambda W, dual, diffs: (None, "infeasible", np.ones(len(diffs))))
+    with pytest.raises(ValueError, match="certificate of infeasibility does not hold") as info:
+        att_svm(X, z, sel)
+    assert not isinstance(info.value, InfeasibleError)
+    with pytest.raises(ValueError, match="certificate"):
+        is_locally_optimal(X, z, y, v, sel)
+
+
+def test_real_infeasibility_is_certified():
+    # A repeated token, and selections of d = 1 that no scalar separates: certified, both norms alike.
+    X, z, *_ = _synthetic(1, 12, 8, 3, seed=1)
+    for norm in ("fro", "nuc"):
+        with pytest.raises(InfeasibleError, match="infeasible"):
+            att_svm(X[0], z[0], torch.zeros(12, dtype=torch.long), norm=norm)
+    tokens = torch.tensor([[[1.0], [-0.5], [2.0]]], dtype=torch.float64)  # token 0 between the others
+    assert not is_locally_optimal(tokens, [[1.0]], [1.0], [1.0], [0])
+
+
+def test_inputs_that_require_grad_are_detached():
+    X, z, y, v, sel = _issue_example()
+    Xg, zg, yg, vg = (t.clone().requires_grad_() for t in (X, z, y, v))
+    a = att_svm(Xg, zg, sel)
+    torch.testing.assert_close(a.W, att_svm(X, z, sel).W)
+    assert not a.W.requires_grad
+    assert is_locally_optimal(Xg, zg, yg, vg, sel) == is_locally_optimal(X, z, y, v, sel)
+    assert optimal_selection(Xg, yg, vg).tolist() == optimal_selection(X, y, v).tolist()
+    S = _synthetic(2, 3, 4, 5)
+    init = torch.zeros(2, 5, 5, dtype=torch.float64, requires_grad=True)
+    path = descend(S[0].requires_grad_(), S[1], S[2], S[3], init, DescentConfig(iterations=20))
+    assert not path.W.requires_grad
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"selection": [1, 2, 2**70]}, r"selection out of range: indices must lie in \[0, 4\)"),
+    ({"selection": np.array([1, 2, 2**64 - 1], dtype=np.uint64)}, "selection out of range"),
+    ({"X": "complex"}, "X must be real"),
+    ({"z": "complex"}, "z must be real"),
+    ({"X": "complex numpy"}, "X must be real"),
+    ({"X": "bool"}, "X must hold real numbers, not bool"),
+    ({"X": "bool numpy"}, "X must hold real numbers, not bool"),
+    ({"X": "strings"}, "X must be an array of numbers"),
+])
+def test_bad_att_svm_inputs_are_refused_clearly(change, message):
+    X, z, _, _, sel = _issue_example()
+    args = {"X": X, "z": z, "selection": sel}
+    kinds = {"complex": lambda t: t.to(torch.complex128) + 1j, "complex numpy": lambda t: t.numpy() + 1j,
+             "bool": lambda t: t > 0, "bool numpy": lambda t: (t > 0).numpy(),
+             "strings": lambda t: np.full(tuple(t.shape), "1.0")}
+    for key, value in change.items():
+        args[key] = kinds[value](args[key]) if isinstance(value, str) else value
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "casting complex values to real discards the imaginary part"
+        with pytest.raises(ValueError, match=message):
+            att_svm(args["X"], args["z"], args["selection"])
+
+
+def test_an_input_without_real_tokens_is_refused():
+    # optimal_selection returned the padding index 0 for an all-False mask row.
+    X, _, y, v, _ = _issue_example()
+    mask = torch.ones(3, 4, dtype=torch.bool)
+    mask[1] = False
+    with pytest.raises(ValueError, match="mask has no real token in input 1"):
+        optimal_selection(X, y, v, mask=mask)
+    with pytest.raises(ValueError, match="mask has no real token"):
+        token_scores(X, y, v, mask=mask)
+
+
+@pytest.mark.parametrize("labels", [[1.0, 0.0, 1.0], [1.0, -1.0, 0.5], [2.0, 1.0, 1.0]])
+def test_labels_must_be_plus_or_minus_one(labels):
+    # y = 0 made every token score 0 (optimal_selection then picked token 0 of that input).
+    X, z, _, v, sel = _issue_example()
+    y = torch.tensor(labels, dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"y must hold labels \+1 or −1"):
+        optimal_selection(X, y, v)
+    with pytest.raises(ValueError, match=r"y must hold labels \+1 or −1"):
+        is_locally_optimal(X, z, y, v, sel)
+    with pytest.raises(ValueError, match=r"y must hold labels \+1 or −1"):
+        descend(X[None], z[None], y[None], v[None], torch.zeros(1, 5, 5, dtype=torch.float64))

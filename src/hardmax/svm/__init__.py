@@ -27,7 +27,16 @@ from hardmax.svm.descent import (
     softmax_attention,
 )
 from hardmax.svm.selection import beats_support_tokens, is_locally_optimal, optimal_selection, token_scores
-from hardmax.svm.solver import RANK_RTOL, SUPPORT_TOL, WORKING_SET_ABOVE, AttSVM, Backend, Norm, att_svm
+from hardmax.svm.solver import (
+    RANK_RTOL,
+    SUPPORT_TOL,
+    WORKING_SET_ABOVE,
+    AttSVM,
+    Backend,
+    InfeasibleError,
+    Norm,
+    att_svm,
+)
 
 __all__ = [
     "RANK_RTOL",
@@ -37,6 +46,7 @@ __all__ = [
     "Backend",
     "DescentConfig",
     "DescentPath",
+    "InfeasibleError",
     "Norm",
     "Parameterisation",
     "att_svm",

@@ -21,8 +21,10 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from hardmax.svm.solver import check_labels
+
 __all__ = ["DescentConfig", "DescentPath", "Parameterisation", "correlation", "descend", "initial_parameters",
-           "softmax_attention"]
+           "recorded_steps", "softmax_attention"]
 
 Parameterisation = Literal["W", "KQ"]
 _EPS64 = float(torch.finfo(torch.float64).eps)
@@ -87,13 +89,21 @@ class DescentPath:
 
 
 def correlation(A: Tensor, B: Tensor) -> Tensor:
-    """Cosine of the angle between matrices, ⟨A, B⟩_F / (‖A‖_F ‖B‖_F), over the last two axes (broadcast)."""
-    return (A * B).sum((-2, -1)) / (A.norm(dim=(-2, -1)) * B.norm(dim=(-2, -1)))
+    """Cosine of the angle between matrices, ⟨A, B⟩_F / (‖A‖_F ‖B‖_F), over the last two axes (broadcast).
+
+    Formed without a temporary of the broadcast shape (A a whole path (S, R, d, d), B (S, 1, d, d)).
+    """
+    inner = torch.einsum("...ij,...ij->...", A, B)
+    return inner / (torch.linalg.vector_norm(A, dim=(-2, -1)) * torch.linalg.vector_norm(B, dim=(-2, -1)))
 
 
 def softmax_attention(X: Tensor, z: Tensor, W: Tensor, mask: Tensor | None = None) -> Tensor:
-    """softmax_t(x_tᵀ W z_i): X (..., n, T, d), z (..., n, d), W (..., d, d) -> (..., n, T); padding gets 0."""
-    s = (X @ (W.unsqueeze(-3) @ z.unsqueeze(-1))).squeeze(-1)
+    """softmax_t(x_tᵀ W z_i): X (..., n, T, d), z (..., n, d), W (..., d, d) -> (..., n, T); padding gets 0.
+
+    The leading axes broadcast without copies: X (S, 1, n, T, d) against W (S, R, d, d) (a whole
+    recorded path) costs S·R·n·(T + d) floats, not the S·R·n·T·d (and S·R·n·d²) of broadcast matmuls.
+    """
+    s = torch.einsum("...ntd,...nd->...nt", X, torch.einsum("...de,...ne->...nd", W, z))
     if mask is not None:
         s = s.masked_fill(~mask, float("-inf"))
     return torch.softmax(s, dim=-1)
@@ -125,6 +135,7 @@ def _check(X: Tensor, z: Tensor, y: Tensor, v: Tensor, mask: Tensor | None) -> T
             raise ValueError(f"{name} must be float64, got {t.dtype}")
         if not torch.isfinite(t).all():
             raise ValueError(f"{name} contains NaN or inf")
+    check_labels(y)
     if mask is None:
         return torch.ones(S, n, T, dtype=torch.bool, device=X.device)
     if mask.dtype != torch.bool or tuple(mask.shape) != (S, n, T):
@@ -197,34 +208,40 @@ def descend(X: Tensor, z: Tensor, y: Tensor, v: Tensor, init: Tensor | tuple[Ten
     problem, which normalisation removes, so that saturated softmax never turns them into noise.
 
     Args:
-        X: (S, n, T, d) tokens. z: (S, n, d) queries. y: (S, n) labels ±1. v: (S, d) fixed heads. All float64.
+        X: (S, n, T, d) tokens. z: (S, n, d) queries. y: (S, n) labels, each +1 or −1. v: (S, d) fixed heads.
+            All float64; tensors that require grad are detached.
         init: W (S, d, d) for "W", (K, Q) each (S, d, d) for "KQ" (see `initial_parameters`).
         config: `DescentConfig`. mask: (S, n, T) bool, True for real tokens (padding gets no attention).
 
     Returns:
         `DescentPath`.
     """
+    # A measurement, not a layer: inputs that require grad are detached (no graph grows over the steps).
+    X, z, y, v = (t.detach() if isinstance(t, Tensor) else t for t in (X, z, y, v))
     mask = _check(X, z, y, v, mask)
     S, _, _, d = X.shape
     if config.parameterisation == "W":
         if not isinstance(init, Tensor) or tuple(init.shape) != (S, d, d):
             raise ValueError(f"init must be W of shape {(S, d, d)} for parameterisation 'W'")
-        W = init.to(torch.float64).clone()
+        W = init.detach().to(torch.float64).clone()
         K = Q = None
     else:
         if not (isinstance(init, tuple) and len(init) == 2 and all(tuple(t.shape) == (S, d, d) for t in init)):
             raise ValueError(f"init must be (K, Q), each of shape {(S, d, d)}, for parameterisation 'KQ'")
-        K, Q = (t.to(torch.float64).clone() for t in init)
+        K, Q = (t.detach().to(torch.float64).clone() for t in init)
         W = K @ Q.transpose(-1, -2)
     u = X @ v[:, None, :, None]  # (S, n, T, 1)
     u = u.squeeze(-1)
-    recorded, Ws, losses = [], [], []
+    steps = recorded_steps(config.iterations, config.record_every)
+    Ws = torch.empty(S, len(steps), d, d, dtype=torch.float64, device=X.device)  # written in place: no copies
+    losses = torch.empty(S, len(steps), dtype=torch.float64, device=X.device)
+    r = 0
     for k in range(config.iterations + 1):
         loss, grad, log_scale = _loss_and_direction(X, z, y, u, W, mask)
-        if k % config.record_every == 0 or k == config.iterations:
-            recorded.append(k)
-            Ws.append(W)
-            losses.append(loss)
+        if r < len(steps) and k == steps[r]:
+            Ws[:, r] = W
+            losses[:, r] = loss
+            r += 1
         if k == config.iterations:
             break
         if K is None:
@@ -236,6 +253,10 @@ def descend(X: Tensor, z: Tensor, y: Tensor, v: Tensor, init: Tensor | tuple[Ten
             Q = Q - config.lr * _normalised(gQ, config.eps)
             W = K @ Q.transpose(-1, -2)
     attention = softmax_attention(X, z, W, mask)
-    return DescentPath(parameterisation=config.parameterisation, iterations=torch.tensor(recorded),
-                       W=torch.stack(Ws, 1), loss=torch.stack(losses, 1), attention=attention,
-                       selection=attention.argmax(-1))
+    return DescentPath(parameterisation=config.parameterisation, iterations=torch.tensor(steps), W=Ws,
+                       loss=losses, attention=attention, selection=attention.argmax(-1))
+
+
+def recorded_steps(iterations: int, record_every: int) -> list[int]:
+    """The steps `descend` keeps: 0, record_every, 2·record_every, …, and the last step `iterations`."""
+    return [*range(0, iterations, record_every), iterations]

@@ -10,11 +10,10 @@ Att-SVM is feasible and every support token t of every input scores strictly bel
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch import Tensor
 
-from hardmax.svm.solver import AttSVM, Norm, att_svm, check_tokens
+from hardmax.svm.solver import AttSVM, InfeasibleError, Norm, att_svm, check_labels, check_tokens, real_tensor
 
 __all__ = ["beats_support_tokens", "is_locally_optimal", "optimal_selection", "token_scores"]
 
@@ -23,15 +22,15 @@ def token_scores(X, y, v, mask=None) -> Tensor:
     """γ_{i,t} = y_i vᵀ x_{i,t}: (n, T) float64, −inf at masked tokens.
 
     Args:
-        X: (n, T, d) tokens. y: (n,) labels ±1 (any nonzero reals are accepted). v: (d,) head.
-        mask: (n, T) bool, True for real tokens, or None.
+        X: (n, T, d) tokens. y: (n,) labels, each +1 or −1 (0 or other values are refused: a label 0
+            would make every token score 0). v: (d,) head. mask: (n, T) bool, True for real tokens, or None.
     """
     X, mask = check_tokens(X, mask)
     n, T, d = X.shape
-    y = torch.as_tensor(np.asarray(y, dtype=np.float64) if not isinstance(y, Tensor) else y, dtype=torch.float64)
-    v = torch.as_tensor(np.asarray(v, dtype=np.float64) if not isinstance(v, Tensor) else v, dtype=torch.float64)
-    if tuple(y.shape) != (n,) or not torch.isfinite(y).all():
-        raise ValueError(f"y must be n = {n} finite labels, got shape {tuple(y.shape)}")
+    y, v = real_tensor(y, "y"), real_tensor(v, "v")
+    if tuple(y.shape) != (n,):
+        raise ValueError(f"y must be n = {n} labels ±1, got shape {tuple(y.shape)}")
+    check_labels(y)
     if tuple(v.shape) != (d,) or not torch.isfinite(v).all():
         raise ValueError(f"v must be a finite vector of dimension d = {d}, got shape {tuple(v.shape)}")
     gamma = y[:, None] * (X @ v)
@@ -61,15 +60,16 @@ def is_locally_optimal(X, z, y, v, selection, *, norm: Norm = "fro", mask=None) 
         mask: (n, T) bool, True for real tokens, or None.
 
     Returns:
-        False when the Att-SVM of the selection is infeasible (no W separates it), else the condition above.
+        False when the Att-SVM of the selection is (certified) infeasible, else the condition above.
+
+    Raises:
+        ValueError: bad input, or an Att-SVM solve that failed its checks (never read as "infeasible").
     """
     gamma = token_scores(X, y, v, mask)
     try:
         svm = att_svm(X, z, selection, norm=norm, mask=mask)
-    except ValueError as e:
-        if "infeasible" in str(e):
-            return False
-        raise
+    except InfeasibleError:  # certified infeasible; any other failure is raised
+        return False
     return bool(beats_support_tokens(svm, gamma).all())
 
 

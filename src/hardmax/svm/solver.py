@@ -24,8 +24,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["RANK_RTOL", "SUPPORT_TOL", "WORKING_SET_ABOVE", "AttSVM", "Backend", "Norm", "att_svm", "check_inputs",
-           "check_tokens"]
+__all__ = ["RANK_RTOL", "SUPPORT_TOL", "WORKING_SET_ABOVE", "AttSVM", "Backend", "InfeasibleError", "Norm", "att_svm",
+           "check_inputs", "check_labels", "check_tokens", "real_tensor"]
 
 Norm = Literal["fro", "nuc"]
 _NORMS = ("fro", "nuc")
@@ -37,7 +37,9 @@ SUPPORT_TOL = 1e-5
 # residual singular values of order 1e-8 relative, never exactly 0.
 RANK_RTOL = 1e-6
 # Clarabel's stopping tolerances, tighter than its defaults (1e-8): the support tokens and the rank
-# are read off the solution, and descent is compared with it to 4 digits.
+# are read off the solution, and descent is compared with it to 4 digits. (Tighter still, 1e-12, the
+# nuclear-norm SDP often ends in InsufficientProgress or NumericalError; its W is accurate to ~√gap,
+# about 1e-6 relative, the QP's to ~1e-12.)
 _TOLERANCES = {"tol_gap_abs": 1e-10, "tol_gap_rel": 1e-10, "tol_feas": 1e-10}
 # Directions of span{a_j} or span{z_j} with singular value below this (relative) are dropped from the
 # reduced coordinates: they move any margin by less than 1e-12 ‖W‖.
@@ -53,8 +55,20 @@ _WORKING_SET_START = 4
 _WORKING_SET_ADD = 4
 _WORKING_SET_TOL = 1e-9
 _WORKING_SET_ROUNDS = 100
+# The checks of every solution (`_check_solution`): margins may fall short of 1 by _FEASIBLE_TOL; the
+# norm of the rescaled feasible point W / (min margin) must be within _GAP_RTOL (relative) of the lower
+# bound that the solver's multipliers certify. A claimed infeasibility needs multipliers λ ≥ 0 with
+# ‖Σ λ_j a_j z_jᵀ/(‖a_j‖‖z_j‖)‖ ≤ _FARKAS_RTOL Σ λ_j (Farkas' lemma; see `_certifies_infeasibility`).
+_FEASIBLE_TOL = 1e-6
+_GAP_RTOL = 1e-6
+_FARKAS_RTOL = 1e-9
+_FARKAS_COLUMNS = 2000  # at most this many constraints (those of the largest λ_j) enter the check
 Backend = Literal["clarabel", "cvxpy"]
 _BACKENDS = ("clarabel", "cvxpy")
+
+
+class InfeasibleError(ValueError):
+    """The Att-SVM of a selection is infeasible (certified): no W puts every selected token ahead."""
 
 
 @dataclass(frozen=True)
@@ -68,8 +82,11 @@ class AttSVM:
         support: (n, T) bool, the active constraints: margin ≤ 1 + SUPPORT_TOL.
         singular_values: (d,) of W, descending. rank: number of them above RANK_RTOL · σ_max.
         objective: ‖W‖ in the chosen norm. status: "optimal" or "optimal_inaccurate" (Clarabel's
-            Solved / AlmostSolved, in cvxpy's words for both backends).
+            Solved / AlmostSolved, in cvxpy's words for both backends); either is returned only after
+            `att_svm` checked the solution (feasible, an active constraint, a certified duality gap).
         solve_time: seconds spent building and solving the program.
+        gap: the certified relative duality gap, (‖W‖/min margin − dual bound) / (‖W‖/min margin), ≤ 1e-6
+            (NaN when the backend gave no multipliers).
     """
 
     W: Tensor
@@ -82,6 +99,7 @@ class AttSVM:
     objective: float
     status: str
     solve_time: float
+    gap: float
 
     @property
     def direction(self) -> Tensor:
@@ -89,16 +107,80 @@ class AttSVM:
         return self.W / self.W.norm()
 
 
+def real_tensor(value, name: str) -> Tensor:
+    """`value` (tensor, array or nested lists of real numbers) as a detached float64 CPU tensor.
+
+    Raises:
+        ValueError naming `name`: complex numbers ("must be real": the imaginary part is never dropped),
+        bools, strings or other non-numbers, ragged nested lists.
+    """
+    if isinstance(value, Tensor):
+        t = value.detach()
+        if t.is_complex():
+            raise ValueError(f"{name} must be real, got a complex tensor ({t.dtype})")
+        if t.dtype == torch.bool:
+            raise ValueError(f"{name} must hold real numbers, not bool")
+        return t.to(device="cpu", dtype=torch.float64)
+    try:
+        a = np.asarray(value)
+    except ValueError as e:
+        raise ValueError(f"{name} must be an array of numbers (ragged inputs are not allowed): {e}") from None
+    if a.dtype.kind == "c" or (a.dtype.kind == "O" and any(isinstance(x, complex) for x in a.ravel())):
+        raise ValueError(f"{name} must be real, got complex numbers")
+    if a.dtype.kind == "b" or (a.dtype.kind == "O" and any(isinstance(x, bool | np.bool_) for x in a.ravel())):
+        raise ValueError(f"{name} must hold real numbers, not bool")
+    if a.dtype.kind not in "iufO":
+        raise ValueError(f"{name} must be an array of numbers, got {a.dtype}")
+    try:
+        return torch.as_tensor(a.astype(np.float64))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{name} must be an array of numbers: {e}") from None
+
+
+def check_labels(y: Tensor, name: str = "y") -> None:
+    """Raise ValueError unless every entry of the float tensor `y` is a label +1 or −1 (a label 0 would
+    silently make every token score 0, other values rescale the loss)."""
+    bad = ~((y == 1) | (y == -1))
+    if bad.any():
+        raise ValueError(f"{name} must hold labels +1 or −1, got {y[bad].flatten()[0].item():g} "
+                         f"({int(bad.sum())} of {y.numel()} entries are not ±1)")
+
+
+def _index_tensor(value, name: str, n: int, T: int) -> Tensor:
+    """`value` as n int64 token indices in [0, T) (huge Python integers are out of range, not an overflow)."""
+    if isinstance(value, Tensor):
+        a = value.detach().cpu()
+        kind = "i" if not (a.dtype.is_floating_point or a.dtype.is_complex or a.dtype == torch.bool) else "f"
+        shape = tuple(a.shape)
+    else:
+        try:
+            a = np.asarray(value)
+        except ValueError:
+            raise ValueError(f"{name} must be n = {n} integer token indices (ragged input)") from None
+        kind, shape = a.dtype.kind, a.shape
+        if kind == "O":
+            kind = "i" if all(isinstance(x, int | np.integer) and not isinstance(x, bool) for x in a.ravel()) else "f"
+        elif kind == "u":
+            kind = "i"
+    if kind != "i" or shape != (n,):
+        raise ValueError(f"{name} must be n = {n} integer token indices, got {getattr(a, 'dtype', type(a))} {shape}")
+    if ((a < 0) | (a >= T)).any():  # on Python integers for an object array: no overflow
+        shown = a.tolist()
+        raise ValueError(f"{name} out of range: indices must lie in [0, {T}), got {shown}")
+    return a.to(torch.int64) if isinstance(a, Tensor) else torch.as_tensor(a.astype(np.int64))
+
+
 def check_tokens(X, mask=None) -> tuple[Tensor, Tensor]:
     """Validate tokens X (n, T, d) and mask (n, T) (None: all real); return them as float64 / bool tensors.
 
+    Tensors that require grad are detached (the Att-SVM and the token scores are measurements, not
+    differentiable layers).
+
     Raises:
-        ValueError: ragged, non-finite or mis-shaped X, fewer than 2 tokens, or a mis-shaped mask.
+        ValueError: ragged, complex, bool, non-finite or mis-shaped X, fewer than 2 tokens, a mis-shaped
+            mask, or an input whose mask has no real token.
     """
-    try:
-        X = torch.as_tensor(X if isinstance(X, Tensor) else np.asarray(X, dtype=np.float64), dtype=torch.float64)
-    except ValueError as e:
-        raise ValueError(f"X must be an (n, T, d) array of numbers (ragged inputs are not allowed): {e}") from None
+    X = real_tensor(X, "X")
     if X.dim() != 3 or min(X.shape) < 1:
         raise ValueError(f"X must have shape (n, T, d) with n, T, d ≥ 1, got {tuple(X.shape)}")
     if not torch.isfinite(X).all():
@@ -106,14 +188,19 @@ def check_tokens(X, mask=None) -> tuple[Tensor, Tensor]:
     n, T, d = X.shape
     if T < 2:
         raise ValueError(f"each input needs at least 2 tokens to select from, got T = {T}")
-    mask = torch.ones(n, T, dtype=torch.bool) if mask is None else torch.as_tensor(mask)
+    mask = torch.ones(n, T, dtype=torch.bool) if mask is None else torch.as_tensor(
+        mask.detach().cpu() if isinstance(mask, Tensor) else np.asarray(mask))
     if mask.dtype != torch.bool or tuple(mask.shape) != (n, T):
         raise ValueError(f"mask must be a bool array of shape {(n, T)}, got {mask.dtype} {tuple(mask.shape)}")
+    empty = (~mask.any(1)).nonzero().flatten()
+    if len(empty):
+        raise ValueError(f"mask has no real token in input {int(empty[0])} ({len(empty)} input(s) all padding): "
+                         "every input needs at least one real (True) token")
     return X, mask
 
 
 def check_inputs(X, z=None, selection=None, mask=None) -> tuple[Tensor, Tensor, Tensor | None, Tensor]:
-    """Validate and convert Att-SVM inputs to float64 / int64 / bool tensors.
+    """Validate and convert Att-SVM inputs to float64 / int64 / bool tensors (detached, on the CPU).
 
     Args:
         X: (n, T, d) tokens. z: (n, d) queries, or None for self-attention (z_i = x_{i,0}).
@@ -124,7 +211,8 @@ def check_inputs(X, z=None, selection=None, mask=None) -> tuple[Tensor, Tensor, 
         (X, z, selection, mask) with z filled in and mask all True when not given.
 
     Raises:
-        ValueError: ragged, non-finite or mis-shaped inputs, a selection out of range or on a padding token.
+        ValueError: ragged, complex, bool, non-finite or mis-shaped inputs, a selection out of range or on a
+            padding token.
     """
     X, mask = check_tokens(X, mask)
     n, T, d = X.shape
@@ -133,19 +221,13 @@ def check_inputs(X, z=None, selection=None, mask=None) -> tuple[Tensor, Tensor, 
             raise ValueError("self-attention (z=None) uses token 0 as query, but token 0 is masked in some input")
         z = X[:, 0]
     else:
-        z = torch.as_tensor(np.asarray(z, dtype=np.float64) if not isinstance(z, Tensor) else z, dtype=torch.float64)
+        z = real_tensor(z, "z")
         if tuple(z.shape) != (n, d):
             raise ValueError(f"z must have shape (n, d) = {(n, d)}, got {tuple(z.shape)}")
         if not torch.isfinite(z).all():
             raise ValueError("z contains NaN or inf")
     if selection is not None:
-        selection = torch.as_tensor(np.asarray(selection) if not isinstance(selection, Tensor) else selection)
-        if selection.dtype.is_floating_point or selection.dtype == torch.bool or tuple(selection.shape) != (n,):
-            raise ValueError(f"selection must be n = {n} integer token indices, got {selection.dtype} "
-                             f"{tuple(selection.shape)}")
-        selection = selection.to(torch.int64)
-        if ((selection < 0) | (selection >= T)).any():
-            raise ValueError(f"selection out of range: indices must lie in [0, {T}), got {selection.tolist()}")
+        selection = _index_tensor(selection, "selection", n, T)
         if not mask.gather(1, selection[:, None]).all():
             raise ValueError("selection points at a masked (padding) token")
     return X, z, selection, mask
@@ -176,9 +258,11 @@ def att_svm(X, z, selection, *, norm: Norm = "fro", mask=None, backend: Backend 
         `AttSVM` (float64).
 
     Raises:
-        ValueError: bad input (see `check_inputs`), norm not "fro"/"nuc", or an infeasible program (a
-            selected token that no W can put ahead, e.g. a repeated token, or any of the many selections
-            that are not separable when d < max(T − 1, n)).
+        InfeasibleError (a ValueError): an infeasible program (a selected token that no W can put ahead,
+            e.g. a repeated token, or any of the many selections that are not separable when
+            d < max(T − 1, n)), certified by Farkas multipliers that are checked here.
+        ValueError: bad input (see `check_inputs`), norm not "fro"/"nuc", a solution that fails the
+            checks (`_check_solution`: whatever the solver's status), or W outside float64's range.
     """
     if norm not in _NORMS:
         raise ValueError(f"norm must be one of {_NORMS}, got {norm!r}")
@@ -195,32 +279,127 @@ def att_svm(X, z, selection, *, norm: Norm = "fro", mask=None, backend: Backend 
     i, t = others.nonzero(as_tuple=True)
     if len(i) == 0:
         raise ValueError("no constraints: every input has only its selected token")
-    diffs = (X[i, selection[i]] - X[i, t]).numpy()  # (m, d): a_j = x_{i,α_i} − x_{i,t}
-    queries = z[i].numpy()  # (m, d): z_i of constraint j
+    # Scale-free by construction: the program is solved on data rescaled by powers of two (exact in
+    # float64), tokens to |x| < 1 before they are subtracted (no overflow), the differences a_j and the
+    # queries z_j to largest entries in [½, 1). With a_j = 2^{e_a} â_j and z_j = 2^{e_z} ẑ_j the program in
+    # W is the program in Ĉ = 2^{e_a + e_z} W: same constraints, norms in a fixed ratio. So
+    # W(s·X, s·z) = W(X, z)/s² and the margins do not change with s, whatever Clarabel's absolute tolerances.
+    Xs, e_x = _pow2_normalised(X.numpy())
+    zs, e_z = _pow2_normalised(z.numpy())
+    i_np, t_np, sel_np = i.numpy(), t.numpy(), selection.numpy()
+    diffs, e_a = _pow2_normalised(Xs[i_np, sel_np[i_np]] - Xs[i_np, t_np])  # (m, d): â_j ∝ x_{i,α_i} − x_{i,t}
+    queries = zs[i_np]  # (m, d): ẑ_j ∝ z_i of constraint j
     start = time.perf_counter()
     solve = _solve_reduced if backend == "clarabel" else _solve_cvxpy
     if working_set_above is None or len(diffs) <= working_set_above:
-        W_np, status = solve(diffs, queries, norm)
+        C, status, dual = solve(diffs, queries, norm)
     else:
-        W_np, status = _solve_working_set(diffs, queries, i.numpy(), norm, solve)
+        C, status, dual = _solve_working_set(diffs, queries, i_np, norm, solve)
     solve_time = time.perf_counter() - start
     if status.startswith("infeasible"):
-        raise ValueError(_infeasible_message(n, T, d, status))
-    if W_np is None:
+        if not _certifies_infeasibility(diffs, queries, dual):
+            raise ValueError(f"the Att-SVM solver reported status {status!r} on inputs of shape {(n, T, d)}, but "
+                             "its certificate of infeasibility does not hold: the program was not solved")
+        raise InfeasibleError(_infeasible_message(n, T, d, status))
+    if C is None:
         raise ValueError(f"the Att-SVM solver failed (status {status!r}) on inputs of shape {(n, T, d)}")
-    W_star = torch.as_tensor(W_np, dtype=torch.float64)
-    scores = X @ (W_star @ z.unsqueeze(-1))  # (n, T, 1): x_{i,t}ᵀ W z_i
-    scores = scores.squeeze(-1)
-    margins = scores.gather(1, selection[:, None]) - scores
-    margins = margins.masked_fill(~others, float("inf"))
-    if margins.min() < 1 - 1e-4:
-        raise ValueError(f"the Att-SVM solver returned status {status!r} with a violated margin "
-                         f"{margins.min().item():.3g} < 1: {_infeasible_message(n, T, d, status)}")
+    scaled_margins = ((diffs @ C) * queries).sum(1)  # (m,) ⟨Ĉ, â_j ẑ_jᵀ⟩ = the margins of W
+    gap = _check_solution(C, diffs, queries, scaled_margins, dual, norm, status, (n, T, d))
+    W_star = torch.as_tensor(np.ldexp(C, -(e_x + e_a + e_z)), dtype=torch.float64)
+    if not (torch.isfinite(W_star).all() and W_star.abs().max() > 0):
+        raise ValueError(f"the Att-SVM solution W is outside float64's range (it scales as 1/(|x| |z|): tokens of "
+                         f"scale 2^{e_x + e_a} and queries of scale 2^{e_z}); rescale X and z")
+    margins = torch.full((n, T), float("inf"), dtype=torch.float64)
+    margins[i, t] = torch.as_tensor(scaled_margins, dtype=torch.float64)
     sv = torch.linalg.svdvals(W_star)
     value = float(W_star.norm()) if norm == "fro" else float(sv.sum())
     return AttSVM(W=W_star, norm=norm, selection=selection, margins=margins, support=margins <= 1 + SUPPORT_TOL,
                   singular_values=sv, rank=int((sv > RANK_RTOL * sv[0]).sum()), objective=value,
-                  status=status, solve_time=solve_time)
+                  status=status, solve_time=solve_time, gap=gap)
+
+
+def _pow2_normalised(a: np.ndarray) -> tuple[np.ndarray, int]:
+    """(a / 2^e, e) with the largest |entry| of a / 2^e in [½, 1): an exact rescaling (e = 0 for a = 0)."""
+    top = float(np.abs(a).max()) if a.size else 0.0
+    if top == 0:
+        return a, 0
+    e = math.frexp(top)[1]
+    return np.ldexp(a, -e), e
+
+
+def _dual_bound(diffs: np.ndarray, queries: np.ndarray, dual: np.ndarray, norm: Norm) -> float:
+    """A lower bound on the optimal ‖Ĉ‖ from any λ ≥ 0: Σλ_j / ‖G‖_dual, G = Σ λ_j â_j ẑ_jᵀ.
+
+    For a feasible C, ⟨C, G⟩ = Σ λ_j ⟨C, â_j ẑ_jᵀ⟩ ≥ Σ λ_j, and ⟨C, G⟩ ≤ ‖C‖ ‖G‖_dual (Hölder; the dual
+    of the Frobenius norm is itself, that of the nuclear norm the spectral norm). Valid for whatever λ
+    the solver returns (negative entries are set to 0): a certificate that needs no trust in the solver.
+    """
+    lam = np.clip(np.nan_to_num(np.asarray(dual, dtype=np.float64), nan=0.0), 0.0, None)
+    G = diffs.T @ (lam[:, None] * queries)
+    dual_norm = float(np.linalg.norm(G)) if norm == "fro" else float(np.linalg.norm(G, 2))
+    total = float(lam.sum())
+    return total / dual_norm if dual_norm > 0 and math.isfinite(total / dual_norm) else 0.0
+
+
+def _certifies_infeasibility(diffs: np.ndarray, queries: np.ndarray, dual: np.ndarray | None) -> bool:
+    """Whether the Att-SVM is certified infeasible, by Farkas' lemma and a check of our own.
+
+    No C has ⟨C, B_j⟩ ≥ 1 for all j (B_j = â_j ẑ_jᵀ) iff some λ ≥ 0 with Σ λ_j = 1 has Σ λ_j B_j = 0.
+    Clarabel's certificate λ holds that only to its tolerances (~1e-5 relative), so it is used to pick
+    the constraints involved (all of them when there are few), and a nonnegative least-squares solve
+    (Lawson-Hanson, exact active sets) finds the certificate on them, in the reduced coordinates of
+    `_solve_reduced`, with each B_j scaled to unit norm: accepted when ‖Σ μ_j B̃_j‖ ≤ _FARKAS_RTOL Σ μ_j.
+    """
+    from scipy.optimize import nnls
+
+    size = np.linalg.norm(diffs, axis=1) * np.linalg.norm(queries, axis=1)
+    if (size == 0).any():  # a zero difference or query: its margin is 0 for every W
+        return True
+    lam = np.ones(len(diffs)) if dual is None else np.clip(np.nan_to_num(np.asarray(dual, dtype=np.float64),
+                                                                        nan=0.0), 0.0, None)
+    cols = np.arange(len(diffs))
+    if len(cols) > _FARKAS_COLUMNS:
+        cols = np.argsort(-lam * size, kind="stable")[:_FARKAS_COLUMNS]
+    Ua, Uz = _basis(diffs[cols]), _basis(queries[cols])
+    B = ((diffs[cols] @ Ua)[:, :, None] * (queries[cols] @ Uz)[:, None, :]).reshape(len(cols), -1) / size[cols, None]
+    A = np.vstack([B.T, np.ones((1, len(cols)))])
+    target = np.zeros(len(A))
+    target[-1] = 1.0
+    try:
+        mu, _ = nnls(A, target, maxiter=50 * len(A) + 10 * len(cols))
+    except RuntimeError:  # no convergence: no certificate
+        return False
+    total = float(mu.sum())
+    return total > 0.5 and float(np.linalg.norm(B.T @ mu)) <= _FARKAS_RTOL * total
+
+
+def _check_solution(C: np.ndarray, diffs: np.ndarray, queries: np.ndarray, margins: np.ndarray, dual, norm: Norm,
+                    status: str, shape: tuple[int, int, int]) -> float:
+    """Accept the solver's Ĉ only if it is the max-margin solution to tolerance; return its relative duality gap.
+
+    Feasible: every margin ≥ 1 − _FEASIBLE_TOL. Optimal: the smallest margin ≤ 1 + SUPPORT_TOL (a
+    max-margin W has an active constraint, else W / (smallest margin) would be feasible and smaller),
+    and ‖Ĉ‖ / (smallest margin), the norm of a feasible point, within _GAP_RTOL of the dual lower bound
+    (`_dual_bound`). Any status ("optimal_inaccurate" included) passes or fails on these alone.
+    """
+    what = f"the Att-SVM solver returned status {status!r} on inputs of shape {shape} but "
+    if not (np.isfinite(C).all() and np.isfinite(margins).all()):
+        raise ValueError(what + "a non-finite W")
+    smallest = float(margins.min())
+    if smallest < 1 - _FEASIBLE_TOL:
+        raise ValueError(what + f"a violated margin {smallest:.6g} < 1 (not feasible); the program was not solved")
+    if smallest > 1 + SUPPORT_TOL:
+        raise ValueError(what + f"no active constraint (smallest margin {smallest:.6g} > 1): not the max-margin "
+                         "solution; the program was not solved")
+    if dual is None:
+        return float("nan")
+    value = float(np.linalg.norm(C)) if norm == "fro" else float(np.linalg.svd(C, compute_uv=False).sum())
+    upper = value / smallest
+    gap = (upper - _dual_bound(diffs, queries, dual, norm)) / upper
+    if not gap <= _GAP_RTOL:
+        raise ValueError(what + f"a W whose norm is not certified minimal (relative duality gap {gap:.3g} > "
+                         f"{_GAP_RTOL:g}); the program was not solved")
+    return max(gap, 0.0)
 
 
 def _basis(vectors: np.ndarray) -> np.ndarray:
@@ -232,7 +411,7 @@ def _basis(vectors: np.ndarray) -> np.ndarray:
 
 
 def _solve_working_set(diffs: np.ndarray, queries: np.ndarray, inputs: np.ndarray, norm: Norm,
-                       solve) -> tuple[np.ndarray | None, str]:
+                       solve) -> tuple[np.ndarray | None, str, np.ndarray | None]:
     """Solve the Att-SVM by cutting planes on a working set of its constraints (many-token inputs).
 
     Clarabel's KKT matrix holds the dense (constraints × unknowns) block of the margins, so a review set
@@ -249,15 +428,19 @@ def _solve_working_set(diffs: np.ndarray, queries: np.ndarray, inputs: np.ndarra
     active = _per_input_smallest(np.linalg.norm(diffs, axis=1) * np.linalg.norm(queries, axis=1), inputs,
                                  _WORKING_SET_START)
     for _ in range(_WORKING_SET_ROUNDS):
-        W, status = solve(diffs[active], queries[active], norm)
+        W, status, part = solve(diffs[active], queries[active], norm)
+        dual = None
+        if part is not None:  # the working set's multipliers, 0 for the other constraints: still a certificate
+            dual = np.zeros(len(diffs))
+            dual[active] = part
         if W is None:
-            return W, status
+            return W, status, dual
         margins = ((diffs @ W) * queries).sum(1)
         violated = (margins < 1 - _WORKING_SET_TOL) & ~active
         if not violated.any():
-            return W, status
+            return W, status, dual
         active |= violated & _per_input_smallest(np.where(violated, margins, np.inf), inputs, _WORKING_SET_ADD)
-    return None, f"no convergence of the working set in {_WORKING_SET_ROUNDS} rounds"
+    return None, f"no convergence of the working set in {_WORKING_SET_ROUNDS} rounds", None
 
 
 def _per_input_smallest(values: np.ndarray, inputs: np.ndarray, k: int) -> np.ndarray:
@@ -270,8 +453,12 @@ def _per_input_smallest(values: np.ndarray, inputs: np.ndarray, k: int) -> np.nd
     return chosen
 
 
-def _solve_reduced(diffs: np.ndarray, queries: np.ndarray, norm: Norm) -> tuple[np.ndarray | None, str]:
-    """The Att-SVM in reduced coordinates, as one conic program for Clarabel; (W or None, status).
+def _solve_reduced(diffs: np.ndarray, queries: np.ndarray,
+                   norm: Norm) -> tuple[np.ndarray | None, str, np.ndarray | None]:
+    """The Att-SVM in reduced coordinates, as one conic program for Clarabel; (W or None, status, λ).
+
+    λ (m,): Clarabel's multipliers of the margin constraints (at an optimum), or its certificate of
+    infeasibility; `att_svm` checks either before it believes the status.
 
     Every constraint ⟨W, a_j z_jᵀ⟩ ≥ 1 sees W only through P_a W P_z (P_a, P_z: orthogonal projections
     onto span{a_j}, span{z_j}), and P_a W P_z has no larger Frobenius or nuclear norm than W. So the
@@ -292,7 +479,7 @@ def _solve_reduced(diffs: np.ndarray, queries: np.ndarray, norm: Norm) -> tuple[
     p, q = Ua.shape[1], Uz.shape[1]
     m = len(diffs)
     if p == 0 or q == 0:  # every a_j or every z_j is 0: no W has a positive margin
-        return None, "infeasible"
+        return None, "infeasible", np.ones(m)
     B = ((diffs @ Ua)[:, :, None] * (queries @ Uz)[:, None, :]).reshape(m, p * q)  # row j: vec(B_j), row-major
     settings = clarabel.DefaultSettings()
     settings.verbose = False
@@ -328,14 +515,16 @@ def _solve_reduced(diffs: np.ndarray, queries: np.ndarray, norm: Norm) -> tuple[
         cones = [clarabel.NonnegativeConeT(m), clarabel.PSDTriangleConeT(N)]
     solution = clarabel.DefaultSolver(P, cost, A, b, cones, settings).solve()
     status = _CLARABEL_STATUS.get(str(solution.status), str(solution.status))
+    dual = np.asarray(solution.z)[:m]
     if not status.startswith("optimal"):
-        return None, status
+        return None, status, dual
     C = np.asarray(solution.x)[C_index] / C_scale
-    return Ua @ C @ Uz.T, status
+    return Ua @ C @ Uz.T, status, dual
 
 
-def _solve_cvxpy(diffs: np.ndarray, queries: np.ndarray, norm: Norm) -> tuple[np.ndarray | None, str]:
-    """The Att-SVM as written: a cvxpy problem in W (d × d), solved by Clarabel; (W or None, status)."""
+def _solve_cvxpy(diffs: np.ndarray, queries: np.ndarray,
+                 norm: Norm) -> tuple[np.ndarray | None, str, np.ndarray | None]:
+    """The Att-SVM as written: a cvxpy problem in W (d × d), solved by Clarabel; (W or None, status, λ or None)."""
     import cvxpy as cp  # lazy: cvxpy costs ~0.5 s to import
 
     m, d = diffs.shape
@@ -345,14 +534,16 @@ def _solve_cvxpy(diffs: np.ndarray, queries: np.ndarray, norm: Norm) -> tuple[np
     # ½‖W‖_F² rather than ‖W‖_F: a quadratic objective Clarabel handles directly, whose solution is
     # accurate to ~1e-9 where the second-order-cone form of ‖W‖_F leaves errors of √gap ≈ 1e-5.
     objective = 0.5 * cp.sum_squares(W) if norm == "fro" else cp.normNuc(W)
-    problem = cp.Problem(cp.Minimize(objective), [M @ cp.vec(W, order="C") >= 1])
+    margin = M @ cp.vec(W, order="C") >= 1
+    problem = cp.Problem(cp.Minimize(objective), [margin])
     try:
         problem.solve(solver=cp.CLARABEL, **_TOLERANCES)
     except cp.error.SolverError as e:
         raise ValueError(f"the Att-SVM solver failed ({e})") from None
+    dual = None if margin.dual_value is None else np.asarray(margin.dual_value, dtype=np.float64).reshape(m)
     if problem.status in ("infeasible", "infeasible_inaccurate") or W.value is None:
-        return None, str(problem.status)
-    return np.array(W.value), str(problem.status)
+        return None, str(problem.status), dual
+    return np.array(W.value), str(problem.status), dual
 
 
 def _infeasible_message(n: int, T: int, d: int, status: str) -> str:
