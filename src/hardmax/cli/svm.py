@@ -34,51 +34,106 @@ def add_svm(subparsers) -> None:
     p.add_argument("--no-figures", dest="figures", action="store_false", help="skip the figures")
 
 
+# Integer options and their smallest values; --seed is bounded on both sides (`_check_options`).
+_SMALLEST = {"seeds": 1, "iterations": 1, "n": 1, "T": 2, "d": 1, "join_seeds": 0, "reviews": 2, "imdb_iterations": 1}
+_MAX_SEED = 2**63 - 1
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """Every integer option in range and --out usable, before anything is computed (one line each)."""
+    for name, smallest in _SMALLEST.items():
+        if getattr(args, name) < smallest:
+            raise ValueError(f"{_flag(name)} must be ≥ {smallest}, got {getattr(args, name)}")
+    if not 0 <= args.seed <= _MAX_SEED:
+        raise ValueError(f"--seed must lie in [0, 2**63 − 1] (a 64-bit generator seed), got {args.seed}")
+    _check_out(args.out)
+
+
+def _check_out(out: Path) -> None:
+    """--out must be a folder or not exist yet, and its nearest existing parent a writable folder."""
+    import os
+
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is an existing file, not a folder; choose a folder")
+    parent = out
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(f"--out {out} cannot be created: {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"--out {out} cannot be written: {parent} is not a writable folder")
+
+
+def _load_imdb_run(args: argparse.Namespace):
+    """The --imdb-run run and its data, checked before any synthetic work: a CRATE run is refused."""
+    from hardmax.training import load_run
+
+    run = load_run(args.imdb_run)
+    if run.model_config.layer != "hardmax":
+        raise ValueError(f"--imdb-run {args.imdb_run} is a {run.model_config.layer!r} run (trained with --layer "
+                         f"{run.model_config.layer}): the IMDb join needs the paper's hardmax layer (a run trained "
+                         "without --layer crate)")
+    return run, run.load_data(args.data)
+
+
 def run_svm(args: argparse.Namespace) -> int:
+    _check_options(args)
     import dataclasses
     import time
 
     from hardmax.cli.output import jsonable, say
     from hardmax.experiments.svm import (
         CURVES,
+        NoSolvableSeedError,
         SyntheticConfig,
         imdb_join,
         join_hardmax,
         render_report,
         run_plane,
         run_synthetic,
+        synthetic_memory,
     )
     from hardmax.io import write_json, write_text
+    from hardmax.memory import require_memory
 
-    if args.reviews < 2:
-        raise ValueError(f"--reviews must be ≥ 2, got {args.reviews}")
-    if args.imdb_iterations < 1:
-        raise ValueError(f"--imdb-iterations must be ≥ 1, got {args.imdb_iterations}")
-    if args.join_seeds < 0:
-        raise ValueError(f"--join-seeds must be ≥ 0, got {args.join_seeds}")
     start = time.perf_counter()
     config = SyntheticConfig(n=args.n, T=args.T, d=args.d, seeds=args.seeds, iterations=args.iterations, seed=args.seed)
+    join_config = dataclasses.replace(config, seeds=args.join_seeds, self_attention=True) if args.join_seeds else None
+    # The join run follows the main run, whose result is kept: both at once.
+    need = synthetic_memory(config) + (synthetic_memory(join_config) if join_config else 0.0)
+    require_memory(need, f"--seeds {args.seeds} with --n {args.n} --T {args.T} --d {args.d} --iterations "
+                         f"{args.iterations} --join-seeds {args.join_seeds} (the problems, and the iterates W_k of "
+                         "both parameterisations kept for the curves)")
+    imdb_run = _load_imdb_run(args) if args.imdb_run is not None else None
     say(f"synthetic: {config.seeds} seeds, n = {config.n}, T = {config.T}, d = {config.d}, {config.iterations} steps")
     synthetic = run_synthetic(config)
+    for line in synthetic.failure_lines():
+        say(f"not reported: {line}")
     say(f"descent {synthetic.seconds['descent']:.1f} s, {int(synthetic.seconds['solves'])} SVM solves "
-        f"{synthetic.seconds['svm']:.1f} s")
-    join = None
-    if args.join_seeds:
-        join_run = run_synthetic(dataclasses.replace(config, seeds=args.join_seeds, self_attention=True))
-        join = join_hardmax(join_run)
-        say(f"join to hardmax (self-attention, {args.join_seeds} seeds): {time.perf_counter() - start:.1f} s so far")
+        f"{synthetic.seconds['svm']:.1f} s; {synthetic.reported} of {config.seeds} seeds reported")
+    join = join_skipped = None
+    if join_config is not None:
+        try:
+            join = join_hardmax(run_synthetic(join_config))
+        except NoSolvableSeedError as e:
+            join_skipped = str(e)
+            say(f"join to hardmax skipped: {e}")
+        else:
+            say(f"join to hardmax (self-attention, {args.join_seeds} seeds): {time.perf_counter() - start:.1f} s "
+                "so far")
     imdb = None
-    if args.imdb_run is not None:
-        from hardmax.training import load_run
-
-        run = load_run(args.imdb_run)
-        data = run.load_data(args.data)
+    if imdb_run is not None:
+        run, data = imdb_run
         imdb = imdb_join(run, data.test, reviews=args.reviews, iterations=args.imdb_iterations, seed=args.seed)
         say(f"IMDb join: {imdb.reviews} reviews in {imdb.seconds:.1f} s")
     command = "hardmax svm " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
                                         if k in ("seeds", "iterations", "imdb_run", "imdb_iterations") and v is not None
                                         and (k != "imdb_iterations" or args.imdb_run is not None))
-    report = render_report(synthetic, join, imdb, command=command)
+    report = render_report(synthetic, join, imdb, command=command, join_skipped=join_skipped)
     written = []
     if args.figures:
         from hardmax.plots import save_figure
@@ -89,13 +144,17 @@ def run_svm(args: argparse.Namespace) -> int:
             written += save_figure(plot_plane(run_plane(T)), args.out / f"svm_plane_T{T}", close=True)
         report += "\n![correlations](svm_correlation.png)\n\n![T = 3](svm_plane_T3.png) ![T = 5](svm_plane_T5.png)\n"
     print(report)
-    curves = {label: {"mean": synthetic.curves[label].mean(0), "std": synthetic.curves[label].std(0)}
+    # With one reported seed there is no spread: std is null (torch's std of one value is NaN, with a warning).
+    curves = {label: {"mean": synthetic.curves[label].mean(0),
+                      "std": synthetic.curves[label].std(0) if synthetic.reported > 1 else None}
               for label in CURVES}
     written += [write_text(args.out / "report.md", report),
                 write_json(args.out / "results.json", {
                     "config": jsonable(config), "seconds": synthetic.seconds,
+                    "seeds_reported": jsonable(synthetic.seeds), "failed": len(synthetic.failures),
+                    "failures": [{"seed": seed, "why": why} for seed, why in sorted(synthetic.failures.items())],
                     "iterations": jsonable(synthetic.iterations), "curves": jsonable(curves),
-                    "join": None if join is None else jsonable(join),
+                    "join": None if join is None else jsonable(join), "join_skipped": join_skipped,
                     "imdb": None if imdb is None else jsonable(imdb)})]
     say(f"wrote {len(written)} files to {args.out}/ in {time.perf_counter() - start:.1f} s")
     return 0

@@ -9,6 +9,7 @@ questions of a trained hardmax classifier's tokens. `render_report` writes every
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -16,20 +17,24 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from hardmax.memory import require_memory
 from hardmax.svm import (
     AttSVM,
     DescentConfig,
     DescentPath,
+    InfeasibleError,
     att_svm,
     beats_support_tokens,
     descend,
     initial_parameters,
     softmax_attention,
 )
+from hardmax.svm.descent import recorded_steps
 from hardmax.theory import attention_sets
 
-__all__ = ["CURVES", "ImdbJoin", "JoinResult", "PlaneResult", "SyntheticConfig", "SyntheticResult", "imdb_join",
-           "join_hardmax", "plane_problem", "render_report", "run_plane", "run_synthetic", "synthetic_problems"]
+__all__ = ["CURVES", "MAX_RECORDS", "MAX_SEED", "ImdbJoin", "JoinResult", "NoSolvableSeedError", "PlaneResult",
+           "SyntheticConfig", "SyntheticResult", "check_seed", "imdb_join", "join_hardmax", "plane_problem",
+           "render_report", "run_plane", "run_synthetic", "synthetic_memory", "synthetic_problems"]
 
 # Curve label -> (parameterisation descended, norm of the SVM compared with). The first two are the
 # paper's claims; the last two are controls (each parameterisation against the other's SVM), which
@@ -42,6 +47,19 @@ CURVES = {
 }
 
 
+# At most this many recorded steps per curve (plus the last): a longer run records more sparsely
+# (`SyntheticConfig.stride`), so the kept iterates W_k take S · MAX_RECORDS · d² floats whatever the steps.
+MAX_RECORDS = 1000
+# Seeds are those of torch.Generator.manual_seed: 64-bit, and negative values are refused.
+MAX_SEED = 2**63 - 1
+
+
+def check_seed(seed, name: str = "seed") -> None:
+    """Raise ValueError unless `seed` is an integer in [0, 2^63 − 1] (what a torch generator takes)."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"{name} must be an integer in [0, 2**63 − 1], got {seed!r}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class SyntheticConfig:
     """The paper's synthetic setting (defaults: n = 6, T = 8, d = 10, 100 seeds, 2,000 steps; ~40 s on 2 cores)."""
@@ -52,16 +70,46 @@ class SyntheticConfig:
     seeds: int = 100  # independent problems, solved as one batch
     iterations: int = 2000  # normalised gradient steps
     lr: float = 0.1  # η
-    record_every: int = 10  # curves are kept every this many steps
+    # curves are kept every this many steps, or more sparsely when that would keep more than
+    # MAX_RECORDS of them (see `stride`)
+    record_every: int = 10
     seed: int = 0  # seed of the one generator that draws all problems and initial parameters
     self_attention: bool = False  # query z_i = x_{i,0} instead of an independent unit query
 
     def __post_init__(self) -> None:
         for name in ("n", "T", "d", "seeds", "iterations", "record_every"):
-            if getattr(self, name) < (2 if name == "T" else 1):
-                raise ValueError(f"{name} must be ≥ {2 if name == 'T' else 1}, got {getattr(self, name)}")
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ValueError(f"{name} must be an integer, got {value!r}")
+            if value < (2 if name == "T" else 1):
+                raise ValueError(f"{name} must be ≥ {2 if name == 'T' else 1}, got {value}")
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"lr must be finite and > 0, got {self.lr}")
+        check_seed(self.seed)
+
+    @property
+    def stride(self) -> int:
+        """Steps between recorded iterates: `record_every`, or more when that would record over MAX_RECORDS."""
+        return max(self.record_every, -(-self.iterations // MAX_RECORDS))
+
+
+def synthetic_memory(config: SyntheticConfig) -> float:
+    """Bytes `run_synthetic(config)` allocates at its peak, about (float64; a float: sizes may be huge).
+
+    The dominant terms: the problems X (S·n·T·d, and the Gaussian draw they are normalised from), the
+    descent's per-step arrays (~16 of S·n·T, and one of S·n·T·d in the gradient), the recorded iterates
+    of both parameterisations (2·S·R·d², R recorded steps) and one more of that size while a curve's
+    correlations are formed, and the softmax along them (S·R·n·T scores from S·R·n·d queries, twice at
+    once). Measured peaks are within 10 % of it (n = 6, T = 8; d = 10 and 40).
+    """
+    S, n, T, d = (float(v) for v in (config.seeds, config.n, config.T, config.d))
+    R = float(config.iterations // config.stride + 2)
+    return 8.0 * (3 * S * n * T * d + 16 * S * n * T + 3 * S * R * (d * d + 1) + 2 * S * R * n * (T + d)
+                  + 4 * S * d * d + 6 * S * R)
+
+
+class NoSolvableSeedError(ValueError):
+    """No seed of a synthetic run has solvable Att-SVMs for its selections: nothing to report."""
 
 
 def _unit(t: Tensor) -> Tensor:
@@ -80,16 +128,19 @@ def synthetic_problems(config: SyntheticConfig, generator: torch.Generator) -> t
 
 @dataclass(frozen=True)
 class SyntheticResult:
-    """`run_synthetic`'s measurements; S seeds, R recorded steps.
+    """`run_synthetic`'s measurements; S reported seeds (those whose Att-SVMs were solved), R recorded steps.
 
     Attributes:
-        config: the settings. X, z, y, v: the problems (see `synthetic_problems`).
+        config: the settings. X, z, y, v: the reported seeds' problems (see `synthetic_problems`).
         paths: "W" / "KQ" -> `DescentPath`. svm: (parameterisation, norm) -> (S, d, d) the Att-SVM
             solution of that parameterisation's final selection.
         curves: label of `CURVES` -> (S, R) correlations. selected_mass: parameterisation -> (S, R)
             softmax mass on the finally selected token, mean over inputs.
         locally_optimal, globally_optimal: parameterisation -> (S,) bool.
         seconds: "descent", "svm" (and their count of solves, "solves").
+        seeds: (S,) int64, the reported seeds' indices in the batch of `config.seeds`.
+        failures: batch index -> why that seed is not reported (an Att-SVM of its selection could not be
+            solved: infeasible, or the solver failed); the other seeds are reported.
     """
 
     config: SyntheticConfig
@@ -104,10 +155,17 @@ class SyntheticResult:
     locally_optimal: dict[str, Tensor]
     globally_optimal: dict[str, Tensor]
     seconds: dict[str, float]
+    seeds: Tensor
+    failures: dict[int, str]
 
     @property
     def iterations(self) -> Tensor:
         return self.paths["W"].iterations
+
+    @property
+    def reported(self) -> int:
+        """Number of seeds reported (`config.seeds` less the failures)."""
+        return len(self.seeds)
 
     def at(self, label: str, step: int) -> Tensor:
         """(S,) the curve `label` at the recorded step closest to `step`."""
@@ -115,46 +173,102 @@ class SyntheticResult:
         return self.curves[label][:, k]
 
     def table(self, steps: tuple[int, ...] = (1000, 2000)) -> str:
-        """Markdown: mean ± std (min) over seeds of every curve at `steps`, and the selections."""
+        """Markdown: mean ± std (min) over seeds of every curve at `steps`, and the selections.
+
+        With one reported seed there is no spread: "—" stands for the std.
+        """
         steps = tuple(s for s in steps if s <= self.config.iterations) or (self.config.iterations,)
         head = "| quantity | " + " | ".join(f"step {s}: mean ± std (min)" for s in steps) + " |"
         rows = [head, "|---|" + "---|" * len(steps)]
         for label in CURVES:
-            cells = [f"{c.mean():.4f} ± {c.std():.4f} ({c.min():.4f})" for c in (self.at(label, s) for s in steps)]
+            cells = [f"{c.mean():.4f} ± {_spread(c, '.4f')} ({c.min():.4f})"
+                     for c in (self.at(label, s) for s in steps)]
             rows.append(f"| {label} | " + " | ".join(cells) + " |")
         for p in ("W", "KQ"):
             mass = self.selected_mass[p]
-            cells = [f"{m.mean():.6f} ± {m.std():.1e} ({m.min():.6f})" for m in
+            cells = [f"{m.mean():.6f} ± {_spread(m, '.1e')} ({m.min():.6f})" for m in
                      (mass[:, int((self.iterations - s).abs().argmin())] for s in steps)]
             rows.append(f"| softmax mass on the selected token, {p} | " + " | ".join(cells) + " |")
         lines = ["\n".join(rows), ""]
+        S = self.reported
         for p in ("W", "KQ"):
-            lines.append(f"- {p}: selection locally optimal in {int(self.locally_optimal[p].sum())}/{self.config.seeds}"
-                         " "
-                         f"seeds, globally optimal in {int(self.globally_optimal[p].sum())}/{self.config.seeds}")
+            lines.append(f"- {p}: selection locally optimal in {int(self.locally_optimal[p].sum())}/{S} seeds, "
+                         f"globally optimal in {int(self.globally_optimal[p].sum())}/{S}")
         same = (self.paths["W"].selection == self.paths["KQ"].selection).all(-1)
-        lines.append(f"- W and (K, Q) select the same tokens in {int(same.sum())}/{self.config.seeds} seeds")
+        lines.append(f"- W and (K, Q) select the same tokens in {int(same.sum())}/{S} seeds")
+        if self.failures:
+            lines.append(f"- {len(self.failures)} of {self.config.seeds} seeds not reported (an Att-SVM of their "
+                         "selection could not be solved):")
+            lines += [f"  - {line}" for line in self.failure_lines()]
         return "\n".join(lines)
 
+    def failure_lines(self) -> list[str]:
+        """One line per distinct reason of `failures`: "seeds 0, 2, 5: <why>"."""
+        by_reason: dict[str, list[int]] = {}
+        for seed, why in sorted(self.failures.items()):
+            by_reason.setdefault(why, []).append(seed)
+        return [f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}: {why}"
+                for why, seeds in by_reason.items()]
 
-def _solve_all(X: Tensor, z: Tensor, selections: dict[str, Tensor]) -> tuple[dict[tuple[str, str], list[AttSVM]], int]:
-    """Both SVMs of every parameterisation's selection; a selection shared by both is solved once."""
-    cache: dict[tuple[int, tuple[int, ...], str], AttSVM] = {}
-    out: dict[tuple[str, str], list[AttSVM]] = {}
-    for p, sel in selections.items():
-        for norm in ("fro", "nuc"):
-            Ws = []
-            for s in range(X.shape[0]):  # one convex program per seed: cvxpy has no batch axis
-                key = (s, tuple(sel[s].tolist()), norm)
-                if key not in cache:
-                    cache[key] = att_svm(X[s], z[s], sel[s], norm=norm)
-                Ws.append(cache[key])
-            out[(p, norm)] = Ws
-    return out, len(cache)
+
+def _spread(t: Tensor, spec: str) -> str:
+    """The std of `t` formatted with `spec`, or "—" for fewer than two values (no spread, no warning)."""
+    return format(float(t.std()), spec) if t.numel() > 1 else "—"
+
+
+def _solve_all(X: Tensor, z: Tensor, selections: dict[str, Tensor]
+               ) -> tuple[dict[tuple[str, str], Tensor], dict[tuple[str, str], Tensor], int, dict[int, str]]:
+    """Both SVMs of every parameterisation's selection; a selection shared by both is solved once.
+
+    Returns W: (parameterisation, norm) -> (S, d, d), support: the same keys -> (S, n, T) bool (the
+    solutions' support tokens), the number of solves, and failures: seed -> why, for a seed whose solve
+    raised (an infeasible selection, a failed solve); that seed is not solved further (its rows are NaN).
+    The solutions are written into these tensors, not kept: thousands of small objects kept between
+    Clarabel's large temporary buffers made glibc's heap grow by ~2.5 MB per nuclear-norm solve at d = 40.
+    """
+    S, n, T, d = X.shape
+    keys = [(p, norm) for p in selections for norm in ("fro", "nuc")]
+    W = {key: torch.full((S, d, d), float("nan"), dtype=torch.float64) for key in keys}
+    support = {key: torch.zeros(S, n, T, dtype=torch.bool) for key in keys}
+    solved_by: dict[tuple[int, tuple[int, ...], str], str] = {}  # (seed, selection, norm) -> parameterisation
+    failures: dict[int, str] = {}
+    for p, norm in keys:
+        sel = selections[p]
+        for s in range(S):  # one convex program per seed: Clarabel has no batch axis
+            if s in failures:
+                continue
+            key = (s, tuple(sel[s].tolist()), norm)
+            if key in solved_by:
+                W[(p, norm)][s] = W[(solved_by[key], norm)][s]
+                support[(p, norm)][s] = support[(solved_by[key], norm)][s]
+                continue
+            try:
+                solution = att_svm(X[s], z[s], sel[s], norm=norm)
+            except ValueError as e:
+                failures[s] = f"{p} selection, {'Frobenius' if norm == 'fro' else 'nuclear'} norm: {e}"
+                continue
+            W[(p, norm)][s] = solution.W
+            support[(p, norm)][s] = solution.support
+            solved_by[key] = p
+    return W, support, len(solved_by), failures
+
+
+def _config_text(config: SyntheticConfig) -> str:
+    return (f"seeds={config.seeds}, n={config.n}, T={config.T}, d={config.d}, iterations={config.iterations}, "
+            f"record_every={config.record_every}")
 
 
 def run_synthetic(config: SyntheticConfig = SyntheticConfig()) -> SyntheticResult:
-    """The paper's synthetic experiment, all seeds as one batch per parameterisation (see module docstring)."""
+    """The paper's synthetic experiment, all seeds as one batch per parameterisation (see module docstring).
+
+    Seeds whose Att-SVMs cannot be solved are left out of the result and listed in `failures`.
+
+    Raises:
+        MemoryBudgetError: the run would need more memory than is available (`synthetic_memory`).
+        NoSolvableSeedError: no seed could be reported.
+    """
+    require_memory(synthetic_memory(config), f"SyntheticConfig({_config_text(config)}) (problems, "
+                   f"{len(recorded_steps(config.iterations, config.stride))} recorded iterates × 2 parameterisations)")
     generator = torch.Generator().manual_seed(config.seed)
     X, z, y, v = synthetic_problems(config, generator)
     start = time.perf_counter()
@@ -162,28 +276,43 @@ def run_synthetic(config: SyntheticConfig = SyntheticConfig()) -> SyntheticResul
     for p in ("W", "KQ"):
         init = initial_parameters(p, config.seeds, config.d, generator=generator)
         descent = DescentConfig(parameterisation=p, iterations=config.iterations, lr=config.lr,
-                                record_every=config.record_every)
+                                record_every=config.stride)
         paths[p] = descend(X, z, y, v, init, descent)
     t_descent = time.perf_counter() - start
-    svm, solves = _solve_all(X, z, {p: path.selection for p, path in paths.items()})
+    svm, support, solves, failures = _solve_all(X, z, {p: path.selection for p, path in paths.items()})
     t_svm = time.perf_counter() - start - t_descent
-    curves = {label: paths[p].correlation(torch.stack([a.W for a in svm[(p, norm)]]))
-              for label, (p, norm) in CURVES.items()}
+    keep = [s for s in range(config.seeds) if s not in failures]
+    if not keep:
+        first = min(failures)
+        raise NoSolvableSeedError(f"no seed of the synthetic run could be solved: the Att-SVMs of all "
+                                  f"{config.seeds} seeds' selections failed (seed {first}: {failures[first]})")
+    if failures:
+        index = torch.tensor(keep)
+        X, z, y, v = X[index], z[index], y[index], v[index]
+        paths = {p: dataclasses.replace(path, W=path.W[index], loss=path.loss[index], attention=path.attention[index],
+                                        selection=path.selection[index]) for p, path in paths.items()}
+        svm = {key: W[index] for key, W in svm.items()}
+        support = {key: sup[index] for key, sup in support.items()}
+    curves = {label: paths[p].correlation(svm[(p, norm)]) for label, (p, norm) in CURVES.items()}
     mass = {}
     for p, path in paths.items():
         att = softmax_attention(X.unsqueeze(1), z.unsqueeze(1), path.W)  # (S, R, n, T)
         idx = path.selection[:, None, :, None].expand(-1, att.shape[1], -1, 1)
         mass[p] = att.gather(-1, idx).squeeze(-1).mean(-1)
+        del att
     gamma = y[..., None] * (X @ v[:, None, :, None]).squeeze(-1)  # (S, n, T): token scores γ = y vᵀx
     # Locally optimal (Definition 2): the selected token beats its support tokens, those of the SVM
-    # whose limit that parameterisation approaches (Frobenius for W, nuclear for (K, Q)).
-    local = {p: torch.stack([beats_support_tokens(svm[(p, "fro" if p == "W" else "nuc")][s], gamma[s]).all()
-                             for s in range(config.seeds)]) for p in paths}
+    # whose limit that parameterisation approaches (Frobenius for W, nuclear for (K, Q)); the test of
+    # `beats_support_tokens`, for all seeds at once.
+    local = {}
+    for p, path in paths.items():
+        chosen = gamma.gather(-1, path.selection.unsqueeze(-1))
+        local[p] = (~support[(p, "fro" if p == "W" else "nuc")] | (gamma < chosen)).all(-1).all(-1)
     globally = {p: (paths[p].selection == gamma.argmax(-1)).all(-1) for p in paths}
-    svm = {key: torch.stack([solution.W for solution in solutions]) for key, solutions in svm.items()}
     return SyntheticResult(config=config, X=X, z=z, y=y, v=v, paths=paths, svm=svm, curves=curves,
                            selected_mass=mass, locally_optimal=local, globally_optimal=globally,
-                           seconds={"descent": t_descent, "svm": t_svm, "solves": float(solves)})
+                           seconds={"descent": t_descent, "svm": t_svm, "solves": float(solves)},
+                           seeds=torch.tensor(keep, dtype=torch.int64), failures=failures)
 
 
 # --------------------------------------------------------------------------------------------
@@ -205,6 +334,7 @@ def plane_problem(T: int, seed: int = 0) -> tuple[Tensor, Tensor, Tensor, Tensor
     """X (2, T, 2): token 0 of input i at (1, ±0.6), the rest scattered around (−0.8, 0); y = 1, v = (1, 0)."""
     if T < 2:
         raise ValueError(f"T must be ≥ 2, got {T}")
+    check_seed(seed)
     g = torch.Generator().manual_seed(seed)
     X = 0.35 * torch.randn(2, T, 2, generator=g, dtype=torch.float64) + torch.tensor([-0.8, 0.0], dtype=torch.float64)
     X[:, 0] = torch.tensor([[1.0, 0.6], [1.0, -0.6]], dtype=torch.float64)
@@ -337,9 +467,7 @@ class ImdbJoin:
 def _feasible(X: Tensor, z: Tensor, sel: Tensor, mask: Tensor) -> AttSVM | None:
     try:
         return att_svm(X, z, sel, norm="fro", mask=mask)
-    except ValueError as e:
-        if "infeasible" not in str(e):
-            raise
+    except InfeasibleError:
         return None
 
 
@@ -354,15 +482,27 @@ def imdb_join(run, split, *, reviews: int = 200, iterations: int = 1000, seed: i
         run: a loaded run (`hardmax.training.load_run`), with `.model` and `.vocab`. split: a data split
             with ids (N, L), mask (N, L), labels (N,). reviews: how many (a seeded random subset).
         iterations: descent steps (η = 0.1, normalised). seed: the subset.
-    """
-    from hardmax.explain import leader_masks
 
-    start = time.perf_counter()
+    Raises:
+        ValueError: a model that is not a `HardmaxClassifier` (a CRATE run: the join reads the paper's
+            shared hardmax layer's tokens and leaders), reviews < 1, a seed outside [0, 2^63 − 1].
+    """
+    from hardmax.dynamics import Hardmax
+    from hardmax.explain import leader_masks
+    from hardmax.models import HardmaxClassifier
+
     model = run.model
+    if not isinstance(model, HardmaxClassifier):
+        raise ValueError(f"the IMDb join needs the paper's hardmax layer (a HardmaxClassifier: a run trained without "
+                         f"--layer crate), got a {type(model).__name__}")
+    if not isinstance(reviews, int) or isinstance(reviews, bool) or reviews < 1:
+        raise ValueError(f"reviews must be an integer ≥ 1, got {reviews!r}")
+    check_seed(seed)
+    start = time.perf_counter()
     g = torch.Generator().manual_seed(seed)
     pick = torch.randperm(len(split.labels), generator=g)[:reviews]
     with torch.no_grad():
-        trace = model.trace(split.ids[pick], split.mask[pick], attention="hardmax")
+        trace = model.trace(split.ids[pick], split.mask[pick], Hardmax())
     present = trace.multiplicity > 0
     X = trace.tokens[0].to(torch.float64)  # (N, m, d)
     w = trace.multiplicity.to(torch.float64)
@@ -419,12 +559,16 @@ def imdb_join(run, split, *, reviews: int = 200, iterations: int = 1000, seed: i
 
 
 def render_report(synthetic: SyntheticResult, join: JoinResult | None = None, imdb: ImdbJoin | None = None, *,
-                  command: str = "hardmax svm") -> str:
-    """Markdown report of the experiments (tables only; figures are referenced by the caller)."""
+                  command: str = "hardmax svm", join_skipped: str | None = None) -> str:
+    """Markdown report of the experiments (tables only; figures are referenced by the caller).
+
+    `join_skipped`: why the join to hardmax was not run (stated in its section), when it was not.
+    """
     c = synthetic.config
     s = synthetic.seconds
     out = [f"# Att-SVM: attention as a max-margin token selector\n\nProduced by `{command}`.\n",
-           f"## Synthetic experiment (n = {c.n}, T = {c.T}, d = {c.d}, {c.seeds} seeds, {c.iterations} steps, "
+           f"## Synthetic experiment (n = {c.n}, T = {c.T}, d = {c.d}, {c.seeds} seeds"
+           + (f" of which {synthetic.reported} reported" if synthetic.failures else "") + f", {c.iterations} steps, "
            f"η = {c.lr:g}, {'self' if c.self_attention else 'cross'}-attention)\n",
            f"Descent (both parameterisations, all seeds batched): {s['descent']:.1f} s; "
            f"{int(s['solves'])} Att-SVM solves: {s['svm']:.1f} s.\n", synthetic.table(), ""]
@@ -450,6 +594,8 @@ def render_report(synthetic: SyntheticResult, join: JoinResult | None = None, im
                 f"- sym(W^mm) is positive definite in {100 * join.sym_positive_definite:.1f} % of the seeds, so the "
                 "hardmax dynamics (which need a symmetric positive definite A) ran with A = sym(W^mm) on none; "
                 "the asymmetric score above is the hardmax attention that W^mm defines", ""]
+    if join is None and join_skipped:
+        out += ["## Joined to hardmax\n", f"Skipped: {join_skipped}", ""]
     if imdb is not None:
         out += [f"## IMDb: the d = {imdb.d} classifier's tokens\n",
                 f"{imdb.reviews} test reviews, {imdb.tokens_mean:.1f} distinct words on average (at most "

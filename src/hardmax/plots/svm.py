@@ -6,10 +6,13 @@ oriented Matplotlib (`Figure`, no pyplot state), like the rest of `hardmax.plots
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from matplotlib.figure import Figure
 
-from hardmax.experiments.svm import CURVES, PlaneResult, SyntheticResult
+if TYPE_CHECKING:  # plots consume results by their fields; experiments import plots, never the reverse
+    from hardmax.experiments.svm import PlaneResult, SyntheticResult
 
 __all__ = ["plot_correlations", "plot_plane"]
 
@@ -20,20 +23,21 @@ _STYLE = {"corr(W_k, W^mm_α)": ("tab:blue", "-"), "corr((KQᵀ)_k, W^mm_⋆,α)
 def plot_correlations(result: SyntheticResult) -> Figure:
     """Correlation with the Att-SVM solutions against steps: mean over seeds, band = 10th-90th percentile.
 
-    Left: the four curves of `CURVES` (solid: each parameterisation against its own SVM; dotted: the
-    cross controls). Right: softmax mass on the selected token (1 − mass, log scale).
+    Left: the four curves of `hardmax.experiments.svm.CURVES` (solid: each parameterisation against its
+    own SVM; dotted: the cross controls). Right: softmax mass on the selected token (1 − mass, log scale).
     """
     steps = result.iterations.numpy()
     fig = Figure(figsize=(10, 3.8), layout="constrained")
     ax, ax_mass = fig.subplots(1, 2)
-    for label in CURVES:
-        c = result.curves[label].numpy()
+    for label, curve in result.curves.items():  # the order of experiments.svm.CURVES
+        c = curve.numpy()
         color, style = _STYLE[label]
         ax.plot(steps, c.mean(0), color=color, linestyle=style, label=label)
         ax.fill_between(steps, np.quantile(c, 0.1, axis=0), np.quantile(c, 0.9, axis=0), color=color, alpha=0.15,
                         linewidth=0)
     ax.set(xlabel="gradient step k", ylabel="correlation", ylim=(0.5, 1.0),
-           title=f"{result.config.seeds} seeds, n = {result.config.n}, T = {result.config.T}, d = {result.config.d}")
+           title=f"{result.reported}{f' of {result.config.seeds}' if result.failures else ''} seeds, "
+                 f"n = {result.config.n}, T = {result.config.T}, d = {result.config.d}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     for p, color in (("W", "tab:blue"), ("KQ", "tab:red")):
