@@ -107,8 +107,9 @@ def main() -> None:
     result = run_synthetic(config)
     batched_wall, batched_cpu = clock.read()
 
-    X, z, y, v = synthetic_problems(SyntheticConfig(seeds=args.loop_seeds, iterations=args.iterations),
-                                    torch.Generator().manual_seed(0))
+    problems = synthetic_problems(SyntheticConfig(seeds=args.loop_seeds, iterations=args.iterations),
+                                  torch.Generator().manual_seed(0))
+    X, z, y, v = problems.X, problems.z, problems.y, problems.v
     g = torch.Generator().manual_seed(1)
     import cvxpy  # noqa: F401  (imported before the clock starts: the loop is not charged for the import)
 

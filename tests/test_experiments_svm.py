@@ -68,7 +68,8 @@ def test_join_hardmax_bound_and_selection():
 
 
 def test_plane_problem_and_pictures():
-    X, z, y, v = plane_problem(3)
+    problem = plane_problem(3)
+    X, z = problem.X, problem.z
     assert X.shape == (2, 3, 2) and torch.allclose(z.norm(dim=-1), torch.ones(2, dtype=torch.float64))
     result = run_plane(3, iterations=200)
     assert result.paths["W"].W.shape == (1, 201, 2, 2)
@@ -134,7 +135,7 @@ def test_imdb_join_on_a_small_classifier():
     flags = [result.feasible_by_n[k] for k in sizes]
     assert flags == sorted(flags, reverse=True)
     assert result.corr is not None  # these 8 short reviews are jointly separable in d = 4
-    assert -1 <= result.corr[0] <= 1 and result.feasible_by_n[result.corr[1]]
+    assert -1 <= result.corr <= 1 and result.feasible_by_n[result.corr_reviews]
     assert 0 <= result.beats_support <= 1
     for share in (*result.selected_leader, *result.optimal_leader, *result.chance):
         assert 0 <= share <= 1
@@ -167,7 +168,7 @@ def test_infeasible_seeds_are_recorded_and_the_others_reported():
     # d = 1: unit tokens are ±1, so an input whose two tokens coincide has no separable selection.
     config = SyntheticConfig(n=1, T=2, d=1, seeds=8, iterations=50)
     result = run_synthetic(config)
-    X, *_ = synthetic_problems(config, torch.Generator().manual_seed(config.seed))
+    X = synthetic_problems(config, torch.Generator().manual_seed(config.seed)).X
     degenerate = {s for s in range(8) if X[s, 0, 0, 0] == X[s, 0, 1, 0]}
     assert 0 < len(degenerate) < 8 and set(result.failures) == degenerate
     assert all("infeasible" in why for why in result.failures.values())

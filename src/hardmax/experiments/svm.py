@@ -30,6 +30,7 @@ from hardmax.svm import (
     softmax_attention,
 )
 from hardmax.svm.descent import recorded_steps
+from hardmax.tables import markdown_table
 from hardmax.theory import attention_sets
 
 __all__ = ["CURVES", "MAX_RECORDS", "MAX_SEED", "ImdbJoin", "JoinResult", "NoSolvableSeedError", "PlaneResult",
@@ -116,14 +117,25 @@ def _unit(t: Tensor) -> Tensor:
     return t / t.norm(dim=-1, keepdim=True)
 
 
-def synthetic_problems(config: SyntheticConfig, generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+@dataclass(frozen=True)
+class AttentionProblems:
+    """Problems of the single-layer model f(X) = y vᵀXᵀsoftmax(X W z): tokens X (..., n, T, d), queries
+    z (..., n, d), labels y = ±1 (..., n), heads v (..., d); the leading axis, when present, is the seed."""
+
+    X: Tensor
+    z: Tensor
+    y: Tensor
+    v: Tensor
+
+
+def synthetic_problems(config: SyntheticConfig, generator: torch.Generator) -> AttentionProblems:
     """Unit-norm Gaussian tokens X (S, n, T, d) and queries z (S, n, d), labels y = ±1 (S, n), unit heads v (S, d)."""
     S, n, T, d = config.seeds, config.n, config.T, config.d
     X = _unit(torch.randn(S, n, T, d, generator=generator, dtype=torch.float64))
     z = _unit(torch.randn(S, n, d, generator=generator, dtype=torch.float64))
     y = torch.where(torch.rand(S, n, generator=generator) > 0.5, 1.0, -1.0).to(torch.float64)
     v = _unit(torch.randn(S, d, generator=generator, dtype=torch.float64))
-    return X, (X[:, :, 0] if config.self_attention else z), y, v
+    return AttentionProblems(X=X, z=X[:, :, 0] if config.self_attention else z, y=y, v=v)
 
 
 @dataclass(frozen=True)
@@ -178,18 +190,16 @@ class SyntheticResult:
         With one reported seed there is no spread: "—" stands for the std.
         """
         steps = tuple(s for s in steps if s <= self.config.iterations) or (self.config.iterations,)
-        head = "| quantity | " + " | ".join(f"step {s}: mean ± std (min)" for s in steps) + " |"
-        rows = [head, "|---|" + "---|" * len(steps)]
+        rows = []
         for label in CURVES:
-            cells = [f"{c.mean():.4f} ± {_spread(c, '.4f')} ({c.min():.4f})"
-                     for c in (self.at(label, s) for s in steps)]
-            rows.append(f"| {label} | " + " | ".join(cells) + " |")
+            rows.append((label, *(f"{c.mean():.4f} ± {_spread(c, '.4f')} ({c.min():.4f})"
+                                  for c in (self.at(label, s) for s in steps))))
         for p in ("W", "KQ"):
             mass = self.selected_mass[p]
-            cells = [f"{m.mean():.6f} ± {_spread(m, '.1e')} ({m.min():.6f})" for m in
-                     (mass[:, int((self.iterations - s).abs().argmin())] for s in steps)]
-            rows.append(f"| softmax mass on the selected token, {p} | " + " | ".join(cells) + " |")
-        lines = ["\n".join(rows), ""]
+            rows.append((f"softmax mass on the selected token, {p}",
+                         *(f"{m.mean():.6f} ± {_spread(m, '.1e')} ({m.min():.6f})" for m in
+                           (mass[:, int((self.iterations - s).abs().argmin())] for s in steps))))
+        lines = [*markdown_table(("quantity", *(f"step {s}: mean ± std (min)" for s in steps)), rows), ""]
         S = self.reported
         for p in ("W", "KQ"):
             lines.append(f"- {p}: selection locally optimal in {int(self.locally_optimal[p].sum())}/{S} seeds, "
@@ -270,7 +280,8 @@ def run_synthetic(config: SyntheticConfig = SyntheticConfig()) -> SyntheticResul
     require_memory(synthetic_memory(config), f"SyntheticConfig({_config_text(config)}) (problems, "
                    f"{len(recorded_steps(config.iterations, config.stride))} recorded iterates × 2 parameterisations)")
     generator = torch.Generator().manual_seed(config.seed)
-    X, z, y, v = synthetic_problems(config, generator)
+    problems = synthetic_problems(config, generator)
+    X, z, y, v = problems.X, problems.z, problems.y, problems.v
     start = time.perf_counter()
     paths = {}
     for p in ("W", "KQ"):
@@ -330,7 +341,7 @@ class PlaneResult:
     svm: dict[str, AttSVM]  # "fro", "nuc": the SVMs of the W path's final selection
 
 
-def plane_problem(T: int, seed: int = 0) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def plane_problem(T: int, seed: int = 0) -> AttentionProblems:
     """X (2, T, 2): token 0 of input i at (1, ±0.6), the rest scattered around (−0.8, 0); y = 1, v = (1, 0)."""
     if T < 2:
         raise ValueError(f"T must be ≥ 2, got {T}")
@@ -339,12 +350,14 @@ def plane_problem(T: int, seed: int = 0) -> tuple[Tensor, Tensor, Tensor, Tensor
     X = 0.35 * torch.randn(2, T, 2, generator=g, dtype=torch.float64) + torch.tensor([-0.8, 0.0], dtype=torch.float64)
     X[:, 0] = torch.tensor([[1.0, 0.6], [1.0, -0.6]], dtype=torch.float64)
     z = _unit(torch.randn(2, 2, generator=g, dtype=torch.float64))
-    return X, z, torch.ones(2, dtype=torch.float64), torch.tensor([1.0, 0.0], dtype=torch.float64)
+    return AttentionProblems(X=X, z=z, y=torch.ones(2, dtype=torch.float64),
+                             v=torch.tensor([1.0, 0.0], dtype=torch.float64))
 
 
 def run_plane(T: int, *, iterations: int = 1000, seed: int = 0) -> PlaneResult:
     """Descend on one plane problem (`plane_problem`) with both parameterisations and solve its SVMs."""
-    X, z, y, v = plane_problem(T, seed)
+    problem = plane_problem(T, seed)
+    X, z, y, v = problem.X, problem.z, problem.y, problem.v
     g = torch.Generator().manual_seed(seed + 1)
     inits = {"W": torch.zeros(1, 2, 2, dtype=torch.float64),
              "KQ": (0.1 * torch.randn(1, 2, 2, generator=g, dtype=torch.float64),
@@ -434,7 +447,8 @@ class ImdbJoin:
         feasible_single: share of reviews whose own Att-SVM (n = 1) of the GD selection is feasible.
         feasible_by_n: n -> whether the joint Att-SVM of the first n reviews (GD selection) is feasible.
         optimal_feasible_by_n: the same for the globally optimal selection (argmax y vᵀx).
-        corr: (corr(W_k, W^mm) at the end, n) on the largest feasible prefix, GD rerun on it; None if none.
+        corr: corr(W_k, W^mm) at the end on the largest feasible prefix of reviews, GD rerun on it; None if
+            no prefix is feasible. corr_reviews: that prefix's length n (None likewise).
         beats_support: on that prefix, share of reviews whose selected word scores above all its support
             words (γ = y vᵀx), the per-review test of local optimality (all of them: locally optimal).
         selected_leader, optimal_leader: share of reviews whose GD-selected / optimal word is a leader of
@@ -453,7 +467,8 @@ class ImdbJoin:
     feasible_single: float
     feasible_by_n: dict[int, bool]
     optimal_feasible_by_n: dict[int, bool]
-    corr: tuple[float, int] | None
+    corr: float | None
+    corr_reviews: int | None
     beats_support: float | None
     selected_leader: tuple[float, float]
     optimal_leader: tuple[float, float]
@@ -520,7 +535,7 @@ def imdb_join(run, split, *, reviews: int = 200, iterations: int = 1000, seed: i
     sizes = sorted({k for k in (1, 2, 4, 8, 16, 32, 64, 128, 256) if k < N} | {N})
     feasible = {k: _feasible(X[:k], z[:k], sel[:k], present[:k]) is not None for k in sizes}
     optimal = {k: _feasible(X[:k], z[:k], best[:k], present[:k]) is not None for k in sizes}
-    corr = beats_support = None
+    corr = corr_reviews = beats_support = None
     largest = max((k for k, ok in feasible.items() if ok), default=None)
     if largest is not None:
         # The first `largest` reviews alone (the same descent when largest = N, deterministic).
@@ -529,7 +544,7 @@ def imdb_join(run, split, *, reviews: int = 200, iterations: int = 1000, seed: i
             DescentConfig(iterations=iterations, record_every=iterations), mask=present[None, :largest])
         svm = _feasible(X[:largest], z[:largest], sub.selection[0], present[:largest])
         if svm is not None:
-            corr = (float(sub.correlation(svm.W[None])[0, -1]), largest)
+            corr, corr_reviews = float(sub.correlation(svm.W[None])[0, -1]), largest
             beats_support = float(beats_support_tokens(svm, gamma[:largest]).float().mean())
     rows = torch.arange(N)
     sel_lead = leaders[:, rows, sel].float().mean(-1)
@@ -546,7 +561,7 @@ def imdb_join(run, split, *, reviews: int = 200, iterations: int = 1000, seed: i
     T_i = present.sum(-1).float()
     return ImdbJoin(reviews=N, d=d, iterations=iterations, tokens_mean=float(T_i.mean()), tokens_max=int(T_i.max()),
                     feasible_single=float(torch.tensor(single).float().mean()), feasible_by_n=feasible,
-                    optimal_feasible_by_n=optimal, corr=corr, beats_support=beats_support,
+                    optimal_feasible_by_n=optimal, corr=corr, corr_reviews=corr_reviews, beats_support=beats_support,
                     selected_leader=tuple(sel_lead.tolist()),
                     optimal_leader=tuple(best_lead.tolist()), chance=tuple(chance.tolist()),
                     agree_optimal=float((sel == best).float().mean()), top_words=top,
@@ -576,15 +591,16 @@ def render_report(synthetic: SyntheticResult, join: JoinResult | None = None, im
         out += ["## Joined to hardmax\n",
                 "Softmax attention with the descent's W_k against hardmax attention with the score ⟨W^mm z_i, x_t⟩ "
                 "(which selects α_i in every input by a margin ≥ 1):\n",
-                "| step | median ‖W_k‖ | largest 1 − p_{α}(W_k) | inputs whose softmax argmax is α |",
-                "|---|---|---|---|"]
-        for k in range(0, len(join.steps), max(1, len(join.steps) // 8)):
-            out.append(f"| {int(join.steps[k])} | {join.norm[k]:.1f} | {join.off_mass[k]:.2e} | {join.agree[k]:.4f} |")
+                *markdown_table(("step", "median ‖W_k‖", "largest 1 − p_{α}(W_k)", "inputs whose softmax argmax is α"),
+                                ((int(join.steps[k]), f"{join.norm[k]:.1f}", f"{join.off_mass[k]:.2e}",
+                                  f"{join.agree[k]:.4f}") for k in range(0, len(join.steps),
+                                                                         max(1, len(join.steps) // 8))))]
         out += ["", "Scaled SVM R·W^mm: softmax mass off the selected token against the bound "
                 "(T−1)e^{−R}/(1+(T−1)e^{−R}):\n",
-                "| R | largest measured | bound |", "|---|---|---|"]
-        out += [f"| {r:g} | {m:.3e} | {b:.3e} |" for r, m, b in zip(join.radii.tolist(), join.scaled_off_mass.tolist(),
-                                                                  join.bound.tolist(), strict=True)]
+                *markdown_table(("R", "largest measured", "bound"),
+                                ((f"{r:g}", f"{m:.3e}", f"{b:.3e}") for r, m, b in
+                                 zip(join.radii.tolist(), join.scaled_off_mass.tolist(), join.bound.tolist(),
+                                     strict=True)))]
         out += ["", f"- hardmax attention with the asymmetric score ⟨W^mm z_i, x_t⟩ selects α_i in "
                 f"{100 * join.hardmax_asymmetric:.1f} % of the inputs",
                 f"- sym(W^mm) is positive definite in {100 * join.sym_positive_definite:.1f} % of the seeds; there, "
@@ -606,8 +622,8 @@ def render_report(synthetic: SyntheticResult, join: JoinResult | None = None, im
                     f"n = {k}: {'feasible' if imdb.feasible_by_n[k] else 'infeasible'} / "
                     f"{'feasible' if imdb.optimal_feasible_by_n[k] else 'infeasible'}" for k in imdb.feasible_by_n),
                 ("- corr(W_k, W^mm) after GD on the largest feasible group (n = "
-                 f"{imdb.corr[1]}): {imdb.corr[0]:.4f}; its selected word beats all its support words (local "
-                 f"optimality) in {100 * imdb.beats_support:.1f} % of those reviews" if imdb.corr else
+                 f"{imdb.corr_reviews}): {imdb.corr:.4f}; its selected word beats all its support words (local "
+                 f"optimality) in {100 * imdb.beats_support:.1f} % of those reviews" if imdb.corr is not None else
                  "- no group of reviews is jointly separable"),
                 f"- the selected word is a hardmax leader of the classifier in {100 * imdb.selected_leader[0]:.1f} % "
                 f"(layer 0) / {100 * imdb.selected_leader[1]:.1f} % (layer K) of reviews; the globally optimal word in "
@@ -616,7 +632,7 @@ def render_report(synthetic: SyntheticResult, join: JoinResult | None = None, im
                 f"is a leader with probability {100 * imdb.chance[0]:.1f} % / {100 * imdb.chance[1]:.1f} %",
                 f"- the GD-selected word is the globally optimal word (largest y vᵀx) in "
                 f"{100 * imdb.agree_optimal:.1f} % of reviews",
-                "", "| selected word | reviews |", "|---|---|", *[f"| {w} | {k} |" for w, k in imdb.top_words], "",
-                "| review | selected word | globally optimal word | leader at K |", "|---|---|---|---|",
-                *[f"| {lab} | {a} | {b} | {'yes' if lead else 'no'} |" for lab, a, b, lead in imdb.examples], ""]
+                "", *markdown_table(("selected word", "reviews"), imdb.top_words), "",
+                *markdown_table(("review", "selected word", "globally optimal word", "leader at K"),
+                                ((lab, a, b, "yes" if lead else "no") for lab, a, b, lead in imdb.examples)), ""]
     return "\n".join(out)

@@ -25,7 +25,8 @@ def token_scores(X, y, v, mask=None) -> Tensor:
         X: (n, T, d) tokens. y: (n,) labels, each +1 or −1 (0 or other values are refused: a label 0
             would make every token score 0). v: (d,) head. mask: (n, T) bool, True for real tokens, or None.
     """
-    X, mask = check_tokens(X, mask)
+    tokens = check_tokens(X, mask)
+    X, mask = tokens.X, tokens.mask
     n, T, d = X.shape
     y, v = real_tensor(y, "y"), real_tensor(v, "v")
     if tuple(y.shape) != (n,):

@@ -24,8 +24,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["RANK_RTOL", "SUPPORT_TOL", "WORKING_SET_ABOVE", "AttSVM", "Backend", "InfeasibleError", "Norm", "att_svm",
-           "check_inputs", "check_labels", "check_tokens", "real_tensor"]
+__all__ = ["RANK_RTOL", "SUPPORT_TOL", "WORKING_SET_ABOVE", "AttInputs", "AttSVM", "Backend", "CheckedTokens",
+           "InfeasibleError", "Norm", "att_svm", "check_inputs", "check_labels", "check_tokens", "real_tensor"]
 
 Norm = Literal["fro", "nuc"]
 _NORMS = ("fro", "nuc")
@@ -170,7 +170,26 @@ def _index_tensor(value, name: str, n: int, T: int) -> Tensor:
     return a.to(torch.int64) if isinstance(a, Tensor) else torch.as_tensor(a.astype(np.int64))
 
 
-def check_tokens(X, mask=None) -> tuple[Tensor, Tensor]:
+@dataclass(frozen=True)
+class CheckedTokens:
+    """Tokens X (n, T, d) float64 and mask (n, T) bool, checked (`check_tokens`)."""
+
+    X: Tensor
+    mask: Tensor
+
+
+@dataclass(frozen=True)
+class AttInputs:
+    """Att-SVM inputs, checked (`check_inputs`): X (n, T, d) float64, z (n, d) float64 (x_{i,0} for
+    self-attention), selection (n,) int64 or None, mask (n, T) bool."""
+
+    X: Tensor
+    z: Tensor
+    selection: Tensor | None
+    mask: Tensor
+
+
+def check_tokens(X, mask=None) -> CheckedTokens:
     """Validate tokens X (n, T, d) and mask (n, T) (None: all real); return them as float64 / bool tensors.
 
     Tensors that require grad are detached (the Att-SVM and the token scores are measurements, not
@@ -196,10 +215,10 @@ def check_tokens(X, mask=None) -> tuple[Tensor, Tensor]:
     if len(empty):
         raise ValueError(f"mask has no real token in input {int(empty[0])} ({len(empty)} input(s) all padding): "
                          "every input needs at least one real (True) token")
-    return X, mask
+    return CheckedTokens(X=X, mask=mask)
 
 
-def check_inputs(X, z=None, selection=None, mask=None) -> tuple[Tensor, Tensor, Tensor | None, Tensor]:
+def check_inputs(X, z=None, selection=None, mask=None) -> AttInputs:
     """Validate and convert Att-SVM inputs to float64 / int64 / bool tensors (detached, on the CPU).
 
     Args:
@@ -208,13 +227,14 @@ def check_inputs(X, z=None, selection=None, mask=None) -> tuple[Tensor, Tensor, 
             real tokens, or None (all real).
 
     Returns:
-        (X, z, selection, mask) with z filled in and mask all True when not given.
+        `AttInputs`, with z filled in and mask all True when not given.
 
     Raises:
         ValueError: ragged, complex, bool, non-finite or mis-shaped inputs, a selection out of range or on a
             padding token.
     """
-    X, mask = check_tokens(X, mask)
+    tokens = check_tokens(X, mask)
+    X, mask = tokens.X, tokens.mask
     n, T, d = X.shape
     if z is None:
         if not mask[:, 0].all():
@@ -230,7 +250,7 @@ def check_inputs(X, z=None, selection=None, mask=None) -> tuple[Tensor, Tensor, 
         selection = _index_tensor(selection, "selection", n, T)
         if not mask.gather(1, selection[:, None]).all():
             raise ValueError("selection points at a masked (padding) token")
-    return X, z, selection, mask
+    return AttInputs(X=X, z=z, selection=selection, mask=mask)
 
 
 def att_svm(X, z, selection, *, norm: Norm = "fro", mask=None, backend: Backend = "clarabel",
@@ -272,7 +292,8 @@ def att_svm(X, z, selection, *, norm: Norm = "fro", mask=None, backend: Backend 
         raise ValueError(f"working_set_above must be ≥ 1 or None, got {working_set_above}")
     if selection is None:
         raise ValueError("selection is required: one token index per input")
-    X, z, selection, mask = check_inputs(X, z, selection, mask)
+    checked = check_inputs(X, z, selection, mask)
+    X, z, selection, mask = checked.X, checked.z, checked.selection, checked.mask
     n, T, d = X.shape
     others = mask.clone()
     others[torch.arange(n), selection] = False
