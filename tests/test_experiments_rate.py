@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 
@@ -110,14 +112,25 @@ def test_measure_crate_reports_initial_and_trained_and_refuses_no_reviews():
                            RateConfig())
 
 
-def test_rate_cli_smoke(tmp_path, monkeypatch, capsys):
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    """(run directory, archive) of one tiny `hardmax train` (d = 2, 1 epoch), shared by the CLI tests."""
+    folder = tmp_path_factory.mktemp("rate_run")
+    archive = write_archive(folder / "imdb.tar.gz", n=20)
+    run = folder / "run"
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        mp.delenv("HARDMAX_IMDB", raising=False)
+        mp.setenv("HARDMAX_CACHE", str(folder / "cache"))
+        assert main(["train", "--run", str(run), "--data", str(archive), "--d", "2", "--epochs", "1",
+                     "--min-count", "2", "--batch-size", "16"]) == 0
+    return run, archive
+
+
+def test_rate_cli_smoke(small_run, tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("HARDMAX_IMDB", raising=False)
     monkeypatch.setenv("HARDMAX_CACHE", str(tmp_path / "cache"))
-    archive = write_archive(tmp_path / "imdb.tar.gz", n=20)
-    run = tmp_path / "run"
-    assert main(["train", "--run", str(run), "--data", str(archive), "--d", "2", "--epochs", "1",
-                 "--min-count", "2", "--batch-size", "16"]) == 0
-    capsys.readouterr()
+    run, archive = small_run
     out = tmp_path / "rate"
     code = main(["rate", "--run", str(run), "--data", str(archive), "--out", str(out), "--reviews", "30",
                  "--long-layers", "12"])
@@ -188,14 +201,10 @@ def test_long_runs_in_batches_of_reviews_give_the_same_report(monkeypatch):
     assert torch.equal(single.leaders.leaders, whole.leaders.leaders)
 
 
-def test_rate_cli_refuses_long_layers_before_reading_the_data(tmp_path, monkeypatch, capsys):
+def test_rate_cli_refuses_long_layers_before_reading_the_data(small_run, tmp_path, monkeypatch, capsys):
     monkeypatch.delenv("HARDMAX_IMDB", raising=False)
     monkeypatch.setenv("HARDMAX_CACHE", str(tmp_path / "cache"))
-    archive = write_archive(tmp_path / "imdb.tar.gz", n=20)
-    run = tmp_path / "run"
-    assert main(["train", "--run", str(run), "--data", str(archive), "--d", "2", "--epochs", "1",
-                 "--min-count", "2", "--batch-size", "16"]) == 0
-    capsys.readouterr()
+    run, _ = small_run
     monkeypatch.setenv("HARDMAX_MEMORY_LIMIT", "2G")
     # a data path that does not exist: the refusal comes before the data are read
     code = main(["rate", "--run", str(run), "--data", str(tmp_path / "no-such-archive.tar.gz"),
