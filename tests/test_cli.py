@@ -383,3 +383,29 @@ def test_interrupts_and_allocation_failures_are_one_line(tmp_path, capsys, monke
     err = capsys.readouterr().err
     assert err.startswith(line) and err.count("\n") == 1 and "Traceback" not in err
     assert not (tmp_path / "run").exists()
+
+
+def test_a_gpu_out_of_memory_error_is_one_line(tmp_path, capsys, monkeypatch):
+    import torch
+
+    import hardmax.dynamics
+
+    def fail(*args, **kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    monkeypatch.setattr(hardmax.dynamics, "simulate", fail)
+    assert main(["simulate", "--random", "3", "--no-gif", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err == "hardmax simulate: error: out of memory: CUDA out of memory; choose smaller sizes (fewer tokens, " \
+                  "layers, reviews or seeds)\n"
+
+
+def test_other_runtime_errors_are_not_taken_for_memory(tmp_path, monkeypatch):
+    import hardmax.dynamics
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(hardmax.dynamics, "simulate", fail)
+    with pytest.raises(RuntimeError, match="a bug"):
+        main(["simulate", "--random", "3", "--no-gif", "--out", str(tmp_path / "run")])

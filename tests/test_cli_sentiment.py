@@ -270,6 +270,24 @@ def test_explain_text_and_texts_are_what_the_command_prints(trained, tmp_path, c
         explain_texts(run, "great film")
 
 
+def test_a_paper_padding_run_explains_each_text_on_its_real_words(archive, tmp_path, capsys):
+    from hardmax.explain import explain_ids, explain_texts
+    from hardmax.training import load_run
+
+    code, _, err = _run(capsys, "train", "--run", str(tmp_path / "pp"), "--data", str(archive), *TRAIN_ARGS,
+                        "--epochs", "1", "--paper-padding")
+    assert code == 0, err
+    run = load_run(tmp_path / "pp")
+    texts = ["a great film", "boring awful plot, dreadful ending and a tedious script"]
+    from hardmax.data import encode_texts
+
+    encoded = encode_texts(texts, run.vocab, max_len=run.data_config.max_len, truncation=run.data_config.truncation,
+                           **run.data_config.clean_options())
+    for explanation, ids, real in zip(explain_texts(run, texts), encoded.ids, encoded.mask, strict=True):
+        alone = explain_ids(run.model, ids[real], list(run.vocab.words))
+        assert explanation.to_dict() == alone.to_dict() and "<pad>" not in explanation.words
+
+
 def test_explain_defaults_to_the_run_directory_without_gif(trained, tmp_path, capsys):
     run = Path(shutil.copytree(trained[0], tmp_path / "copy"))
     code, _, err = _run(capsys, "explain", "Boring, awful plot.", "--run", str(run))

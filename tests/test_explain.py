@@ -386,3 +386,12 @@ def test_explain_refuses_a_model_without_leaders():
     ids, mask, _ = encode(REVIEWS[:1])
     with pytest.raises(ValueError, match="needs a HardmaxClassifier"):
         explain_batch(crate, ids, mask, WORDS)
+
+
+def test_a_review_of_a_batch_keeps_only_its_own_positions(model):
+    from hardmax.explain import explain_batch
+
+    ids, mask, _ = encode([(["great", "film"], 1), (["awful", "film", "plot", "quite", "nice"], 0)])
+    short = explain_batch(model, ids, mask, WORDS)[0]
+    assert short.trace.index.shape == (1, 2) and int(short.trace.index.max()) < len(short.words)
+    assert torch.equal(short.trace.index, explain(model, ["great", "film"]).trace.index)

@@ -285,3 +285,23 @@ def test_layer_norm_in_two_dimensions_is_degenerate():
     assert torch.allclose(normed[:, 0], -normed[:, 1], atol=1e-4)
     apart = (z[:, 0] - z[:, 1]).abs() > 0.5  # the LayerNorm's ε only matters for nearly equal coordinates
     assert torch.allclose(normed[apart].abs(), torch.ones(int(apart.sum()), 2), atol=1e-3)
+
+
+def test_the_blocks_mode_follows_d_through_replace():
+    import dataclasses
+
+    from hardmax.models import ModelConfig
+
+    narrow = ModelConfig(vocab_size=5, d=2, crate=CrateBlocks())
+    assert narrow.blocks.mode == "faithful"
+    assert dataclasses.replace(narrow, d=16).blocks.mode == "reference"
+    assert ModelConfig.from_record(narrow.to_dict()).blocks.mode == "faithful"
+
+
+def test_the_training_estimate_counts_evaluation_without_gradients_and_crate_heads():
+    from hardmax.models import ModelConfig
+
+    paper = ModelConfig(vocab_size=40_000, d=16)
+    assert paper.training_bytes(batch_size=64, max_len=128, eval_batch_size=4096) < 2 * 2**30
+    one, four = (ModelConfig(vocab_size=40_000, d=16, crate=CrateBlocks(heads=k)) for k in (1, 4))
+    assert four.training_bytes(batch_size=64, max_len=128) > 3 * one.training_bytes(batch_size=64, max_len=128) / 2

@@ -343,17 +343,18 @@ def explain_batch(model: HardmaxClassifier, ids: Tensor, mask: Tensor, words: Se
             follows={j: attends[b, :m, j].nonzero().squeeze(-1).tolist() for j in final_leaders},
             word_logits=[float(v) for v in word_logits[b, :m].tolist()],
             d=model.config.d,
-            trace=_review_trace(trace, b, m),
+            trace=_review_trace(trace, b, m, mask[b].to(trace.index.device)),
         ))
     return explanations
 
 
-def _review_trace(trace: ModelTrace, b: int, m: int) -> ModelTrace:
-    """Review b of a batch trace, cut to its m distinct words (a batch of one)."""
+def _review_trace(trace: ModelTrace, b: int, m: int, positions: Tensor) -> ModelTrace:
+    """Review b of a batch trace, cut to its m distinct words and its real positions (bool (n,)): a batch of one,
+    as `explain_ids` of the review's real words gives it."""
     t = trace.trajectory
     trajectory = replace(t, tokens=t.tokens[:, b:b + 1, :m], mask=t.mask[b:b + 1, :m],
                          multiplicity=t.multiplicity[b:b + 1, :m])
-    return ModelTrace(trajectory=trajectory, ids=trace.ids[b:b + 1, :m], index=trace.index[b:b + 1],
+    return ModelTrace(trajectory=trajectory, ids=trace.ids[b:b + 1, :m], index=trace.index[b:b + 1, positions],
                       pooled=trace.pooled[b:b + 1], logits=trace.logits[b:b + 1])
 
 
@@ -418,6 +419,9 @@ def explain_texts(run: Run, texts: Sequence[str], *, batch_size: int = 256) -> l
                          "shared hardmax layer; `hardmax evaluate` and `hardmax rate` measure CRATE runs")
     data = run.data_config
     words = list(run.vocab.words)
+    # The authors' padding (paper_padding) makes padding a word of the review, so a batch's padding would change
+    # each explanation: such runs explain each text alone on its real words (as `hardmax explain` always did).
+    alone = bool(getattr(run.model.config, "paper_padding", False))
     explanations = []
     for start in range(0, len(texts), batch_size):  # batches of texts, each one hardmax pass
         part = list(texts[start:start + batch_size])
@@ -433,7 +437,11 @@ def explain_texts(run: Run, texts: Sequence[str], *, batch_size: int = 256) -> l
             which = "the review" if len(texts) == 1 else f"text {start + empty}"
             raise ValueError(f"{which} {shown!r} is empty after cleaning: it has only stop words "
                              f"({data.stopwords} list), digits or punctuation") from None
-        explanations += explain_batch(run.model, encoded.ids, encoded.mask, words)
+        if alone:
+            explanations += [explain_ids(run.model, ids[real], words) for ids, real in zip(encoded.ids, encoded.mask,
+                                                                                          strict=True)]
+        else:
+            explanations += explain_batch(run.model, encoded.ids, encoded.mask, words)
     return explanations
 
 

@@ -93,8 +93,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # FloatingPointError a training that diverged.
         print(f"{_command(args)}: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
-    except MemoryError as e:  # an allocation no estimate foresaw (torch and NumPy raise it with no message)
-        detail = " ".join(str(e).split())
+    except (MemoryError, RuntimeError) as e:  # an allocation no estimate foresaw (torch and NumPy raise it
+        # with no message; a GPU's is torch.OutOfMemoryError, a RuntimeError): one line; other errors go on
+        if isinstance(e, RuntimeError) and type(e).__name__ != "OutOfMemoryError":
+            raise
+        detail = " ".join(str(e).split()).split(". ")[0]
         print(f"{_command(args)}: error: out of memory{': ' + detail if detail else ''}; choose smaller sizes "
               "(fewer tokens, layers, reviews or seeds)", file=sys.stderr)
         return 2

@@ -1,4 +1,4 @@
-"""Writing command output: progress lines on stderr, summaries, JSON values.
+"""Writing command output: progress lines on stderr, summaries (JSON values: `hardmax.io.to_jsonable`).
 
 numpy and torch are imported inside the functions that need them, so that building the parser
 (`hardmax --help`) stays fast.
@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["jsonable", "say", "summary"]
+__all__ = ["say", "summary"]
 
 # --------------------------------------------------------------------------------------------
 # Output helpers.
@@ -26,10 +26,3 @@ def summary(paths: list[Path], start: float) -> str:
     """"wrote N files to DIR/ in T s"."""
     folder = paths[0].parent
     return f"wrote {len(paths)} files to {folder}/ in {time.perf_counter() - start:.1f} s"
-
-
-def jsonable(x):
-    """`hardmax.io.to_jsonable` (the library's one JSON spelling)."""
-    from hardmax.io import to_jsonable
-
-    return to_jsonable(x)

@@ -71,9 +71,9 @@ def _require_training_memory(model_config, train_config, data_config, d_option: 
     from hardmax.memory import require_memory
 
     vocab = data_config.max_vocab or _VOCAB_GUESS
-    batch = max(train_config.batch_size, min(train_config.eval_batch_size, _REVIEWS_GUESS))
-    estimate = dataclasses.replace(model_config, vocab_size=vocab).training_bytes(batch_size=batch,
-                                                                                  max_len=data_config.max_len)
+    estimate = dataclasses.replace(model_config, vocab_size=vocab).training_bytes(
+        batch_size=train_config.batch_size, max_len=data_config.max_len,
+        eval_batch_size=min(train_config.eval_batch_size, _REVIEWS_GUESS))
     require_memory(estimate, f"{d_option} {model_config.d} --layers {model_config.layers} --batch-size "
                    f"{train_config.batch_size} --eval-batch-size {train_config.eval_batch_size} --max-len "
                    f"{data_config.max_len} (a vocabulary of up to {vocab:,} words)", device=train_config.device)
@@ -177,9 +177,9 @@ def add_evaluate(subparsers) -> None:
 def run_evaluate(args: argparse.Namespace) -> int:
     import time
 
-    from hardmax.cli.output import jsonable, say
+    from hardmax.cli.output import say
     from hardmax.explain import evaluate_with_leaders
-    from hardmax.io import write_json
+    from hardmax.io import to_jsonable, write_json
     from hardmax.models import HardmaxClassifier
     from hardmax.training import evaluate, load_run
 
@@ -204,11 +204,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
     passes = "hardmax pass with leader counts" if paper_layer else "hardmax pass"
     print(f"agreement {100 * result.agreement:.2f} %; {passes} {result.seconds_hardmax:.2f} s, "
           f"softmax pass {result.seconds_softmax:.2f} s")
-    metrics = {"evaluation": jsonable(result)}
+    metrics = {"evaluation": to_jsonable(result)}
     if stats is not None:
         print(f"leaders per review: mean {stats.mean:.2f}, std {stats.std:.2f}, min {stats.min}, max {stats.max}; "
               f"{100 * stats.fraction_initial:.1f} % already leaders at layer 0")
-        metrics["leaders"] = jsonable(dataclasses.replace(stats, per_review=None, logits=None))
+        metrics["leaders"] = to_jsonable(dataclasses.replace(stats, per_review=None, logits=None))
     path = write_json(Path(args.run) / f"metrics_{args.on}.json", metrics)
     say(f"wrote {path} ({time.perf_counter() - start:.1f} s in all)")
     return 0

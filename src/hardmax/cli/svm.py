@@ -85,7 +85,7 @@ def run_svm(args: argparse.Namespace) -> int:
     import dataclasses
     import time
 
-    from hardmax.cli.output import jsonable, say
+    from hardmax.cli.output import say
     from hardmax.experiments.svm import (
         CURVES,
         NoSolvableSeedError,
@@ -97,7 +97,7 @@ def run_svm(args: argparse.Namespace) -> int:
         run_synthetic,
         synthetic_memory,
     )
-    from hardmax.io import write_json, write_text
+    from hardmax.io import to_jsonable, write_json, write_text
     from hardmax.memory import require_memory
 
     start = time.perf_counter()
@@ -150,11 +150,11 @@ def run_svm(args: argparse.Namespace) -> int:
               for label in CURVES}
     written += [write_text(args.out / "report.md", report),
                 write_json(args.out / "results.json", {
-                    "config": jsonable(config), "seconds": synthetic.seconds,
-                    "seeds_reported": jsonable(synthetic.seeds), "failed": len(synthetic.failures),
+                    "config": to_jsonable(config), "seconds": synthetic.seconds,
+                    "seeds_reported": to_jsonable(synthetic.seeds), "failed": len(synthetic.failures),
                     "failures": [{"seed": seed, "why": why} for seed, why in sorted(synthetic.failures.items())],
-                    "iterations": jsonable(synthetic.iterations), "curves": jsonable(curves),
-                    "join": None if join is None else jsonable(join), "join_skipped": join_skipped,
-                    "imdb": None if imdb is None else jsonable(imdb)})]
+                    "iterations": to_jsonable(synthetic.iterations), "curves": to_jsonable(curves),
+                    "join": None if join is None else to_jsonable(join), "join_skipped": join_skipped,
+                    "imdb": None if imdb is None else to_jsonable(imdb)})]
     say(f"wrote {len(written)} files to {args.out}/ in {time.perf_counter() - start:.1f} s")
     return 0

@@ -300,14 +300,16 @@ def simulation_bytes(batch: int, n: int, d: int, layers: int, stored: int, items
 
     The stored trajectory (stored × batch × n × d, and a Python int per stored layer), A and its
     eigenvalue check (d × d); the torch engine adds each block's full trajectory (layers + 1 layers of a
-    review at least) and a chunk's pairwise scores and masks (chunk × n × n); attention matrices add
-    layers × batch × n × n."""
+    review at least), a chunk's own trajectory and the copies that spread it over the block (4 × (layers + 1)
+    × chunk × n × d, measured: 3-5×), and a chunk's pairwise scores and masks (chunk × n × n); attention
+    matrices add layers × batch × n × n."""
     per_layer = float(batch) * n * d * itemsize
     total = stored * (per_layer + 40.0) + 3.0 * d * d * 8
     if torch_engine:
         block = max(1.0, min(float(batch), _BLOCK_BYTES / ((layers + 1.0) * n * d * itemsize)))
         total += block * (layers + 1.0) * n * d * itemsize if stored < layers + 1 else 0.0
-        total += min(float(batch), chunk_size) * n * n * (3.0 * itemsize + 2)
+        chunk = min(float(batch), chunk_size)
+        total += 4.0 * (layers + 1.0) * chunk * n * d * itemsize + chunk * n * n * (3.0 * itemsize + 2)
     if keep_attention:
         total += float(layers) * batch * n * n * itemsize
     return total

@@ -363,6 +363,12 @@ def measure_classifier(model, ids: Tensor, mask: Tensor, labels: Tensor,
     require_memory(nbytes, f"long_layers={config.long_layers} "
                            f"({long_run_text(config.long_layers, reviews, n, d, batch)})")
     labels = labels.long()
+    # The classifier's traces of every review are kept for both rules until their rates are taken: the
+    # (layers + 1) positions of each review's distinct words, and their concatenation, in float32.
+    depth = model.config.layers
+    require_memory(2 * 2 * 4.0 * reviews * (depth + 1) * n * (d + 1),
+                   f"{reviews:,} reviews through the classifier's {depth} layers (their traces, n = {n}, d = {d}, "
+                   "kept for both rules)")
     traces = {}
     for name in ("hardmax", "softmax"):
         rule = model.rule_named(name)
@@ -483,5 +489,5 @@ def measure_crate(model, initial, ids: Tensor, mask: Tensor, config: RateConfig)
     if ids.shape[0] == 0:
         raise ValueError("no reviews to measure")
     measured = [crate_measures(m, ids, mask, eps=config.eps, batch_size=config.batch_size) for m in (initial, model)]
-    return CrateReport(d=model.config.d, heads=model.config.crate.heads, layers=model.config.layers,
+    return CrateReport(d=model.config.d, heads=model.config.blocks.heads, layers=model.config.layers,
                        reviews=int(ids.shape[0]), eps=config.eps, initial=measured[0], trained=measured[1])

@@ -124,21 +124,33 @@ class ModelConfig:
             for name in ("learn_A", "paper_padding"):  # the hardmax layer's; CRATE has neither
                 if getattr(self, name):
                     raise ValueError(f"{name} applies to the paper's hardmax layer only, not to CRATE blocks")
-            object.__setattr__(self, "crate", self.crate.at_width(self.d))
+            self.crate.at_width(self.d)  # checks the heads against d (the mode is resolved where used: `blocks`)
+
+    @property
+    def blocks(self) -> CrateBlocks | None:
+        """The CRATE blocks' settings for this d (mode None resolved: "faithful" for d ≤ 2, else "reference"), or
+        None for the paper's hardmax layer. Resolved here, not stored, so that `dataclasses.replace(config, d=...)`
+        resolves it again."""
+        return None if self.crate is None else self.crate.at_width(self.d)
 
     @property
     def layer(self) -> Literal["hardmax", "crate"]:
         """The attention layer's name: "hardmax" (the paper's shared layer) or "crate" (CRATE blocks)."""
         return "hardmax" if self.crate is None else "crate"
 
-    def training_bytes(self, *, batch_size: int, max_len: int) -> float:
+    def training_bytes(self, *, batch_size: int, max_len: int, eval_batch_size: int = 0) -> float:
         """Estimated peak memory (bytes, float32) of training this model on batches of `batch_size` reviews of
-        up to `max_len` tokens: the weights four times over (value, gradient, Adam's two moments), and what
-        autograd keeps of every layer: the tokens (batch × n × d) and the attention scores and weights
-        (batch × n × n), a few copies each."""
+        up to `max_len` tokens: the weights four times over (value, gradient, Adam's two moments), and the larger
+        of what autograd keeps of every layer of a training batch — the tokens (batch × n × d) and the attention
+        scores and weights (batch × heads × n × n), a few copies each — and one layer of an evaluation batch
+        of `eval_batch_size` reviews (no gradients: one layer at a time)."""
+        heads = 1 if self.crate is None else self.crate.heads  # CRATE's heads are folded into the batch
         weights = float(self.vocab_size) * self.d + 2.0 * self.d * self.d + self.d + 1
-        per_layer = float(batch_size) * max_len * (4.0 * self.d + 3.0 * max_len)
-        return 4.0 * (4.0 * weights + (self.layers + 1) * per_layer)
+        if self.crate is not None:  # each block has its own U (d × d), D (d × d) and output projection
+            weights += self.layers * 4.0 * self.d * self.d
+        per_layer = float(batch_size) * max_len * (4.0 * self.d + 3.0 * heads * max_len)
+        evaluation = 2.0 * float(eval_batch_size) * max_len * (2.0 * self.d + 3.0 * heads * max_len)
+        return 4.0 * (4.0 * weights + max((self.layers + 1) * per_layer, evaluation))
 
     def to_dict(self) -> dict:
         """The run record's "model" entry: the fields, with the CRATE blocks' settings under "crate". A hardmax
@@ -146,6 +158,8 @@ class ModelConfig:
         record = asdict(self)
         if record["crate"] is None:
             del record["crate"]
+        else:  # the mode the blocks were built with, resolved for d
+            record["crate"] = asdict(self.blocks)
         return record
 
     @classmethod

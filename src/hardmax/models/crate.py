@@ -155,20 +155,20 @@ class CrateClassifier(WordClassifier):
         self.config = config
         self.embedding = nn.Embedding(config.vocab_size, config.d)
         nn.init.normal_(self.embedding.weight, std=config.embedding_std)
-        self.blocks = nn.ModuleList(CrateBlock(config.d, config.crate) for _ in range(config.layers))
-        self.norm = nn.LayerNorm(config.d) if config.crate.mode == "reference" else None
+        self.blocks = nn.ModuleList(CrateBlock(config.d, config.blocks) for _ in range(config.layers))
+        self.norm = nn.LayerNorm(config.d) if config.blocks.mode == "reference" else None
         self.decoder = nn.Linear(config.d, 1)
 
     @property
     def alpha(self) -> Tensor:
         """α = κ/(1 − κ) of the faithful MSSA step, what the training history records as α (0-dim)."""
-        kappa = self.config.crate.step
+        kappa = self.config.blocks.step
         return torch.tensor(kappa / (1 - kappa))
 
     @property
     def inverse_temperature(self) -> float:
         """β of the heads' training softmax."""
-        return self.config.crate.inverse_temperature(self.config.d)
+        return self.config.blocks.inverse_temperature(self.config.d)
 
     def trace(self, ids: Tensor, mask: Tensor | None = None, rule: AttentionRule | None = None) -> CrateTrace:
         """Run the classifier and keep every block's tokens (see `CrateTrace`); `rule` as in `forward`."""

@@ -27,7 +27,7 @@ from hardmax.explain import Explanation, project_review
 from hardmax.models import HardmaxClassifier
 from hardmax.plots.save import save_gif
 
-__all__ = ["animate_review", "plot_leader_words", "plot_review", "project_review", "shown_leaders"]
+__all__ = ["animate_review", "plot_leader_words", "plot_review", "shown_leaders"]
 
 POSITIVE, NEGATIVE = "#2a9d8f", "#e76f51"
 FOLLOWER_GREY = (0.55, 0.55, 0.55, 1.0)

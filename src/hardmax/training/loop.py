@@ -222,9 +222,9 @@ def train(
         raise ValueError(f"the vocabulary has {len(vocab)} words, model_config.vocab_size is {model_config.vocab_size}")
     device = resolve_device(train_config.device)
     longest = max(train_split.ids.shape[1], val_split.ids.shape[1])
-    require_memory(model_config.training_bytes(batch_size=max(train_config.batch_size,
-                                                              min(train_config.eval_batch_size, len(val_split))),
-                                               max_len=longest),
+    reviews = max(train_split.ids.shape[0], val_split.ids.shape[0])
+    require_memory(model_config.training_bytes(batch_size=train_config.batch_size, max_len=longest,
+                                               eval_batch_size=min(train_config.eval_batch_size, reviews)),
                    f"training d={model_config.d}, layers={model_config.layers}, batch_size={train_config.batch_size} "
                    f"on reviews of {longest} tokens with a vocabulary of {model_config.vocab_size:,} words",
                    device=device)
