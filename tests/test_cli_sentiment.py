@@ -333,7 +333,7 @@ def test_train_layer_crate_with_heads_records_and_reloads(archive, tmp_path, cap
     record = json.loads((run / "config.json").read_text())["model"]
     assert record["crate"]["heads"] == 2 and record["crate"]["mode"] == "reference" and "crate_heads" not in record
     loaded = load_run(run)
-    assert loaded.model_config.crate == CrateBlocks(heads=2, mode="reference") and loaded.model_config.layers == 2
+    assert loaded.model_config.blocks == CrateBlocks(heads=2, mode="reference") and loaded.model_config.layers == 2
     assert loaded.model.blocks[0].subspaces.shape == (2, 4, 2)
     assert ModelConfig.from_record(record) == loaded.model_config
     code, out, err = _run(capsys, "evaluate", "--run", str(run), "--data", str(archive))

@@ -153,10 +153,10 @@ def test_train_layer_crate_smoke(tmp_path, monkeypatch, capsys):
     assert code == 0, capsys.readouterr().err
     loaded = load_run(run)
     assert isinstance(loaded.model, CrateClassifier) and loaded.model.config.crate.heads == 1
-    assert loaded.model.config.crate.mode == "reference" and loaded.model.config is loaded.model_config
+    assert loaded.model.config.blocks.mode == "reference" and loaded.model.config is loaded.model_config
     # a LayerNorm in R² is degenerate, so d = 2 runs the faithful mode (unless asked otherwise)
-    assert ModelConfig(vocab_size=5, d=2, crate=CrateBlocks()).crate.mode == "faithful"
-    assert ModelConfig(vocab_size=5, d=2, crate=CrateBlocks(mode="reference")).crate.mode == "reference"
+    assert ModelConfig(vocab_size=5, d=2, crate=CrateBlocks()).blocks.mode == "faithful"
+    assert ModelConfig(vocab_size=5, d=2, crate=CrateBlocks(mode="reference")).blocks.mode == "reference"
     assert loaded.model_config.layer == "crate"
     # rate: compression and sparsity per block, at the run's initialisation and trained
     assert main(["rate", "--run", str(run), "--data", str(archive), "--reviews", "40"]) == 0
@@ -238,8 +238,8 @@ def test_records_round_trip_and_old_crate_records_load_as_before():
            "A_eps": 1e-3, "beta": 1000.0, "paper_padding": False, "pad_id": 0, "embedding_std": 1.0, "layer": "crate"}
     assert ModelConfig.from_record({**old, "crate_heads": 2}) == ModelConfig(vocab_size=5, d=16, layers=2,
                                                                             crate=CrateBlocks(heads=2))
-    assert ModelConfig.from_record(old).crate == CrateBlocks(heads=4, mode="reference")
-    assert ModelConfig.from_record({**old, "d": 2}).crate == CrateBlocks(heads=1, mode="faithful")
+    assert ModelConfig.from_record(old).blocks == CrateBlocks(heads=4, mode="reference")
+    assert ModelConfig.from_record({**old, "d": 2}).blocks == CrateBlocks(heads=1, mode="faithful")
     assert ModelConfig.from_record({"vocab_size": 5, "d": 8, "layer": "hardmax"}) == ModelConfig(vocab_size=5, d=8)
 
 
@@ -263,7 +263,7 @@ def test_an_old_crate_run_loads_to_the_same_model(tmp_path, d, heads):
     write_json(tmp_path / "config.json", record)
     save_tensors(tmp_path / "model.safetensors", model.state_dict(), {"epoch": 1, "config": record})
     loaded = load_run(tmp_path)
-    assert loaded.model_config == model.config and loaded.model_config.crate.mode == ("faithful" if d <= 2
+    assert loaded.model_config == model.config and loaded.model_config.blocks.mode == ("faithful" if d <= 2
                                                                                       else "reference")
     assert loaded.model.state_dict().keys() == model.state_dict().keys()
     K = max(1, d // 4) if heads is None else heads  # the heads the old code built

@@ -180,4 +180,7 @@ class ModelConfig:
             raise ValueError(f"crate_heads applies to layer 'crate' only, got layer {layer or 'hardmax'!r}")
         if isinstance(crate, dict):
             crate = CrateBlocks(**crate)
+            d = record.get("d", cls.d)
+            if crate.mode == dataclasses.replace(crate, mode=None).at_width(d).mode:
+                crate = dataclasses.replace(crate, mode=None)  # the default for d, as `to_dict` resolved it
         return cls(**record, crate=crate)
