@@ -162,3 +162,17 @@ def test_bench_fresh_compares_two_checkouts(tmp_path, capsys):
     assert result["reviews"] == 64 and saved["huge_pages"] is True
     with pytest.raises(SystemExit):
         bench.main(["--against", str(tmp_path)])  # not a hardmax src/ folder
+
+
+def test_bench_scale_naive_loop_is_the_layer_and_the_quick_run_writes_json(tmp_path, monkeypatch, capsys):
+    from hardmax.dynamics import simulate
+
+    bench = load_script(SCRIPT.parent / "bench_scale.py")
+    z = bench.tokens(40, 3, seed=1)  # Gaussian tokens: no exact ties, so the naive loop is the exact layer
+    torch.testing.assert_close(bench.naive_loop(z.clone(), alpha=0.5, layers=6),
+                               simulate(z, alpha=0.5, layers=6).final, rtol=0, atol=1e-12)
+    monkeypatch.setattr("sys.argv", ["bench_scale.py", "--quick", "--skip-torch", "--json", str(tmp_path / "s.json")])
+    bench.main()
+    results = json.loads((tmp_path / "s.json").read_text())
+    assert results["check_theorem_passed"] and results["compiled_s"] > 0 and "slope_in_n" in results
+    assert "| compiled engine |" in capsys.readouterr().out
