@@ -20,12 +20,9 @@ from hardmax.tables import markdown_table
 from hardmax.theory.geometry import components, hull_distance, outside_hull, project_origin
 from hardmax.theory.leaders import (
     CHUNK_ENTRIES,
-    default_atol,
-    hardmax_path,
     leader_history,
+    scaled_path,
     stable_from,
-    trajectory_rtol,
-    unit_scaled,
 )
 
 Status = Literal["passed", "failed", "not tested"]
@@ -379,14 +376,10 @@ def check_theorem(trajectory: Trajectory, *, atol: float | None = None,
     decides ties to tie_rtol, which is what `atol` accounts for. In float32 that resolution is coarse
     (atol ≈ 4e-3 R), and limits on exact ties (points of S that are not vertices) can end measurably off S.
     """
-    hardmax_path(trajectory)  # refuses anything but a hardmax Trajectory that stores every layer
-    trajectory, exponents, a_exponent = unit_scaled(trajectory)
-    walk = hardmax_path(trajectory)
-    path, real = walk.path, walk.real
+    scaled = scaled_path(trajectory, atol)
+    trajectory, path, real, same = scaled.trajectory, scaled.path, scaled.real, scaled.same
+    exponents, a_exponent = scaled.exponents, scaled.a_exponent
     L, B, n, d = path.shape
-    same = default_atol(path[0], real, atol, trajectory.A, trajectory_rtol(trajectory))
-    if atol is not None and exponents is not None:  # the caller's atol, in the units the checks run in
-        same = torch.ldexp(same.to(torch.float64), -exponents).to(same.dtype)
     leaders, targets = leader_history(trajectory, same)
     if exact_hull is None:
         exact_hull = d <= 3 or (d <= 5 and n <= 64)

@@ -260,17 +260,38 @@ def unit_scaled(trajectory: Trajectory) -> tuple[Trajectory, torch.Tensor | None
     return dataclasses.replace(trajectory, tokens=scaled, A=A), e, a_exponent
 
 
-def _scaled_path(trajectory: Trajectory, atol: float | None):
-    """`unit_scaled`, then (trajectory, path (L, B, n, d), real (B, n), single, same-point tolerance (B,), e (B,)
-    or None): what the trajectory functions compute on, in units of order 1."""
+@dataclass(frozen=True)
+class ScaledPath:
+    """What the trajectory functions compute on, in units of order 1 (`scaled_path`).
+
+    Attributes:
+        trajectory: the trajectory scaled by `unit_scaled`. path (L, B, n, d), real (B, n), single: its
+            `hardmax_path`. same: (B,) same-point tolerance in these units. exponents: (B,) e with the tokens
+            scaled by 2^-e, or None when nothing was scaled. a_exponent: A scaled by 2^-a_exponent (even).
+    """
+
+    trajectory: Trajectory
+    path: Tensor
+    real: Tensor
+    single: bool
+    same: Tensor
+    exponents: Tensor | None
+    a_exponent: int
+
+
+def scaled_path(trajectory: Trajectory, atol: float | None) -> ScaledPath:
+    """`unit_scaled`, its `hardmax_path`, and the same-point tolerance `atol` (None: `default_atol`) in its units.
+
+    Raises ValueError unless the trajectory is hardmax and stores every layer.
+    """
     hardmax_path(trajectory)  # refuses anything but a hardmax Trajectory that stores every layer
-    trajectory, exponents, _ = unit_scaled(trajectory)
-    scaled = hardmax_path(trajectory)
-    path, real, single = scaled.path, scaled.real, scaled.single
-    same = default_atol(path[0], real, atol, trajectory.A, trajectory_rtol(trajectory))
+    trajectory, exponents, a_exponent = unit_scaled(trajectory)
+    walk = hardmax_path(trajectory)
+    same = default_atol(walk.path[0], walk.real, atol, trajectory.A, trajectory_rtol(trajectory))
     if atol is not None and exponents is not None:  # the caller's atol, in the units the functions run in
         same = torch.ldexp(same.to(torch.float64), -exponents).to(same.dtype)
-    return trajectory, path, real, single, same, exponents
+    return ScaledPath(trajectory=trajectory, path=walk.path, real=walk.real, single=walk.single, same=same,
+                      exponents=exponents, a_exponent=a_exponent)
 
 
 def leader_history(trajectory: Trajectory, same: Tensor) -> tuple[Tensor, Tensor]:
@@ -336,10 +357,10 @@ def leader_layers(trajectory: Trajectory, *, atol: float | None = None) -> Tenso
 
     Paper: Theorem 2.1 (leaders settle in finitely many layers; a token can become a leader later).
     """
-    trajectory, path, real, single, same, _ = _scaled_path(trajectory, atol)
-    leaders, _ = leader_history(trajectory, same)
+    scaled = scaled_path(trajectory, atol)
+    leaders, _ = leader_history(scaled.trajectory, scaled.same)
     layers = stable_from(leaders)
-    return layers[0] if single else layers
+    return layers[0] if scaled.single else layers
 
 
 @dataclass(frozen=True)
@@ -373,7 +394,9 @@ def find_clusters(trajectory: Trajectory, *, atol: float | None = None) -> Clust
     Returns:
         `Clusters`.
     """
-    trajectory, path, real, single, same, exponents = _scaled_path(trajectory, atol)
+    scaled = scaled_path(trajectory, atol)
+    trajectory, path, real, single, same, exponents = (scaled.trajectory, scaled.path, scaled.real, scaled.single,
+                                                       scaled.same, scaled.exponents)
     leaders, _ = leader_history(trajectory, same)
     final_leader = leaders[-1].cpu().numpy()
     final = path[-1].detach().cpu().to(torch.float64).numpy()
