@@ -23,6 +23,14 @@ while no score in its row reaches its own minus its tolerance (the scores agains
 read from the followers' rows, s_fℓ = s_ℓf since A is symmetric; those against other leaders are
 fixed). Where a leader could lose its place, the review continues with every row computed.
 
+What the theorem predicts keeps a layer cheap as the tokens cluster (issue #25). Followers converge onto
+their limits until their positions round to the limit's: rows at one position with one frame label have
+the same scores and candidates, so each such group gets one score row and, as a rule, one decision
+(`_group_rows`). Near-ties inside a cluster (its members' scores are equal to rounding) are refined against
+a champion first, the candidate that beats a top raw score by the most: a row costs O(candidates), not
+O(candidates²). Neither changes a verdict: each is the same (★) test, tried in another order or once for
+identical inputs; the trajectories are bit for bit those of the kernel before them.
+
 Dot products are summed over the d coordinates in order. On the test batches that reproduces the
 torch engine bit for bit, but a BLAS may sum differently, so a score can differ from torch's in the
 last bit; identical tokens are merged before the first layer, so their ties are exact anyway.
@@ -131,33 +139,6 @@ def _scores(rows, count, q, zT, m, S):
 
 
 @numba.njit(**_JIT)
-def _difference(top, j, zc, off, lab, delta, scale):
-    """delta (d,) = z_top − z_j: offset − offset in a shared frame (scale = |delta|), else position −
-    position (scale = |z_top| + |z_j|, the size of their rounding)."""
-    same = lab[j] >= 0 and lab[j] == lab[top]
-    for k in range(zc.shape[1]):
-        if same:
-            delta[k] = off[top, k] - off[j, k]
-            scale[k] = abs(delta[k])
-        else:
-            delta[k] = zc[top, k] - zc[j, k]
-            scale[k] = abs(zc[top, k]) + abs(zc[j, k])
-
-
-@numba.njit(**_JIT)
-def _anchored(k, i, lab, off):
-    """Key k is anchored for row i: the row itself, or at a fixed position (a leader: framed, offset 0)."""
-    if k == i:
-        return True
-    if lab[k] < 0:
-        return False
-    for c in range(off.shape[1]):
-        if off[k, c] != 0:
-            return False
-    return True
-
-
-@numba.njit(**_JIT)
 def _row_parts(i, org, off, A, Aabs, identity, qt, qo):
     """qt = A·org[i], qo = A·off[i] (into the scratch arrays); returns ‖|A||org[i]|‖, ‖|A||off[i]|‖."""
     d = org.shape[1]
@@ -214,65 +195,117 @@ def _anchored_beats(i, l, j, zc, off, org, qt, qo, t_size, o_size, wn, rtol):
 
 
 @numba.njit(**_JIT)
-def _decide(i, srow, zc, off, lab, m, qi, wn, tol, rtol, member, delta, scale, cand, keep, lowest,
+def _decide(i, srow, zc, off, lab, fixed, m, qi, wn, tol, rtol, member, cand, lowest,
             org, A, Aabs, identity, qt, qo):
     """The attention set C_i from row i's scores srow (m,), rule (★) of `ties`, into member (m,) bool.
 
     qi (d,): A z_i; wn: W = max_j ‖ |A| |z_j| ‖ (`ties.query_size`); tol: the coarse tolerance.
     A row in a frame (origin org[i], offset off[i]) decides pairs of anchored keys (at fixed positions, or
     itself) by `_anchored_beats`. qt, qo: (d,) scratch for A·org[i] and A·off[i].
-    Returns (own, other, count, single):
-    s_ii, max_{j≠i} s_ij, |C_i| counted once per distinct token, and its member when there is one.
+    Returns (own, other, count, single, shared):
+    s_ii, max_{j≠i} s_ij, |C_i| counted once per distinct token, its member when there is one, and whether
+    the decision holds for every row at the same position with the same frame label (it does unless a pair
+    of keys in different frames was met in a framed row, where the row itself is an anchored key).
     """
     own = srow[i]
     srow[i] = lowest
     # The best score of another token. Four running maxima, not one: a single one is a chain of
     # dependent compares (latency-bound); the maximum does not depend on the order.
     o0 = o1 = o2 = o3 = lowest
-    top = m - m % 4
-    for j in range(0, top, 4):
+    head = m - m % 4
+    for j in range(0, head, 4):
         o0 = max(o0, srow[j])
         o1 = max(o1, srow[j + 1])
         o2 = max(o2, srow[j + 2])
         o3 = max(o3, srow[j + 3])
-    for j in range(top, m):
+    for j in range(head, m):
         o0 = max(o0, srow[j])
     other = max(max(o0, o1), max(o2, o3))
     srow[i] = own
     best = own if own > other else other
     threshold = best - tol
-    count = 0
+    c = 0  # the candidates, in key order, into cand[:c] (branch-free: cand[c] is overwritten until a hit)
     for j in range(m):
-        member[j] = srow[j] >= threshold
-        count += member[j]
-    if count == 1:
-        single = 0
-        while not member[single]:
-            single += 1
-        return own, other, 1, single
-    # Several candidates: j stays unless another candidate l beats it by (★), on differences of
-    # tokens (offset − offset within a frame), pairwise as in `ties.refine`.
+        hit = srow[j] >= threshold
+        member[j] = hit
+        cand[c] = j
+        c += hit
+    if c == 1:
+        return own, other, 1, cand[0], True
+    # Several candidates: j stays unless another candidate l beats it by (★), on differences of tokens
+    # (offset − offset within a frame, scale |z_l − z_j|; else position − position, scale |z_l| + |z_j|),
+    # pairwise as in `ties.refine`. Whether some l beats j does not depend on the order the l are tried in,
+    # so the one most likely to is tried first: the champion, the candidate that beats a top raw score by the
+    # most (the row's true maximiser when rounding has made the raw scores of a converging cluster equal).
+    # Each j then usually costs one test and a row O(c), not O(c²). The tests are written out inline:
+    # a call per pair (arrays passed, reference counts) costs ten times the arithmetic.
     d = zc.shape[1]
-    c = 0
-    for j in range(m):
-        if member[j]:
-            cand[c] = j
-            c += 1
     framed = lab[i] >= 0
-    ready = False  # qt, qo, t_size, o_size computed (only when a pair needs the split)
+    ready = False  # qt, qo, t_size, o_size of a framed row (`_row_parts`), computed when a pair needs them
     t_size = 0.0
     o_size = 0.0
-    count = 0
-    single = -1
+    zero = zc[0, 0] * 0  # sums in the tokens' dtype
+    top = -1  # the first candidate with the best raw score (none when scores overflowed to NaN)
+    for p in range(c):
+        if srow[cand[p]] == best:
+            top = p
+            break
+    lead = max(top, 0)  # the champion's place among the candidates
+    most = zero
+    t = cand[lead]
     for p in range(c):
         j = cand[p]
-        beaten = False
-        for r in range(c):
+        gap = zero
+        if lab[j] >= 0 and lab[j] == lab[t]:
+            for k in range(d):
+                gap += qi[k] * (off[j, k] - off[t, k])
+        else:
+            for k in range(d):
+                gap += qi[k] * (zc[j, k] - zc[t, k])
+        if gap > most:
+            most = gap
+            lead = p
+    # The champion against the candidates of its own frame, both ways at once: the gap of "j beats h" is
+    # exactly minus that of "h beats j" (IEEE subtraction and products are symmetric in sign, the sum runs in
+    # the same order) and the bound is the same, so one pass decides these pairs. member[j] holds "beaten".
+    h = cand[lead]
+    home = lab[h]
+    tau = rtol * wn
+    champion_beaten = False
+    for p in range(c):
+        j = cand[p]
+        member[j] = False
+        if p == lead or home < 0 or lab[j] != home:
+            continue
+        gap = zero
+        bound = zero
+        for k in range(d):
+            delta = off[h, k] - off[j, k]
+            gap += qi[k] * delta
+            bound += abs(delta) * abs(delta)
+        if gap != zero:
+            reach = tau * np.sqrt(bound)
+            if gap > reach:
+                member[j] = True
+            elif -gap > reach:
+                champion_beaten = True
+    count = 0
+    single = -1
+    shared = True
+    for p in range(c):
+        j = cand[p]
+        beaten = member[j] or (p == lead and champion_beaten)
+        for r in range(c if not beaten else 0):
             if r == p:
                 continue
             l = cand[r]
-            # Pairs in one frame are already differenced offset − offset; the split is for the others.
-            if framed and lab[l] != lab[j] and _anchored(l, i, lab, off) and _anchored(j, i, lab, off):
+            if home >= 0 and (l == h or p == lead) and lab[l] == lab[j]:
+                continue  # a pair of the champion's frame with the champion: decided above
+            if framed and lab[l] != lab[j]:
+                shared = False
+            if framed and lab[l] != lab[j] and (l == i or fixed[l]) and (j == i or fixed[j]):
+                # Anchored keys (the row itself, or at a fixed position) in different frames: the split.
+                # (Pairs in one frame are differenced offset − offset already.)
                 if not ready:
                     t_size, o_size = _row_parts(i, org, off, A, Aabs, identity, qt, qo)
                     ready = True
@@ -282,33 +315,43 @@ def _decide(i, srow, zc, off, lab, m, qi, wn, tol, rtol, member, delta, scale, c
                         beaten = True
                         break
                     continue
-            _difference(l, j, zc, off, lab, delta, scale)
-            gap = qi[0] * delta[0]
-            bound = scale[0] * scale[0]
-            for k in range(1, d):
-                gap += qi[k] * delta[k]
-                bound += scale[k] * scale[k]
-            if gap > rtol * wn * np.sqrt(bound):
+            # gap > rtol W ‖scale‖ with a bound ≥ 0: a gap ≤ 0 never beats, so the bound is computed only
+            # for a positive gap (the same verdict).
+            same = lab[j] >= 0 and lab[j] == lab[l]
+            gap = zero
+            if same:
+                for k in range(d):
+                    gap += qi[k] * (off[l, k] - off[j, k])
+            else:
+                for k in range(d):
+                    gap += qi[k] * (zc[l, k] - zc[j, k])
+            if not gap > zero:
+                continue
+            bound = zero
+            if same:
+                for k in range(d):
+                    size = abs(off[l, k] - off[j, k])
+                    bound += size * size
+            else:
+                for k in range(d):
+                    size = abs(zc[l, k]) + abs(zc[j, k])
+                    bound += size * size
+            if gap > tau * np.sqrt(bound):
                 beaten = True
                 break
-        keep[p] = not beaten
+        member[j] = not beaten  # (read below through cand, so an earlier j's flag changes nothing)
         if not beaten:
             count += 1
             single = j
-    if count == 0:  # rounding left no candidate unbeaten: keep the largest raw score
-        for p in range(c):
-            if srow[cand[p]] == best:
-                keep[p] = True
-                single = cand[p]
-                count = 1
-                break
-    for p in range(c):
-        member[cand[p]] = keep[p]
-    return own, other, count, single
+    if count == 0 and top >= 0:  # rounding left no candidate unbeaten: keep the largest raw score
+        member[cand[top]] = True
+        single = cand[top]
+        count = 1
+    return own, other, count, single, shared
 
 
 @numba.njit(**_JIT)
-def _target(i, count, single, member, zc, off, org, lab, w, g, new_off, new_org, new_lab, target):
+def _target(i, count, single, member, zc, off, org, lab, fixed, w, g, new_off, new_org, new_lab, target):
     """Row i's offset after the layer, in its frame after the layer, into new_off/new_org/new_lab.
 
     A row that follows one token of another frame moves into that frame (see `ties`); the target is
@@ -337,7 +380,7 @@ def _target(i, count, single, member, zc, off, org, lab, w, g, new_off, new_org,
         # and the row moves into a frame of its own with origin t (`select.select`, `ties.TIE_FRAME`).
         all_fixed = True
         for j in range(m):
-            if member[j] and not (j != i and _anchored(j, i, lab, off)):
+            if member[j] and not (j != i and fixed[j]):
                 all_fixed = False
                 break
         total = w[0] * 0
@@ -428,6 +471,62 @@ def _write(out, where, z, slot, zc):
 
 
 @numba.njit(**_JIT)
+def _group_rows(rows, count, zc, zbits, lab, multipliers, table, hashes, group, reps, start, ordered):
+    """Group rows[:count] by position (value equality) and frame label: P groups, written as reps[:P] (each
+    group's first row), start[:P + 1] and ordered[:count] (the rows' places in rows, group by group).
+
+    Rows at one position have the same scores, hence the same candidates, and (`_decide`'s `shared`) usually
+    the same attention set: followers that have converged onto their leader to the last bit of their position
+    (their offsets still differ) are decided once per group. Returns P. table (≥ 2 count, a power of two),
+    hashes: the hash table's scratch; zbits: zc's memory as unsigned integers.
+    """
+    size = table.shape[0]
+    for b in range(size):
+        table[b] = -1
+    P = 0
+    d = zc.shape[1]
+    for p in range(count):
+        i = rows[p]
+        h = np.uint64(lab[i]) * np.uint64(0x9E3779B97F4A7C15)
+        for k in range(d):
+            h += (np.uint64(zbits[i, k]) if zc[i, k] != 0 else np.uint64(0)) * multipliers[k]  # -0.0 == 0.0
+        h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        h ^= h >> np.uint64(31)
+        bucket = np.int64(h & np.uint64(size - 1))
+        while True:
+            g = table[bucket]
+            if g < 0:
+                table[bucket] = P
+                hashes[bucket] = h
+                reps[P] = i
+                group[p] = P
+                P += 1
+                break
+            if hashes[bucket] == h and lab[reps[g]] == lab[i]:
+                same = True
+                for k in range(d):
+                    same = same and zc[reps[g], k] == zc[i, k]
+                if same:
+                    group[p] = g
+                    break
+            bucket = (bucket + 1) & (size - 1)
+    for g in range(P + 1):
+        start[g] = 0
+    for p in range(count):
+        start[group[p] + 1] += 1
+    for g in range(P):
+        start[g + 1] += start[g]
+    for p in range(count):  # start[g] runs through group g, then is restored below
+        ordered[start[group[p]]] = p
+        start[group[p]] += 1
+    for g in range(P, 0, -1):
+        start[g] = start[g - 1]
+    start[0] = 0
+    return P
+
+
+@numba.njit(**_JIT)
 def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, slots, out):
     """Layers 1.. of one review: z (n, d), mask (n,); layer k is written to out[slots[k]] (out (s, n, d))
     when slots[k] ≥ 0 (layer 0 is `_peak`'s). Returns 1 if a leader lost its place (the review then
@@ -464,9 +563,7 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, slots, out):
     one = np.empty(1, np.int64)
     member = np.empty(m, np.bool_)
     cand = np.empty(m, np.int64)
-    keep = np.empty(m, np.bool_)
-    delta = np.empty(d, z.dtype)
-    scale = np.empty(d, z.dtype)
+    fixed = np.zeros(m, np.bool_)  # at a fixed position: in a frame with offset 0 (`ties.Frames.fixed`)
     target = np.empty(d, z.dtype)
     qt = np.empty(d, z.dtype)
     qo = np.empty(d, z.dtype)
@@ -477,11 +574,21 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, slots, out):
     everyone = np.arange(m)
     followers = np.empty(m, np.int64)
     lowest = np.full(1, -np.inf, z.dtype)[0]
+    zbits = zc.view(bits.dtype)
+    size = 16
+    while size < 2 * m:
+        size *= 2
+    table = np.empty(size, np.int64)
+    hashes = np.empty(size, np.uint64)
+    group = np.empty(m, np.int64)
+    reps = np.empty(m, np.int64)
+    start = np.empty(m + 1, np.int64)
+    ordered = np.empty(m, np.int64)
     f = 0
     full = True  # layer 1 computes every row
     broke = 0
     for layer in range(layers):
-        g = gammas[layer]
+        g_step = gammas[layer]
         rows = everyone if full else followers
         count = m if full else f
         # Rows that may have moved since the last layer: all of them at first, then the followers.
@@ -502,24 +609,26 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, slots, out):
             if wnorm[i] > wmax:
                 wmax = wnorm[i]
         tol = coarse * wmax * largest
-        _scores(rows, count, q, uT, m, S)
+        # One score row per group of rows at one position with one frame label: S[g] for reps[g].
+        P = _group_rows(rows, count, zc, zbits, lab, multipliers, table, hashes, group, reps, start, ordered)
+        _scores(reps, P, q, uT, m, S)
         if not full:
             # A leader stays one while no score in its row comes near its own: its best score on
             # another token at layer 1, or on a follower now (s_fl = s_lf up to rounding, which the
             # coarse tolerance covers). A near one has its row decided in full by rule (★).
             for j in range(m):
                 reach[j] = other[j]
-            for p in range(f):
+            for g in range(P):
                 for j in range(m):
-                    if S[p, j] > reach[j]:
-                        reach[j] = S[p, j]
+                    if S[g, j] > reach[j]:
+                        reach[j] = S[g, j]
             for j in range(m):
                 if leader[j] and reach[j] >= own[j] - tol:
                     one[0] = j
                     _scores(one, 1, q, uT, m, row)
-                    _, _, c, single = _decide(j, row[0], zc, off, lab, m, q[j], wmax, tol,
-                                              rtol, member, delta, scale, cand, keep, lowest,
-                                              org, A, Aabs, identity, qt, qo)
+                    _, _, c, single, _ = _decide(j, row[0], zc, off, lab, fixed, m, q[j], wmax, tol,
+                                                 rtol, member, cand, lowest,
+                                                 org, A, Aabs, identity, qt, qo)
                     if c != 1 or single != j:
                         broke = 1
             if broke:  # from here on, every row at every layer
@@ -529,22 +638,28 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, slots, out):
                     for k in range(d):
                         uT[k, i] = zc[i, k]
                     wnorm[i] = _row_weights(i, zc, q, A, Aabs, identity, wi)
-                _scores(rows, count, q, uT, m, S)
-        for p in range(count):
-            i = rows[p]
-            own_i, other_i, c, single = _decide(i, S[p], zc, off, lab, m, q[i], wmax, tol,
-                                                rtol, member, delta, scale, cand, keep, lowest,
-                                                org, A, Aabs, identity, qt, qo)
-            if layer == 0:
-                own[i] = own_i
-                other[i] = other_i
-                leader[i] = c == 1 and single == i
-            _target(i, c, single, member, zc, off, org, lab, w, g, new_off, new_org, new_lab, target)
-            if c == 1 and single == i and new_lab[i] < 0:  # a leader gets a frame of its own
-                new_lab[i] = i
-                for k in range(d):
-                    new_org[i, k] = new_off[i, k]
-                    new_off[i, k] = 0
+                P = _group_rows(rows, count, zc, zbits, lab, multipliers, table, hashes, group, reps, start,
+                                ordered)
+                _scores(reps, P, q, uT, m, S)
+        for g in range(P):
+            shared = False
+            for t in range(start[g], start[g + 1]):
+                i = rows[ordered[t]]
+                if not shared:  # the group's first row, or every row of a group whose decision is its own
+                    own_i, other_i, c, single, shared = _decide(i, S[g], zc, off, lab, fixed, m, q[i], wmax, tol,
+                                                                rtol, member, cand, lowest,
+                                                                org, A, Aabs, identity, qt, qo)
+                if layer == 0:  # (tokens are distinct at layer 0: every group is one row)
+                    own[i] = own_i
+                    other[i] = other_i
+                    leader[i] = c == 1 and single == i
+                _target(i, c, single, member, zc, off, org, lab, fixed, w, g_step, new_off, new_org, new_lab,
+                        target)
+                if c == 1 and single == i and new_lab[i] < 0:  # a leader gets a frame of its own
+                    new_lab[i] = i
+                    for k in range(d):
+                        new_org[i, k] = new_off[i, k]
+                        new_off[i, k] = 0
         for p in range(count):
             i = rows[p]
             lab[i] = new_lab[i]
@@ -552,6 +667,10 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, slots, out):
                 off[i, k] = new_off[i, k]
                 org[i, k] = new_org[i, k]
                 zc[i, k] = org[i, k] + off[i, k] if lab[i] >= 0 else off[i, k]
+            still = lab[i] >= 0
+            for k in range(d):
+                still = still and off[i, k] == 0
+            fixed[i] = still
         if slots[layer + 1] >= 0:
             _write(out, slots[layer + 1], z, slot, zc)
         if layer == 0 and layers > 1:
