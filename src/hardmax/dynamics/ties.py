@@ -123,64 +123,170 @@ def coarse_tolerance(size: Tensor, tokens: Tensor, present: Tensor, tie_rtol: fl
     return 2 * (tie_rtol + d * eps) * size * largest
 
 
+class _Keys(NamedTuple):
+    """Some candidate keys of each of T rows, gathered: idx (T, k) key index; pos (T, k, d) position; with
+    frames, off (T, k, d) offset, lab (T, k) frame label, fixed (T, k) at a fixed position (a leader)."""
+
+    idx: Tensor
+    pos: Tensor
+    off: Tensor | None
+    lab: Tensor | None
+    fixed: Tensor | None
+
+    @staticmethod
+    def gather(idx: Tensor, keys: Tensor, frames: Frames | None, b: Tensor) -> _Keys:
+        take = idx.unsqueeze(-1).expand(-1, -1, keys.shape[-1])
+        pos = keys[b].gather(1, take)
+        if frames is None:
+            return _Keys(idx, pos, None, None, None)
+        return _Keys(idx, pos, frames.offset[b].gather(1, take), frames.label[b].gather(1, idx),
+                     frames.fixed()[b].gather(1, idx))
+
+    def take(self, at: Tensor) -> _Keys:
+        """The keys at places `at` (T, k') of these."""
+        def pick(x):
+            return None if x is None else x.gather(1, at.unsqueeze(-1).expand(-1, -1, x.shape[-1]) if x.dim() == 3
+                                                   else at)
+        return _Keys(*(pick(x) for x in self))
+
+
+class _Split(NamedTuple):
+    """What `_split_at_origin` needs of T rows in frames: origin t and offset o (T, d), the row's key (T,),
+    whether it is framed (T,), and A (None: identity)."""
+
+    origin: Tensor
+    offset: Tensor
+    rows: Tensor
+    framed: Tensor
+    A: Tensor | None
+
+
+def _beats(L: _Keys, J: _Keys, queries: Tensor, size: Tensor, tie_rtol: float, split: _Split | None) -> Tensor:
+    """(T, P, Q) bool, [t, p, q]: key L[t, p] beats key J[t, q] in row t by rule (★).
+
+    ⟨A z_i, z_l − z_j⟩ > tie_rtol · W ‖r‖ (W = `query_size`), with z_l − z_j taken offset − offset and
+    r = |o_l − o_j| when l and j share a frame, else r = |z_l| + |z_j| (positions carry rounding of that size).
+    Norms, not Σ_k w_k r_k: a query coordinate that should be 0 carries rounding of the size of the whole
+    query. Rows in a frame compare keys at fixed positions and themselves by `_split_at_origin`.
+    """
+    T, d = queries.shape
+    lp, jp = L.pos.unsqueeze(2), J.pos.unsqueeze(1)
+    delta = lp - jp  # [t, l, j] = z_l − z_j
+    scale = lp.abs() + jp.abs()  # what rounding of the positions scales with
+    if L.lab is not None:
+        same = ((L.lab.unsqueeze(2) == J.lab.unsqueeze(1)) & (L.lab >= 0).unsqueeze(2)).unsqueeze(-1)
+        delta = torch.where(same, L.off.unsqueeze(2) - J.off.unsqueeze(1), delta)
+        scale = torch.where(same, delta.abs(), scale)
+    gap = (queries.view(T, 1, 1, d) * delta).sum(-1)
+    bound = tie_rtol * size.view(T, 1, 1) * scale.norm(dim=-1)
+    beats = gap > bound
+    if split is not None:
+        beats = _split_at_origin(beats, L, J, split, size, tie_rtol)
+    return beats
+
+
+def _gaps(keys: _Keys, top: _Keys, queries: Tensor) -> Tensor:
+    """(T, k) ⟨A z_i, z_j − z_top⟩ for the keys j of each row against one key top (T, 1), differenced as (★)
+    does (offset − offset in a shared frame)."""
+    delta = keys.pos - top.pos
+    if keys.lab is not None:
+        same = ((keys.lab == top.lab) & (keys.lab >= 0)).unsqueeze(-1)
+        delta = torch.where(same, keys.off - top.off, delta)
+    return (queries.unsqueeze(1) * delta).sum(-1)
+
+
+def _surely_unbeaten(raw: Tensor, pos: Tensor, valid: Tensor, size: Tensor, tie_rtol: float) -> Tensor:
+    """(T, c) bool: candidates j (positions only, no frames) that no candidate l can beat by (★), from raw scores.
+
+    With p the computed raw scores (T, c) of the same queries q and positions, and u = eps/2, the gap (★)
+    computes satisfies G_lj ≤ (p_l − p_j) + (√2 γ_d + γ_{d+1}) ‖q‖ N_lj, N_lj = ‖|z_l| + |z_j|‖ (γ_k = k u /
+    (1 − k u): the rounding of a d-term dot product and of the differences, and ‖z_l‖ + ‖z_j‖ ≤ √2 N_lj), while
+    its bound is tie_rtol W N_lj up to a few units of rounding, ‖q‖ ≤ W, and N_lj ≥ ‖|z_j| + μ‖ with μ the
+    candidates' smallest |coordinates|. So
+
+        max_l p_l − p_j ≤ (tie_rtol − (2d + 4) eps) · W ‖|z_j| + μ‖ · 0.999
+
+    means no l beats j: the verdict of every pair, without the pairs. A cluster of tokens converging to rounding
+    (raw scores equal to a few eps, all kept) is then decided in O(c) instead of O(c²). Never true when
+    tie_rtol is below (2d + 4) eps (every pair is then tried). valid: (T, c) the real candidates.
+    """
+    d = pos.shape[-1]
+    margin = tie_rtol - (2 * d + 4) * torch.finfo(pos.dtype).eps
+    if margin <= 0:
+        return torch.zeros(raw.shape, dtype=torch.bool, device=raw.device)
+    best = raw.amax(dim=1, keepdim=True)
+    smallest = torch.where(valid.unsqueeze(-1), pos.abs(), math.inf).amin(dim=1, keepdim=True)  # (T, 1, d): μ
+    return valid & ((best - raw) <= (margin * 0.999) * size.view(-1, 1) * (pos.abs() + smallest).norm(dim=-1))
+
+
+def _first(flags: Tensor, width: int) -> Tensor:
+    """(T, width) the places of each row's first `width` True flags (T, k), in order (then False places)."""
+    return torch.sort(flags.to(torch.uint8), dim=1, descending=True, stable=True).indices[:, :width]
+
+
 def refine(candidates: Tensor, scores: Tensor, queries: Tensor, size: Tensor, keys: Tensor, frames: Frames | None,
            b: Tensor, tie_rtol: float, rows: Tensor | None = None, A: Tensor | None = None) -> Tensor:
     """(T, m) bool: the attention sets of T rows with several coarse candidates, decided by (★).
 
-    A candidate j is kept unless another candidate l beats it: ⟨A z_i, z_l − z_j⟩ > tie_rtol ·
-    W ‖r‖ (W = `query_size`), with r = |o_l − o_j| and z_l − z_j taken offset − offset when l and j share a
-    frame, else r = |z_l| + |z_j| (positions carry rounding of that size). Norms, not Σ_k w_k r_k: a
-    query coordinate that should be 0 carries rounding of the size of the whole query.
-    Pairwise, not only against the maximiser, so that a follower is always compared with its own
-    leader (precisely, in their frame) and never only with a leader of another frame, whose
-    difference would round its offset away. Should rounding leave no candidate unbeaten, the
-    largest raw score is kept.
+    A candidate j is kept unless another candidate l beats it (`_beats`). Pairwise, not only against the
+    maximiser, so that a follower is always compared with its own leader (precisely, in their frame) and never
+    only with a leader of another frame, whose difference would round its offset away. Should rounding leave
+    no candidate unbeaten, the largest raw score is kept.
+
+    Whether some l beats j does not depend on the order the l are tried in, so this tries first the one most
+    likely to: the champion, the candidate that beats a top raw score by the most (the row's true maximiser
+    when rounding has made the raw scores of a converging cluster equal). Only the candidates the champion does
+    not beat (the champion itself, and true ties) are then tried against every candidate: O(T c) work where
+    every pair would be O(T c²), with the same verdicts.
 
     Args:
         candidates: (T, m) bool, keys within the coarse tolerance of the row's maximum (present only).
         scores: (T, m) the rows' raw scores. queries: (T, d) A z_i. size: (T,) W of the row's sequence.
         keys: (batch, m, d) positions of the keys; frames: their frames (None: all absolute).
         b: (T,) each row's sequence. rows: (T,) each row's index among the keys (rows are keys), needed
-            with frames for the split below. A: the score matrix (None: identity).
-
-    Rows in a frame compare keys at fixed positions and themselves by `_split_at_origin`.
+            with frames for the split. A: the score matrix (None: identity).
     """
     T, m = candidates.shape
     c = int(candidates.sum(1).max())
-    # The (at most c) candidates of each row, in key order.
-    idx = torch.sort(candidates.to(torch.uint8), dim=1, descending=True, stable=True).indices[:, :c]  # (T, c)
+    idx = _first(candidates, c)  # (T, c) the candidates of each row, in key order
     valid = candidates.gather(1, idx)
-    d = keys.shape[-1]
-    take = idx.unsqueeze(-1).expand(-1, -1, d)
-    pos = keys[b].gather(1, take)  # (T, c, d)
-    delta = pos.unsqueeze(2) - pos.unsqueeze(1)  # [t, l, j] = z_l − z_j
-    scale = pos.abs().unsqueeze(2) + pos.abs().unsqueeze(1)  # what rounding of the positions scales with
-    if frames is not None:
-        off = frames.offset[b].gather(1, take)
-        lab = frames.label[b].gather(1, idx)
-        same = ((lab.unsqueeze(2) == lab.unsqueeze(1)) & (lab >= 0).unsqueeze(2)).unsqueeze(-1)
-        delta = torch.where(same, off.unsqueeze(2) - off.unsqueeze(1), delta)
-        scale = torch.where(same, delta.abs(), scale)
-    gap = (queries.view(T, 1, 1, d) * delta).sum(-1)
-    bound = tie_rtol * size.view(T, 1, 1) * scale.norm(dim=-1)
-    beats = gap > bound
+    cand = _Keys.gather(idx, keys, frames, b)
+    split = None
     if frames is not None and rows is not None:
         framed = frames.label[b, rows] >= 0  # (T,)
         if bool(framed.any()):
-            beats = _split_at_origin(beats, framed, idx, rows, pos, lab, frames, b, size, tie_rtol, A)
-    beaten = (valid.unsqueeze(2) & beats).any(dim=1)  # (T, c): some l beats j
-    keep_c = valid & ~beaten
+            split = _Split(frames.origin[b, rows], frames.offset[b, rows], rows, framed, A)
+    raw = torch.where(valid, scores.gather(1, idx), -math.inf)
+    top = raw.argmax(dim=1, keepdim=True)  # (T, 1): the first largest raw score
+    champion = torch.where(valid, _gaps(cand, cand.take(top), queries), -math.inf).argmax(dim=1, keepdim=True)
+    beaten = valid & _beats(cand.take(champion), cand, queries, size, tie_rtol, split)[:, 0]  # (T, c)
+    left = valid & ~beaten  # the champion, true ties, and what rounding keeps apart
+    if frames is None:
+        left &= ~_surely_unbeaten(raw, cand.pos, valid, size, tie_rtol)
+    keep_c = valid & ~beaten & ~left  # decided: unbeaten for sure
+    # What is left is tried against every candidate: rows with one such candidate (the champion, as a rule)
+    # together, rows with more (true ties) apart, so that a few wide rows do not widen them all.
+    counts = left.sum(1)
+    for rows_of in (counts == 1, counts > 1):
+        r = rows_of.nonzero().squeeze(1)
+        if len(r) == 0:
+            continue
+        u = int(counts[r].max())
+        at = _first(left[r], u)  # (R, u)
+        unsure = left[r].gather(1, at)
+        part = _Keys(*(None if x is None else x[r] for x in cand))
+        part_split = None if split is None else _Split(*(x if x is None or x is A else x[r] for x in split))
+        beaten_too = (valid[r].unsqueeze(2) & _beats(part, part.take(at), queries[r], size[r], tie_rtol,
+                                                     part_split)).any(dim=1)
+        keep_c[r] = keep_c[r].scatter(1, at, (unsure & ~beaten_too) | keep_c[r].gather(1, at))
     none = ~keep_c.any(dim=1)
     if bool(none.any()):
-        best = torch.where(valid, scores.gather(1, idx), -math.inf).argmax(dim=1)
-        keep_c[none, best[none]] = True
+        keep_c[none, top[none, 0]] = True
     keep = torch.zeros_like(candidates)
     return keep.scatter_(1, idx, keep_c)
 
 
-def _split_at_origin(beats: Tensor, framed: Tensor, idx: Tensor, rows: Tensor, pos: Tensor, lab: Tensor,
-                     frames: Frames, b: Tensor, size: Tensor, tie_rtol: float,
-                     A: Tensor | None) -> Tensor:
+def _split_at_origin(beats: Tensor, L: _Keys, J: _Keys, split: _Split, size: Tensor, tie_rtol: float) -> Tensor:
     """(★) for a row in a frame (position t + o) between *anchored* keys: keys at fixed positions (leaders:
     in a frame, offset 0) and the row itself.
 
@@ -196,30 +302,35 @@ def _split_at_origin(beats: Tensor, framed: Tensor, idx: Tensor, rows: Tensor, p
     its own score with theirs) keeps every strict inequality among leaders and itself at any depth, and an
     exact tie at the origin stays one while the moving part is 0. Other pairs keep `beats`.
 
-    Shapes: beats (T, c, c) [t, l, j]; framed (T,); idx (T, c) candidate keys; rows (T,) the row's key;
-    pos (T, c, d) candidates' positions; lab (T, c) their frame labels; size (T,) W.
+    Shapes: beats (T, P, Q) [t, l, j] for keys L (T, P) and J (T, Q); size (T,) W.
     """
-    T, c, d = pos.shape
-    origin, offset = frames.origin[b, rows], frames.offset[b, rows]  # (T, d): t, o
-    is_self = idx == rows.unsqueeze(1)  # (T, c)
-    fixed = frames.fixed()[b].gather(1, idx) & ~is_self
-    anchored = fixed | is_self
-    F = torch.where(is_self.unsqueeze(-1), origin.unsqueeze(1), pos)  # (T, c, d)
-    M = torch.where(is_self.unsqueeze(-1), offset.unsqueeze(1), torch.zeros_like(pos))
-    dF = F.unsqueeze(2) - F.unsqueeze(1)  # [t, l, j] = F_l − F_j
-    dM = M.unsqueeze(2) - M.unsqueeze(1)
+    T, P, Q = beats.shape
+    d = L.pos.shape[-1]
+    origin, offset, A = split.origin, split.offset, split.A
+
+    def parts(keys: _Keys):
+        itself = keys.idx == split.rows.unsqueeze(1)  # (T, k)
+        anchored = (keys.fixed & ~itself) | itself
+        F = torch.where(itself.unsqueeze(-1), origin.unsqueeze(1), keys.pos)  # (T, k, d)
+        M = torch.where(itself.unsqueeze(-1), offset.unsqueeze(1), torch.zeros_like(keys.pos))
+        return anchored, F, M
+
+    anchored_l, F_l, M_l = parts(L)
+    anchored_j, F_j, M_j = parts(J)
+    dF = F_l.unsqueeze(2) - F_j.unsqueeze(1)  # [t, l, j] = F_l − F_j
+    dM = M_l.unsqueeze(2) - M_j.unsqueeze(1)
     q_t = origin if A is None else origin @ A
     q_o = offset if A is None else offset @ A
     steady = (q_t.view(T, 1, 1, d) * dF).sum(-1)
     moving = (q_t.view(T, 1, 1, d) * dM).sum(-1) + (q_o.view(T, 1, 1, d) * (dF + dM)).sum(-1)
-    spread = (F.abs().unsqueeze(2) + F.abs().unsqueeze(1))
+    spread = F_l.abs().unsqueeze(2) + F_j.abs().unsqueeze(1)
     t_size = (origin.abs() if A is None else origin.abs() @ A.abs()).norm(dim=-1).view(T, 1, 1)
     o_size = (offset.abs() if A is None else offset.abs() @ A.abs()).norm(dim=-1).view(T, 1, 1)
     steady_bound = tie_rtol * size.view(T, 1, 1) * spread.norm(dim=-1)
     moving_bound = tie_rtol * (t_size * dM.norm(dim=-1) + o_size * (spread + dM.abs()).norm(dim=-1))
     # Pairs in one frame are already differenced offset − offset (relative precision); the split is for the
     # others.
-    other_frames = lab.unsqueeze(2) != lab.unsqueeze(1)
-    pair = anchored.unsqueeze(2) & anchored.unsqueeze(1) & other_frames & framed.view(T, 1, 1)
+    other_frames = L.lab.unsqueeze(2) != J.lab.unsqueeze(1)
+    pair = anchored_l.unsqueeze(2) & anchored_j.unsqueeze(1) & other_frames & split.framed.view(T, 1, 1)
     at_origin = pair & (steady.abs() <= steady_bound)
     return torch.where(at_origin, moving > moving_bound, beats)

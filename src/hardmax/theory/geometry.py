@@ -214,21 +214,53 @@ def limit_set(K: Polytope, A=None, *, atol: float | None = None, max_faces: int 
     return np.ldexp(S[np.lexsort(np.round(S / max(tol, np.finfo(np.float64).tiny)).T[::-1])], e)
 
 
+@dataclass(frozen=True)
+class HullTest:
+    """conv(P) of points P (m, d) as a test of other points (`outside`), and the indices of P that span it.
+
+    The affine hull of P up to atol/8 (thinner directions are dropped: points there are within atol/8 of the
+    affine hull), then qhull's facet inequalities in it. `vertices`: the indices of P whose positions determine
+    the hull (qhull's vertices; every point when the hull is a point or a segment's ends).
+    """
+
+    center: np.ndarray
+    frame: np.ndarray
+    equations: np.ndarray | None
+    span: tuple[float, float]
+    vertices: np.ndarray
+
+    @staticmethod
+    def of(P: np.ndarray, atol: float) -> HullTest:
+        from scipy.spatial import ConvexHull, QhullError
+
+        c, Q = _affine_frame(P, atol / 8)
+        Y = (P - c) @ Q
+        r = Q.shape[1]
+        if r == 0:
+            return HullTest(c, Q, None, (0.0, 0.0), np.arange(len(P)))
+        if r == 1:
+            ends = np.array([int(Y[:, 0].argmin()), int(Y[:, 0].argmax())])
+            return HullTest(c, Q, None, (float(Y[:, 0].min()), float(Y[:, 0].max())), ends)
+        try:
+            hull = ConvexHull(Y)
+        except QhullError:  # nearly flat within a few atol: joggle (perturbs by ~1e-11 relative)
+            hull = ConvexHull(Y, qhull_options="QJ")
+        return HullTest(c, Q, hull.equations, (0.0, 0.0), hull.vertices)
+
+    def outside(self, X: np.ndarray) -> float:
+        """Largest distance-like violation of X (n, d) outside the hull (≤ 0 inside)."""
+        c, Q = self.center, self.frame
+        off = float(np.linalg.norm((X - c) - (X - c) @ Q @ Q.T, axis=1).max())
+        Yx = (X - c) @ Q
+        if Q.shape[1] == 0:
+            return off
+        if Q.shape[1] == 1:
+            low, high = self.span
+            return max(off, float((Yx[:, 0] - high).max()), float((low - Yx[:, 0]).max()))
+        eq = self.equations
+        return max(off, float((Yx @ eq[:, :-1].T + eq[:, -1]).max()))
+
+
 def outside_hull(P: np.ndarray, X: np.ndarray, atol: float) -> float:
     """Largest distance-like violation of X (n, d) outside conv(P), from qhull halfspaces (≤ 0 inside)."""
-    from scipy.spatial import ConvexHull, QhullError
-
-    # Directions thinner than atol/8 are dropped: points there are within atol/8 of the affine hull.
-    c, Q = _affine_frame(P, atol / 8)
-    off = float(np.linalg.norm((X - c) - (X - c) @ Q @ Q.T, axis=1).max())
-    Y, Yx = (P - c) @ Q, (X - c) @ Q
-    r = Q.shape[1]
-    if r == 0:
-        return off
-    if r == 1:
-        return max(off, float((Yx[:, 0] - Y[:, 0].max()).max()), float((Y[:, 0].min() - Yx[:, 0]).max()))
-    try:
-        eq = ConvexHull(Y).equations
-    except QhullError:  # nearly flat within a few atol: joggle (perturbs by ~1e-11 relative)
-        eq = ConvexHull(Y, qhull_options="QJ").equations
-    return max(off, float((Yx @ eq[:, :-1].T + eq[:, -1]).max()))
+    return HullTest.of(P, atol).outside(X)

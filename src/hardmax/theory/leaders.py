@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from hardmax.dynamics import Hardmax, Trajectory, attention_matrix, deduplicate, score_bias, validate_A
+from hardmax.dynamics.select import hardmax_sets
 from hardmax.theory.geometry import components
 from hardmax.theory.inputs import as_tokens, check_atol, check_trajectory
 
@@ -92,8 +93,8 @@ def _snapshot(z: Tensor, real: Tensor, A: Tensor | None, tie_rtol: float, same: 
     for rows in torch.split(order, step):
         m = int(counts[rows].max())
         u, w = dd.tokens[rows, :m], dd.multiplicity[rows, :m]
-        p = attention_matrix(u, w, rule=Hardmax(tie_rtol), A=A)  # (b, m, m), the engine's tie rule
-        ties = p > 0
+        ties = hardmax_sets(u, w, A, tie_rtol)  # (b, m, m) C_i, the engine's tie rule
+        p = ties * w.unsqueeze(-2)  # weights of the members; P = p / Σ_j p_ij
         b, i, j = ties.nonzero(as_tuple=True)
         # Attention sets are tiny (usually one token), so measure only the pairs that are tied.
         gap = (u[b, j] - u[b, i]).norm(dim=-1)
@@ -102,7 +103,8 @@ def _snapshot(z: Tensor, real: Tensor, A: Tensor | None, tie_rtol: float, same: 
         lead = ties.any(-1) & (spread <= same[rows].unsqueeze(-1))
         index = dd.index[rows]
         leader[rows] = torch.gather(lead, 1, index) & real[rows]
-        target[rows] = torch.gather(p @ u, 1, index.unsqueeze(-1).expand(-1, -1, z.shape[2]))
+        mean = (p @ u) / p.sum(-1, keepdim=True).clamp(min=torch.finfo(u.dtype).tiny)
+        target[rows] = torch.gather(mean, 1, index.unsqueeze(-1).expand(-1, -1, z.shape[2]))
     return leader, target
 
 
@@ -316,24 +318,45 @@ def leader_history(trajectory: Trajectory, same: Tensor) -> tuple[Tensor, Tensor
     targets = torch.empty_like(flat)
     snap[todo], targets[todo] = _snapshot(flat[todo], real_f[todo], A_used, trajectory_rtol(trajectory), same_f[todo])
     snap, targets = snap.view(L, B, n), targets.view(L, B, n, d)
-    for k in range(1, L):
-        still = ~moved[k]
-        snap[k, still], targets[k, still] = snap[k - 1, still], targets[k - 1, still]
+    # Layers where nothing moved carry the last computed layer's snapshot forward.
+    last = torch.where(moved, torch.arange(L, device=path.device).view(L, 1), 0).cummax(dim=0).values  # (L, B)
+    snap = snap.gather(0, last.unsqueeze(-1).expand(L, B, n))
+    targets = targets.gather(0, last.view(L, B, 1, 1).expand(L, B, n, d))
+    return _leaders_in_time(snap, path, same), targets
+
+
+def _leaders_in_time(snap: Tensor, path: Tensor, same: Tensor) -> Tensor:
+    """(L, B, n) leaders from snapshot leaders snap (L, B, n), positions path (L, B, n, d) and same (B,):
+    leaders[0] = snap[0], leaders[k] = snap[k] & (leaders[k−1] | no token of leaders[k−1] within same).
+
+    The recurrence changes at few layers (a leader is lost or emerges), so it is evaluated for a window of
+    layers at once as if leaders[k−1] stayed what it is, up to the first layer where that assumption fails; the
+    window doubles while it holds. Distances are to the leaders only (a few per sequence), never all pairs.
+    """
+    L, B, n, d = path.shape
     leaders = torch.empty_like(snap)
     leaders[0] = snap[0]
-    for k in range(1, L):
-        new = snap[k] & ~leaders[k - 1]
-        if new.any():
-            # Drop candidates sitting on a token that already led (a converged follower, not a leader).
-            b, i = new.nonzero(as_tuple=True)
-            for bb in b.unique().tolist():
-                cand = i[b == bb]
-                old = leaders[k - 1, bb].nonzero(as_tuple=True)[0]
-                if len(old):
-                    dist = (path[k, bb, cand, None] - path[k, bb, None, old]).norm(dim=-1)
-                    new[bb, cand[(dist <= same[bb]).any(-1)]] = False
-        leaders[k] = (snap[k] & leaders[k - 1]) | new
-    return leaders, targets
+    k, window = 1, 8
+    while k < L:
+        held = leaders[k - 1]  # (B, n)
+        end = min(L, k + window)
+        width = max(1, int(held.sum(1).max()))
+        places = torch.sort(held.to(torch.uint8), dim=1, descending=True, stable=True).indices[:, :width]  # (B, w)
+        real = held.gather(1, places)
+        ahead = path[k:end]  # (W, B, n, d)
+        at = ahead.gather(2, places.view(1, B, width, 1).expand(end - k, B, width, d))  # the leaders' positions
+        near = (((ahead.unsqueeze(3) - at.unsqueeze(2)).norm(dim=-1) <= same.view(1, B, 1, 1))
+                & real.view(1, B, 1, width)).any(-1)  # (W, B, n)
+        then = snap[k:end] & (held.unsqueeze(0) | ~near)
+        changed = (then != held.unsqueeze(0)).flatten(1).any(1)  # (W,)
+        if not bool(changed.any()):
+            leaders[k:end] = then
+            k, window = end, 2 * window
+            continue
+        j = int(changed.nonzero()[0])
+        leaders[k:k + j + 1] = then[:j + 1]
+        k = k + j + 1
+    return leaders
 
 
 def stable_from(flags: Tensor) -> Tensor:

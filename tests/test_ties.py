@@ -1,0 +1,148 @@
+"""Tests of `hardmax.dynamics.ties`: the staged refinement of near-ties against every pair, and the engines
+held to each other where the tokens cluster (issue #25).
+
+`refine` decides a row's candidates against a champion first, certifies clusters converged to rounding from
+their raw scores, and tries only what is left against every candidate. None of that may change a verdict:
+the reference here is rule (★) on every pair of candidates, the way `refine` used to compute it.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hardmax.dynamics import simulate
+from hardmax.dynamics.ties import TIE_FRAME, Frames, _beats, _first, _Keys, _Split, coarse_tolerance, query_size, refine
+
+
+def every_pair(candidates, scores, queries, size, keys, frames, b, tie_rtol, rows=None, A=None):
+    """(T, m) bool: rule (★) on every pair of candidates; the largest raw score when none is unbeaten."""
+    T, m = candidates.shape
+    c = int(candidates.sum(1).max())
+    idx = _first(candidates, c)
+    valid = candidates.gather(1, idx)
+    cand = _Keys.gather(idx, keys, frames, b)
+    split = None
+    if frames is not None and rows is not None:
+        framed = frames.label[b, rows] >= 0
+        if bool(framed.any()):
+            split = _Split(frames.origin[b, rows], frames.offset[b, rows], rows, framed, A)
+    beats = _beats(cand, cand, queries, size, tie_rtol, split)  # (T, c, c) [t, l, j]
+    keep_c = valid & ~(valid.unsqueeze(2) & beats).any(dim=1)
+    none = ~keep_c.any(dim=1)
+    top = torch.where(valid, scores.gather(1, idx), -math.inf).argmax(dim=1)
+    keep_c[none, top[none]] = True
+    return torch.zeros_like(candidates).scatter_(1, idx, keep_c)
+
+
+def clustered(rng: np.random.Generator, m: int, d: int, spread: float, dtype) -> np.ndarray:
+    """m keys in a few clusters whose members differ by `spread` relative: scores within rounding of each other."""
+    centres = rng.standard_normal((3, d))
+    which = rng.integers(0, 3, m)
+    return (centres[which] * (1 + spread * rng.standard_normal((m, 1)))
+            + spread * rng.standard_normal((m, d))).astype(dtype)
+
+
+def near_ties(seed: int, d: int, dtype, framed: bool, with_A: bool, spread: float):
+    """A batch of rows with many coarse candidates, with or without frames, as `sets_from_scores` sees them."""
+    rng = np.random.default_rng(seed)
+    batch, m = 2, 40
+    keys = torch.from_numpy(np.stack([clustered(rng, m, d, spread, dtype) for _ in range(batch)]))
+    A = None
+    if with_A:
+        M = rng.standard_normal((d, d))
+        A = torch.from_numpy(M @ M.T / d + np.eye(d)).to(keys.dtype)
+    frames = None
+    if framed:
+        # Some keys in a leader's frame (origin the leader, a small offset), some leaders (offset 0), some in a
+        # tie frame of their own, the rest absolute.
+        label = torch.from_numpy(rng.integers(-1, 4, (batch, m)))
+        own_tie = torch.from_numpy(rng.uniform(size=(batch, m)) < 0.1)
+        label = torch.where(own_tie, TIE_FRAME + torch.arange(m), label)
+        leader = torch.from_numpy(rng.uniform(size=(batch, m)) < 0.15) & (label >= 0) & ~own_tie
+        origin = torch.where((label >= 0).unsqueeze(-1), keys[:, :1].expand(-1, m, -1), torch.zeros_like(keys))
+        offset = torch.where((label >= 0).unsqueeze(-1), keys - origin, keys)
+        offset = torch.where(leader.unsqueeze(-1), torch.zeros_like(offset), offset)
+        frames = Frames(origin, offset, label)
+        keys = frames.positions()
+    present = torch.ones(batch, m, dtype=torch.bool)
+    queries = keys if A is None else keys @ A
+    s = torch.bmm(queries, keys.transpose(-1, -2))
+    rtol = 64 * torch.finfo(keys.dtype).eps
+    size = query_size(keys, present, A)
+    tol = coarse_tolerance(size, keys, present, rtol)
+    candidates = s >= (s.amax(-1) - tol).unsqueeze(-1)
+    several = candidates.sum(-1) >= 2
+    b, i = several.nonzero(as_tuple=True)
+    return (candidates[b, i], s[b, i], queries[b, i], size[b, 0], keys, frames, b, rtol, i, A)
+
+
+@settings(max_examples=120, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), d=st.sampled_from([2, 3, 16]), double=st.booleans(), framed=st.booleans(),
+       with_A=st.booleans(), spread=st.sampled_from([0.0, 1e-17, 1e-15, 4e-15, 1e-14, 3e-14, 1e-13, 1e-9]))
+def test_refine_decides_every_row_as_every_pair_does(seed, d, double, framed, with_A, spread):
+    """Champion, certificate and the rows left: the same sets as (★) on every pair, with and without frames, for
+    clusters converged to rounding (spread 0 .. 1e-17), near it (1e-15, 1e-13) and apart (1e-9)."""
+    dtype = np.float64 if double else np.float32
+    args = near_ties(seed, d, dtype, framed, with_A, spread * (1 if double else 1e8))
+    if len(args[0]) == 0:
+        return
+    candidates, scores, queries, size, keys, frames, b, rtol, rows, A = args
+    got = refine(candidates, scores, queries, size, keys, frames, b, rtol, rows=rows, A=A)
+    want = every_pair(candidates, scores, queries, size, keys, frames, b, rtol, rows=rows, A=A)
+    assert torch.equal(got, want)
+
+
+def test_refine_tries_every_pair_when_the_tolerance_is_too_small_to_certify():
+    """Below (2d + 4) eps the certificate never applies; the sets are still those of every pair."""
+    candidates, scores, queries, size, keys, frames, b, _, rows, A = near_ties(3, 2, np.float64, False, False, 1e-16)
+    for rtol in (0.0, 4 * np.finfo(np.float64).eps):
+        got = refine(candidates, scores, queries, size, keys, frames, b, rtol, rows=rows, A=A)
+        assert torch.equal(got, every_pair(candidates, scores, queries, size, keys, frames, b, rtol, rows=rows, A=A))
+
+
+@pytest.mark.parametrize("d, with_A, dtype", [(2, False, torch.float64), (3, True, torch.float64),
+                                              (2, True, torch.float32), (16, False, torch.float64)])
+def test_engines_agree_over_hundreds_of_layers_of_clustering(d, with_A, dtype):
+    """The kernel (rows at one position decided once, champions) and the torch engine (staged refinement) run a
+    configuration into clusters and far past the layers where followers round onto their leaders."""
+    rng = np.random.default_rng(d)
+    z = torch.from_numpy(rng.standard_normal((2, 70, d))).to(dtype)
+    A = None
+    if with_A:
+        M = rng.standard_normal((d, d))
+        A = torch.from_numpy(M @ M.T / d + np.eye(d)).to(dtype)
+    kwargs = dict(alpha=0.5, layers=300, A=A)
+    fast = simulate(z, **kwargs, engine="compiled").tokens
+    slow = simulate(z, **kwargs, engine="torch").tokens
+    scale = float(z.abs().max())
+    assert torch.allclose(fast, slow, rtol=0, atol=(1e-12 if dtype == torch.float64 else 1e-5) * scale)
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), d=st.sampled_from([2, 3, 16]), double=st.booleans(), with_A=st.booleans(),
+       spread=st.sampled_from([0.0, 1e-16, 1e-15, 4e-15, 1e-14, 3e-14, 1e-13]))
+def test_the_certificate_never_keeps_a_candidate_that_some_pair_beats(seed, d, double, with_A, spread):
+    """`_surely_unbeaten` on its own (in `refine` the champion usually decides first): every key it certifies
+    is unbeaten by every candidate under (★), and on a cluster converged to rounding it certifies keys."""
+    from hardmax.dynamics.ties import _surely_unbeaten
+
+    dtype = np.float64 if double else np.float32
+    args = near_ties(seed, d, dtype, False, with_A, spread * (1 if double else 1e8))
+    candidates, scores, queries, size, keys, frames, b, rtol, rows, A = args
+    if len(candidates) == 0:
+        return
+    idx = _first(candidates, int(candidates.sum(1).max()))
+    valid = candidates.gather(1, idx)
+    cand = _Keys.gather(idx, keys, None, b)
+    raw = torch.where(valid, scores.gather(1, idx), -math.inf)
+    sure = _surely_unbeaten(raw, cand.pos, valid, size, rtol)
+    beaten = (valid.unsqueeze(2) & _beats(cand, cand, queries, size, rtol, None)).any(dim=1)
+    assert not (sure & beaten).any()
+    if spread == 0.0:
+        assert sure.any()
