@@ -5,18 +5,21 @@ tokens). Prints, in one run and on one machine, so that ratios are meaningful:
 
 - wall time of a naive torch loop of the same layer (dense scores, max with a tie tolerance, mean over the
   attention set: no exact tie rule), the compiled engine (the default) and the torch engine;
-- each engine's time of the last stretch of layers against the first (does the cost per layer grow as the
-  tokens cluster?), from two runs of `simulate` that end there;
-- `check_theorem` on the run;
-- scaling of the compiled engine in n (and in layers), with the fitted log-log slope.
+- each engine's time of the last fifth of the layers against the first (does the cost per layer grow as the
+  tokens cluster?), from runs of `simulate` that end there;
+- `check_theorem` on the n = 200 run, d = 2 and d = 3;
+- scaling of the compiled engine in n (50 … 3,200) and in layers (100 … 5,000) at d = 2, 3, 16, with the
+  fitted log-log slopes, drawn as a log-log plot (`--plot`);
+- the peak memory of the largest run, against the n² scratch the kernel keeps (its score matrix).
 
 The issue's targets (n = 200, d = 2, 500 layers): compiled ≤ 1× the naive loop, torch engine ≤ 3×, layers
-400–500 ≤ 1.5× layers 1–100, `check_theorem` < 100 ms, n = 3,200 over 500 layers < 10 s. This script
-measures where the library stands; it states each target as met or not, it does not assert them.
+400–500 ≤ 1.5× layers 1–100 for both engines, `check_theorem` < 100 ms, n = 3,200 over 500 layers < 10 s, no
+worse than n² per layer. This script measures where the library stands; it states each target as met or not,
+it does not assert them. `--device cuda` runs the torch engine and `check_theorem` on a GPU (the compiled
+engine is the CPU's).
 
-    .venv/bin/python benchmarks/bench_scale.py --quick            # a smoke run, ~20 s
-    .venv/bin/python benchmarks/bench_scale.py --json out.json    # the issue's sizes (the torch engine at
-                                                                  # n = 200 alone takes about a minute today)
+    .venv/bin/python benchmarks/bench_scale.py --quick                       # a smoke run, ~20 s
+    .venv/bin/python benchmarks/bench_scale.py --json docs/bench_scale.json --plot docs/figures/bench_scale.png
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import argparse
 import json
 import math
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -49,6 +53,8 @@ def timed(run, repeats: int = 1) -> float:
     for _ in range(repeats):
         start = time.perf_counter()
         run()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
         best = min(best, time.perf_counter() - start)
     return best
 
@@ -57,71 +63,165 @@ def tokens(n: int, d: int, seed: int = 0) -> torch.Tensor:
     return torch.from_numpy(np.random.default_rng(seed).standard_normal((n, d)))
 
 
-def late_over_early(engine: str, z: torch.Tensor, layers: int) -> tuple[float, float]:
+def late_over_early(engine: str, z: torch.Tensor, layers: int, repeats: int = 1) -> tuple[float, float]:
     """(time of layers 1..layers/5, time of layers 4/5·layers..layers) of one engine, from cumulative runs."""
     fifth = max(1, layers // 5)
-    t_early = timed(lambda: simulate(z, alpha=0.5, layers=fifth, engine=engine, store="final"))
-    t_before = timed(lambda: simulate(z, alpha=0.5, layers=layers - fifth, engine=engine, store="final"))
-    t_all = timed(lambda: simulate(z, alpha=0.5, layers=layers, engine=engine, store="final"))
+
+    def run(k):
+        return timed(lambda: simulate(z, alpha=0.5, layers=k, engine=engine, store="final"), repeats)
+
+    t_early, t_before, t_all = run(fifth), run(layers - fifth), run(layers)
     return t_early, max(t_all - t_before, 0.0)
 
 
-def main() -> None:
+def slope(xs, ys) -> float:
+    """The log-log slope of ys against xs (least squares)."""
+    return float(np.polyfit(np.log(np.asarray(xs, float)), np.log(np.asarray(ys, float)), 1)[0])
+
+
+def peak_growth(run) -> int | None:
+    """Bytes by which the process's peak resident memory grows during run() (Linux; None elsewhere)."""
+    def status(key: str) -> int:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key))
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # resets VmHWM to the current resident memory
+        before = status("VmRSS:")
+    except OSError:
+        return None
+    run()
+    return status("VmHWM:") - before
+
+
+def plot(results: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for d, row in results["scaling_in_n"].items():
+        ns, ts = [int(k) for k in row], list(row.values())
+        left.loglog(ns, ts, "o-", label=f"d = {d} (slope {results['slope_in_n'][d]:.2f})")
+    ns = np.array([int(k) for k in next(iter(results["scaling_in_n"].values()))], float)
+    ref = next(iter(results["scaling_in_n"].values()))
+    left.loglog(ns, list(ref.values())[-1] * (ns / ns[-1]) ** 2, "k:", label="∝ n²")
+    left.set(xlabel="tokens n", ylabel="seconds", title=f"{results['layers']} layers, compiled engine")
+    for d, row in results["scaling_in_layers"].items():
+        ks, ts = [int(k) for k in row], list(row.values())
+        right.loglog(ks, ts, "o-", label=f"d = {d} (slope {results['slope_in_layers'][d]:.2f})")
+    ks = np.array([int(k) for k in next(iter(results["scaling_in_layers"].values()))], float)
+    right.loglog(ks, list(next(iter(results["scaling_in_layers"].values())).values())[0] * ks / ks[0], "k:",
+                 label="∝ layers")
+    right.set(xlabel="layers", ylabel="seconds", title=f"n = {results['layers_n']}, compiled engine")
+    for ax in (left, right):
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--json", help="also write the results as JSON")
-    parser.add_argument("--skip-torch", action="store_true", help="leave out the torch engine (slow today)")
-    args = parser.parse_args()
+    parser.add_argument("--plot", help="also draw the scaling as a log-log plot (PNG)")
+    parser.add_argument("--skip-torch", action="store_true", help="leave out the torch engine")
+    parser.add_argument("--device", default="cpu", help="device of the torch engine and check_theorem (cpu, cuda)")
+    args = parser.parse_args(argv)
     n, d, layers = (60, 2, 120) if args.quick else (200, 2, 500)
     sizes = (50, 100, 200) if args.quick else (50, 100, 200, 400, 800, 1600, 3200)
-    torch.set_num_threads(max(1, torch.get_num_threads()))
+    depths = (20, 50, 100) if args.quick else (100, 200, 500, 1000, 2000, 5000)
+    dims = (2, 3) if args.quick else (2, 3, 16)
+    layers_n = 60 if args.quick else 200
     z = tokens(n, d)
     simulate(z[:8], alpha=0.5, layers=3)  # load the compiled kernel before timing
-    results: dict = {"n": n, "d": d, "layers": layers, "threads": torch.get_num_threads()}
+    results: dict = {"n": n, "d": d, "layers": layers, "threads": torch.get_num_threads(), "device": args.device,
+                     "layers_n": layers_n}
     results["naive_s"] = timed(lambda: naive_loop(z.clone(), alpha=0.5, layers=layers), repeats=3)
     results["compiled_s"] = timed(lambda: simulate(z, alpha=0.5, layers=layers), repeats=3)
-    early, late = late_over_early("compiled", z, layers)
+    early, late = late_over_early("compiled", z, layers, repeats=3)
     results["compiled_late_over_early"] = late / early if early > 0 else math.nan
+    zd = z.to(args.device)
     if not args.skip_torch:
-        results["torch_s"] = timed(lambda: simulate(z, alpha=0.5, layers=layers, engine="torch"))
-        early, late = late_over_early("torch", z, layers)
+        simulate(zd[:8], alpha=0.5, layers=3, engine="torch")
+        results["torch_s"] = timed(lambda: simulate(zd, alpha=0.5, layers=layers, engine="torch"))
+        early, late = late_over_early("torch", zd, layers)
         results["torch_late_over_early"] = late / early if early > 0 else math.nan
-    run = simulate(z, alpha=0.5, layers=layers)
-    results["check_theorem_s"] = timed(lambda: check_theorem(run))
-    results["check_theorem_passed"] = check_theorem(run).passed
-    scaling = {}
-    for size in sizes:
-        scaling[size] = timed(lambda size=size: simulate(tokens(size, d), alpha=0.5, layers=layers,
-                                                          store="final"))
-    logs = np.log(np.array(list(scaling))), np.log(np.array(list(scaling.values())))
-    results["scaling_in_n"] = {str(k): v for k, v in scaling.items()}
-    results["slope_in_n"] = float(np.polyfit(*logs, 1)[0])
+    for dim in (2, 3):
+        run = simulate(tokens(n, dim).to(args.device), alpha=0.5, layers=layers,
+                       engine="auto" if args.device == "cpu" else "torch")
+        check_theorem(run)  # warm-up
+        results[f"check_theorem_d{dim}_s"] = timed(lambda run=run: check_theorem(run), repeats=3)
+        results[f"check_theorem_d{dim}_passed"] = check_theorem(run).passed
+    results["check_theorem_s"] = results["check_theorem_d2_s"]
+    results["check_theorem_passed"] = results["check_theorem_d2_passed"] and results["check_theorem_d3_passed"]
+    results["scaling_in_n"], results["slope_in_n"] = {}, {}
+    results["scaling_in_layers"], results["slope_in_layers"] = {}, {}
+    for dim in dims:
+        row = {size: timed(lambda size=size: simulate(tokens(size, dim), alpha=0.5, layers=layers, store="final"))
+               for size in sizes}
+        results["scaling_in_n"][str(dim)] = {str(k): v for k, v in row.items()}
+        results["slope_in_n"][str(dim)] = slope(list(row), list(row.values()))
+        row = {k: timed(lambda k=k: simulate(tokens(layers_n, dim), alpha=0.5, layers=k, store="final"))
+               for k in depths}
+        results["scaling_in_layers"][str(dim)] = {str(k): v for k, v in row.items()}
+        results["slope_in_layers"][str(dim)] = slope(list(row), list(row.values()))
+    largest = max(sizes)
+    big = tokens(largest, 2)
+    results["peak_bytes"] = peak_growth(lambda: simulate(big, alpha=0.5, layers=layers, store="final"))
+    results["scores_bytes"] = largest * largest * 8  # the kernel's n × n score scratch (float64)
+    report(results, largest)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    if args.plot:
+        plot(results, args.plot)
+    return results
 
+
+def report(results: dict, largest: int) -> None:
+    n, d, layers = results["n"], results["d"], results["layers"]
     print(f"one configuration: n = {n}, d = {d}, {layers} layers, float64, {results['threads']} threads")
     print("| measure | figure | target |\n|---|---|---|")
     ratio = results["compiled_s"] / results["naive_s"]
     print(f"| naive torch loop (no exact ties) | {results['naive_s']:.3f} s | |")
-    print(f"| compiled engine | {results['compiled_s']:.3f} s ({ratio:.1f}× the loop) | ≤ 1× "
+    print(f"| compiled engine | {results['compiled_s']:.3f} s ({ratio:.2f}× the loop) | ≤ 1× "
           f"{'✓' if ratio <= 1 else '✗'} |")
     if "torch_s" in results:
         ratio = results["torch_s"] / results["naive_s"]
-        print(f"| torch engine | {results['torch_s']:.2f} s ({ratio:.0f}× the loop) | ≤ 3× "
+        print(f"| torch engine ({results['device']}) | {results['torch_s']:.2f} s ({ratio:.0f}× the loop) | ≤ 3× "
               f"{'✓' if ratio <= 3 else '✗'} |")
     for engine in ("compiled", "torch"):
         key = f"{engine}_late_over_early"
         if key in results:
             print(f"| {engine}: last fifth of the layers / first fifth | {results[key]:.2f}× | ≤ 1.5× "
                   f"{'✓' if results[key] <= 1.5 else '✗'} |")
-    verdict = "passed" if results["check_theorem_passed"] else "FAILED"
-    print(f"| check_theorem | {1000 * results['check_theorem_s']:.0f} ms ({verdict}) "
-          f"| < 100 ms {'✓' if results['check_theorem_s'] < 0.1 else '✗'} |")
-    largest = max(scaling)
-    print(f"| compiled, n = {largest}, {layers} layers | {scaling[largest]:.2f} s | < 10 s (n = 3,200) "
-          f"{'✓' if largest >= 3200 and scaling[largest] < 10 else ''} |")
-    print(f"| compiled, slope in n (log-log, {min(sizes)}..{largest}) | {results['slope_in_n']:.2f} | ≤ 2 |")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
+    for dim in (2, 3):
+        seconds = results[f"check_theorem_d{dim}_s"]
+        verdict = "passed" if results[f"check_theorem_d{dim}_passed"] else "FAILED"
+        print(f"| check_theorem, d = {dim} | {1000 * seconds:.0f} ms ({verdict}) | < 100 ms "
+              f"{'✓' if seconds < 0.1 else '✗'} |")
+    t_big = results["scaling_in_n"]["2"][str(largest)]
+    print(f"| compiled, n = {largest}, {layers} layers, d = 2 | {t_big:.2f} s | < 10 s (n = 3,200) "
+          f"{'✓' if largest >= 3200 and t_big < 10 else ''} |")
+    for dim, value in results["slope_in_n"].items():
+        print(f"| compiled, slope in n, d = {dim} (log-log, {layers} layers) | {value:.2f} | ≤ 2 "
+              f"{'✓' if value <= 2.05 else '✗'} |")
+    for dim, value in results["slope_in_layers"].items():
+        print(f"| compiled, slope in layers, d = {dim} (n = {results['layers_n']}) | {value:.2f} | ≤ 1 "
+              f"{'✓' if value <= 1.05 else '✗'} |")
+    if results["peak_bytes"] is not None:
+        print(f"| peak memory growth, n = {largest} | {results['peak_bytes'] / 2**20:.0f} MiB (n² scores: "
+              f"{results['scores_bytes'] / 2**20:.0f} MiB) | O(n²) |")
+    print("\nseconds, compiled engine, store='final':")
+    for name, key in (("n", "scaling_in_n"), ("layers", "scaling_in_layers")):
+        rows = results[key]
+        heads = list(next(iter(rows.values())))
+        print(f"| d \\ {name} | " + " | ".join(heads) + " |\n|---|" + "---|" * len(heads))
+        for dim, row in rows.items():
+            print(f"| {dim} | " + " | ".join(f"{row[h]:.3f}" for h in heads) + " |")
 
 
 if __name__ == "__main__":

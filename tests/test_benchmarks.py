@@ -171,8 +171,10 @@ def test_bench_scale_naive_loop_is_the_layer_and_the_quick_run_writes_json(tmp_p
     z = bench.tokens(40, 3, seed=1)  # Gaussian tokens: no exact ties, so the naive loop is the exact layer
     torch.testing.assert_close(bench.naive_loop(z.clone(), alpha=0.5, layers=6),
                                simulate(z, alpha=0.5, layers=6).final, rtol=0, atol=1e-12)
-    monkeypatch.setattr("sys.argv", ["bench_scale.py", "--quick", "--skip-torch", "--json", str(tmp_path / "s.json")])
-    bench.main()
+    bench.main(["--quick", "--skip-torch", "--json", str(tmp_path / "s.json"), "--plot", str(tmp_path / "s.png")])
     results = json.loads((tmp_path / "s.json").read_text())
-    assert results["check_theorem_passed"] and results["compiled_s"] > 0 and "slope_in_n" in results
-    assert "| compiled engine |" in capsys.readouterr().out
+    assert results["check_theorem_passed"] and results["compiled_s"] > 0
+    assert set(results["slope_in_n"]) == set(results["slope_in_layers"]) == {"2", "3"}
+    assert (tmp_path / "s.png").stat().st_size > 0
+    out = capsys.readouterr().out
+    assert "| compiled engine |" in out and "slope in layers" in out

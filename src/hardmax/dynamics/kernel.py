@@ -224,14 +224,20 @@ def _decide(i, srow, zc, off, lab, fixed, m, qi, wn, tol, rtol, member, cand, lo
     srow[i] = own
     best = own if own > other else other
     threshold = best - tol
-    c = 0  # the candidates, in key order, into cand[:c] (branch-free: cand[c] is overwritten until a hit)
+    count = 0  # (a pass that vectorises: one candidate is the common case)
     for j in range(m):
-        hit = srow[j] >= threshold
-        member[j] = hit
-        cand[c] = j
-        c += hit
-    if c == 1:
-        return own, other, 1, cand[0], True
+        member[j] = srow[j] >= threshold
+        count += member[j]
+    if count == 1:
+        single = 0
+        while not member[single]:
+            single += 1
+        return own, other, 1, single, True
+    c = 0
+    for j in range(m):
+        if member[j]:
+            cand[c] = j
+            c += 1
     # Several candidates: j stays unless another candidate l beats it by (★), on differences of tokens
     # (offset − offset within a frame, scale |z_l − z_j|; else position − position, scale |z_l| + |z_j|),
     # pairwise as in `ties.refine`. Whether some l beats j does not depend on the order the l are tried in,
@@ -527,6 +533,17 @@ def _group_rows(rows, count, zc, zbits, lab, multipliers, table, hashes, group, 
 
 
 @numba.njit(**_JIT)
+def _ungrouped(rows, count, reps, start, ordered):
+    """`_group_rows` with every row a group of its own: returns count."""
+    for p in range(count):
+        reps[p] = rows[p]
+        start[p] = p
+        ordered[p] = p
+    start[count] = count
+    return count
+
+
+@numba.njit(**_JIT)
 def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, slots, out):
     """Layers 1.. of one review: z (n, d), mask (n,); layer k is written to out[slots[k]] (out (s, n, d))
     when slots[k] ≥ 0 (layer 0 is `_peak`'s). Returns 1 if a leader lost its place (the review then
@@ -584,6 +601,7 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, slots, out):
     reps = np.empty(m, np.int64)
     start = np.empty(m + 1, np.int64)
     ordered = np.empty(m, np.int64)
+    grouping = False
     f = 0
     full = True  # layer 1 computes every row
     broke = 0
@@ -609,8 +627,14 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, slots, out):
             if wnorm[i] > wmax:
                 wmax = wnorm[i]
         tol = coarse * wmax * largest
-        # One score row per group of rows at one position with one frame label: S[g] for reps[g].
-        P = _group_rows(rows, count, zc, zbits, lab, multipliers, table, hashes, group, reps, start, ordered)
+        # One score row per group of rows at one position with one frame label: S[g] for reps[g]. Tokens are
+        # distinct at layer 1 and rows come to share a position only as they converge, so grouping is tried every
+        # 8 layers and kept while it finds groups (every row its own group otherwise: the same verdicts).
+        if layer > 0 and (grouping or layer % 8 == 0):
+            P = _group_rows(rows, count, zc, zbits, lab, multipliers, table, hashes, group, reps, start, ordered)
+            grouping = P < count
+        else:
+            P = _ungrouped(rows, count, reps, start, ordered)
         _scores(reps, P, q, uT, m, S)
         if not full:
             # A leader stays one while no score in its row comes near its own: its best score on
@@ -640,6 +664,7 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, slots, out):
                     wnorm[i] = _row_weights(i, zc, q, A, Aabs, identity, wi)
                 P = _group_rows(rows, count, zc, zbits, lab, multipliers, table, hashes, group, reps, start,
                                 ordered)
+                grouping = P < count
                 _scores(reps, P, q, uT, m, S)
         for g in range(P):
             shared = False
