@@ -146,3 +146,19 @@ def test_the_certificate_never_keeps_a_candidate_that_some_pair_beats(seed, d, d
     assert not (sure & beaten).any()
     if spread == 0.0:
         assert sure.any()
+
+
+@pytest.mark.parametrize("seed", [0, 4, 5, 8])
+def test_a_leader_unseated_within_a_wide_tolerance_reruns_the_layer_with_every_row(seed):
+    """With tie_rtol = 0.05 a follower comes within the tolerance of its leader's own score: the kernel sees it
+    only after the layer's rows (their scores give the leaders' reach), computes that layer again with every
+    row, and from there on every row at every layer; the result is the torch engine's."""
+    from hardmax.dynamics import Hardmax, kernel
+
+    z = np.random.default_rng(seed).standard_normal((1, 12, 2))
+    out = np.empty((41, 1, 12, 2))
+    assert kernel.hardmax_trajectory(z, np.ones((1, 12), bool), None, np.full(40, 1 / 3), 0.05, out, 1).broke[0]
+    kwargs = dict(alpha=0.5, layers=40, rule=Hardmax(0.05))
+    fast = simulate(torch.from_numpy(z), **kwargs, engine="compiled").tokens
+    slow = simulate(torch.from_numpy(z), **kwargs, engine="torch").tokens
+    assert torch.allclose(fast, slow, rtol=0, atol=1e-14)

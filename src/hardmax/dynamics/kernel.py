@@ -29,7 +29,9 @@ the same scores and candidates, so each such group gets one score row and, as a 
 (`_group_rows`). Near-ties inside a cluster (its members' scores are equal to rounding) are refined against
 a champion first, the candidate that beats a top raw score by the most: a row costs O(candidates), not
 O(candidates²). Neither changes a verdict: each is the same (★) test, tried in another order or once for
-identical inputs; the trajectories are bit for bit those of the kernel before them.
+identical inputs; the trajectories are bit for bit those of the kernel before them. A group's score row is
+used while it is in cache (the leaders' reach, then its rows' decisions) and never stored: a review's scratch
+is O(n·d), not an n × n matrix, which at n = 3,200 (82 MB of scores) made every layer memory-bound.
 
 Dot products are summed over the d coordinates in order. On the test batches that reproduces the
 torch engine bit for bit, but a BLAS may sum differently, so a score can differ from torch's in the
@@ -575,7 +577,6 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, slots, out):
     wi = np.empty(d, z.dtype)
     wnorm = np.empty(m, z.dtype)
     norm = np.empty(m, z.dtype)
-    S = np.empty((m, m), z.dtype)
     row = np.empty((1, m), z.dtype)
     one = np.empty(1, np.int64)
     member = np.empty(m, np.bool_)
@@ -607,84 +608,85 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, slots, out):
     broke = 0
     for layer in range(layers):
         g_step = gammas[layer]
-        rows = everyone if full else followers
-        count = m if full else f
-        # Rows that may have moved since the last layer: all of them at first, then the followers.
-        for p in range(count):
-            i = rows[p]
-            for k in range(d):
-                uT[k, i] = zc[i, k]
-            wnorm[i] = _row_weights(i, zc, q, A, Aabs, identity, wi)
-            v = zc[i, 0] * zc[i, 0]
-            for k in range(1, d):
-                v += zc[i, k] * zc[i, k]
-            norm[i] = np.sqrt(v)
-        largest = norm[0]
-        wmax = wnorm[0]
-        for i in range(1, m):
-            if norm[i] > largest:
-                largest = norm[i]
-            if wnorm[i] > wmax:
-                wmax = wnorm[i]
-        tol = coarse * wmax * largest
-        # One score row per group of rows at one position with one frame label: S[g] for reps[g]. Tokens are
-        # distinct at layer 1 and rows come to share a position only as they converge, so grouping is tried every
-        # 8 layers and kept while it finds groups (every row its own group otherwise: the same verdicts).
-        if layer > 0 and (grouping or layer % 8 == 0):
-            P = _group_rows(rows, count, zc, zbits, lab, multipliers, table, hashes, group, reps, start, ordered)
-            grouping = P < count
-        else:
-            P = _ungrouped(rows, count, reps, start, ordered)
-        _scores(reps, P, q, uT, m, S)
-        if not full:
-            # A leader stays one while no score in its row comes near its own: its best score on
-            # another token at layer 1, or on a follower now (s_fl = s_lf up to rounding, which the
-            # coarse tolerance covers). A near one has its row decided in full by rule (★).
-            for j in range(m):
-                reach[j] = other[j]
-            for g in range(P):
-                for j in range(m):
-                    if S[g, j] > reach[j]:
-                        reach[j] = S[g, j]
-            for j in range(m):
-                if leader[j] and reach[j] >= own[j] - tol:
-                    one[0] = j
-                    _scores(one, 1, q, uT, m, row)
-                    _, _, c, single, _ = _decide(j, row[0], zc, off, lab, fixed, m, q[j], wmax, tol,
-                                                 rtol, member, cand, lowest,
-                                                 org, A, Aabs, identity, qt, qo)
-                    if c != 1 or single != j:
-                        broke = 1
-            if broke:  # from here on, every row at every layer
-                full = True
-                rows, count = everyone, m
-                for i in range(m):
-                    for k in range(d):
-                        uT[k, i] = zc[i, k]
-                    wnorm[i] = _row_weights(i, zc, q, A, Aabs, identity, wi)
+        redo = True
+        while redo:  # once, or twice when a leader loses its place (the layer then again with every row)
+            redo = False
+            rows = everyone if full else followers
+            count = m if full else f
+            # Rows that may have moved since the last layer: all of them at first, then the followers.
+            for p in range(count):
+                i = rows[p]
+                for k in range(d):
+                    uT[k, i] = zc[i, k]
+                wnorm[i] = _row_weights(i, zc, q, A, Aabs, identity, wi)
+                v = zc[i, 0] * zc[i, 0]
+                for k in range(1, d):
+                    v += zc[i, k] * zc[i, k]
+                norm[i] = np.sqrt(v)
+            largest = norm[0]
+            wmax = wnorm[0]
+            for i in range(1, m):
+                if norm[i] > largest:
+                    largest = norm[i]
+                if wnorm[i] > wmax:
+                    wmax = wnorm[i]
+            tol = coarse * wmax * largest
+            # Groups of rows at one position with one frame label: one score row each, for reps[g]. Tokens are
+            # distinct at layer 1 and rows come to share a position only as they converge, so grouping is tried
+            # every 8 layers and kept while it finds groups (every row its own group otherwise: the same verdicts).
+            if full or layer % 8 == 0 or grouping:
                 P = _group_rows(rows, count, zc, zbits, lab, multipliers, table, hashes, group, reps, start,
-                                ordered)
+                                ordered) if layer > 0 else _ungrouped(rows, count, reps, start, ordered)
                 grouping = P < count
-                _scores(reps, P, q, uT, m, S)
-        for g in range(P):
-            shared = False
-            for t in range(start[g], start[g + 1]):
-                i = rows[ordered[t]]
-                if not shared:  # the group's first row, or every row of a group whose decision is its own
-                    own_i, other_i, c, single, shared = _decide(i, S[g], zc, off, lab, fixed, m, q[i], wmax, tol,
-                                                                rtol, member, cand, lowest,
-                                                                org, A, Aabs, identity, qt, qo)
-                if layer == 0:  # (tokens are distinct at layer 0: every group is one row)
-                    own[i] = own_i
-                    other[i] = other_i
-                    leader[i] = c == 1 and single == i
-                _target(i, c, single, member, zc, off, org, lab, fixed, w, g_step, new_off, new_org, new_lab,
-                        target)
-                if c == 1 and single == i and new_lab[i] < 0:  # a leader gets a frame of its own
-                    new_lab[i] = i
-                    for k in range(d):
-                        new_org[i, k] = new_off[i, k]
-                        new_off[i, k] = 0
+            else:
+                P = _ungrouped(rows, count, reps, start, ordered)
+            if not full:
+                for j in range(m):
+                    reach[j] = other[j]
+            for g in range(P):
+                # The group's score row, used while it is in cache: the leaders' reach, then the rows' decisions.
+                one[0] = reps[g]
+                _scores(one, 1, q, uT, m, row)
+                srow = row[0]
+                if not full:
+                    for j in range(m):
+                        if srow[j] > reach[j]:
+                            reach[j] = srow[j]
+                shared = False
+                for t in range(start[g], start[g + 1]):
+                    i = rows[ordered[t]]
+                    if not shared:  # the group's first row, or every row of a group whose decision is its own
+                        own_i, other_i, c, single, shared = _decide(i, srow, zc, off, lab, fixed, m, q[i], wmax,
+                                                                    tol, rtol, member, cand, lowest,
+                                                                    org, A, Aabs, identity, qt, qo)
+                    if layer == 0:  # (tokens are distinct at layer 0: every group is one row)
+                        own[i] = own_i
+                        other[i] = other_i
+                        leader[i] = c == 1 and single == i
+                    _target(i, c, single, member, zc, off, org, lab, fixed, w, g_step, new_off, new_org, new_lab,
+                            target)
+                    if c == 1 and single == i and new_lab[i] < 0:  # a leader gets a frame of its own
+                        new_lab[i] = i
+                        for k in range(d):
+                            new_org[i, k] = new_off[i, k]
+                            new_off[i, k] = 0
+            if not full:
+                # A leader stays one while no score in its row comes near its own: its best score on another token
+                # at layer 1, or on a follower now (s_fl = s_lf up to rounding, which the coarse tolerance covers).
+                # A near one has its row decided in full by rule (★); should it lose its place, the layer is
+                # computed again with every row, and so is every layer after it.
+                for j in range(m):
+                    if leader[j] and reach[j] >= own[j] - tol:
+                        one[0] = j
+                        _scores(one, 1, q, uT, m, row)
+                        _, _, c, single, _ = _decide(j, row[0], zc, off, lab, fixed, m, q[j], wmax, tol,
+                                                     rtol, member, cand, lowest,
+                                                     org, A, Aabs, identity, qt, qo)
+                        if c != 1 or single != j:
+                            broke = 1
+                if broke:
+                    full = True
+                    redo = True
         for p in range(count):
             i = rows[p]
             lab[i] = new_lab[i]
