@@ -64,6 +64,14 @@ if "NUMBA_THREADING_LAYER" not in os.environ:
 
 
 @numba.njit(**_JIT)
+def _mix(h):
+    """The splitmix64 finaliser of a uint64 hash (scalars only: the call compiles away)."""
+    h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return h ^ (h >> np.uint64(31))
+
+
+@numba.njit(**_JIT)
 def deduplicate_review(z, bits, mask, multipliers, slot, distinct, weights):
     """Merge identical real rows of one review (value equality: -0.0 == 0.0).
 
@@ -92,9 +100,7 @@ def deduplicate_review(z, bits, mask, multipliers, slot, distinct, weights):
         for k in range(d):
             b = np.uint64(bits[t, k]) if z[t, k] != 0 else np.uint64(0)  # -0.0 and 0.0: the same point
             h += b * multipliers[k]
-        h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        h ^= h >> np.uint64(31)
+        h = _mix(h)
         bucket = np.int64(h & np.uint64(size - 1))
         while True:
             g = table[bucket]
@@ -498,9 +504,7 @@ def _group_rows(rows, count, zc, zbits, lab, multipliers, table, hashes, group, 
         h = np.uint64(lab[i]) * np.uint64(0x9E3779B97F4A7C15)
         for k in range(d):
             h += (np.uint64(zbits[i, k]) if zc[i, k] != 0 else np.uint64(0)) * multipliers[k]  # -0.0 == 0.0
-        h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        h ^= h >> np.uint64(31)
+        h = _mix(h)
         bucket = np.int64(h & np.uint64(size - 1))
         while True:
             g = table[bucket]
