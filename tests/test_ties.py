@@ -162,3 +162,34 @@ def test_a_leader_unseated_within_a_wide_tolerance_reruns_the_layer_with_every_r
     fast = simulate(torch.from_numpy(z), **kwargs, engine="compiled").tokens
     slow = simulate(torch.from_numpy(z), **kwargs, engine="torch").tokens
     assert torch.allclose(fast, slow, rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_refine_is_every_pair_whatever_a_sound_certificate_certifies(seed, monkeypatch):
+    """The stages must not depend on which unbeaten keys the certificate happens to certify: here it certifies a
+    random subset of the keys every pair keeps (sound by construction), the champion included or not."""
+    import hardmax.dynamics.ties as ties
+
+    args = near_ties(seed, 2 + seed % 2, np.float64, False, seed % 3 == 0, [0.0, 1e-15, 4e-15, 1e-14][seed % 4])
+    candidates, scores, queries, size, keys, frames, b, rtol, rows, A = args
+    want = every_pair(*args[:8], rows=rows, A=A)
+    compact = want.gather(1, _first(candidates, int(candidates.sum(1).max())))
+    chosen = torch.from_numpy(np.random.default_rng(seed).uniform(size=tuple(compact.shape)) < 0.5)
+    monkeypatch.setattr(ties, "_surely_unbeaten", lambda raw, pos, valid, size, tie_rtol: valid & compact & chosen)
+    assert torch.equal(refine(candidates, scores, queries, size, keys, frames, b, rtol, rows=rows, A=A), want)
+
+
+def test_a_lone_candidate_left_that_is_not_the_champion_is_still_tried_against_every_pair(monkeypatch):
+    """(★)'s bound grows with the keys' sizes, so a small key l can beat j where the champion h (the largest raw
+    score, a large key) cannot. With h and l certified, j is the only key left, and only l beats it."""
+    import hardmax.dynamics.ties as ties
+
+    keys = torch.tensor([[[0.0, 1e-3], [1e-13, 1e-3], [1e-9, 1e3]]], dtype=torch.float64)  # j, l, h
+    queries = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
+    scores = (keys[0] @ queries[0]).unsqueeze(0)
+    candidates = torch.ones(1, 3, dtype=torch.bool)
+    size, b, rtol = torch.tensor([1e3], dtype=torch.float64), torch.zeros(1, dtype=torch.long), 64 * 2.0**-52
+    want = every_pair(candidates, scores, queries, size, keys, None, b, rtol)
+    assert want.tolist() == [[False, True, True]]  # l beats j; nobody beats l or h
+    monkeypatch.setattr(ties, "_surely_unbeaten", lambda raw, pos, valid, size, tie_rtol: valid & want)
+    assert torch.equal(refine(candidates, scores, queries, size, keys, None, b, rtol), want)

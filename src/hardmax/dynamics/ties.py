@@ -263,14 +263,16 @@ def refine(candidates: Tensor, scores: Tensor, queries: Tensor, size: Tensor, ke
     left = valid & ~beaten  # the champion, true ties, and what rounding keeps apart
     if frames is None:
         left &= ~_surely_unbeaten(raw, cand.pos, valid, size, tie_rtol)
+    # (★) is antisymmetric: the gap of "j beats l" is exactly minus that of "l beats j" (IEEE differences and
+    # products are symmetric in sign) and the bound is the same and ≥ 0, so a candidate the champion beats does
+    # not beat it. A row whose champion beat every other candidate is decided: the champion alone. What is left
+    # elsewhere (true ties, what rounding keeps apart) is tried against every candidate.
     keep_c = valid & ~beaten & ~left  # decided: unbeaten for sure
-    # What is left is tried against every candidate: rows with one such candidate (the champion, as a rule)
-    # together, rows with more (true ties) apart, so that a few wide rows do not widen them all.
     counts = left.sum(1)
-    for rows_of in (counts == 1, counts > 1):
-        r = rows_of.nonzero().squeeze(1)
-        if len(r) == 0:
-            continue
+    alone = (counts == 1) & left.gather(1, champion).squeeze(1)  # the champion is all that is left
+    keep_c |= left & alone.unsqueeze(1)
+    r = ((counts > 0) & ~alone).nonzero().squeeze(1)
+    if len(r) > 0:
         u = int(counts[r].max())
         at = _first(left[r], u)  # (R, u)
         unsure = left[r].gather(1, at)
@@ -308,15 +310,22 @@ def _split_at_origin(beats: Tensor, L: _Keys, J: _Keys, split: _Split, size: Ten
     d = L.pos.shape[-1]
     origin, offset, A = split.origin, split.offset, split.A
 
-    def parts(keys: _Keys):
-        itself = keys.idx == split.rows.unsqueeze(1)  # (T, k)
-        anchored = (keys.fixed & ~itself) | itself
+    itself_l, itself_j = (keys.idx == split.rows.unsqueeze(1) for keys in (L, J))  # (T, k): the row itself
+    anchored_l, anchored_j = L.fixed | itself_l, J.fixed | itself_j
+    # Pairs in one frame are already differenced offset − offset (relative precision); the split is for the
+    # others. Rows that follow a leader with candidates in its frame only (the common case) have none.
+    other_frames = L.lab.unsqueeze(2) != J.lab.unsqueeze(1)
+    pair = anchored_l.unsqueeze(2) & anchored_j.unsqueeze(1) & other_frames & split.framed.view(T, 1, 1)
+    if not bool(pair.any()):
+        return beats
+
+    def parts(keys: _Keys, itself: Tensor):
         F = torch.where(itself.unsqueeze(-1), origin.unsqueeze(1), keys.pos)  # (T, k, d)
         M = torch.where(itself.unsqueeze(-1), offset.unsqueeze(1), torch.zeros_like(keys.pos))
-        return anchored, F, M
+        return F, M
 
-    anchored_l, F_l, M_l = parts(L)
-    anchored_j, F_j, M_j = parts(J)
+    F_l, M_l = parts(L, itself_l)
+    F_j, M_j = parts(J, itself_j)
     dF = F_l.unsqueeze(2) - F_j.unsqueeze(1)  # [t, l, j] = F_l − F_j
     dM = M_l.unsqueeze(2) - M_j.unsqueeze(1)
     q_t = origin if A is None else origin @ A
@@ -328,9 +337,5 @@ def _split_at_origin(beats: Tensor, L: _Keys, J: _Keys, split: _Split, size: Ten
     o_size = (offset.abs() if A is None else offset.abs() @ A.abs()).norm(dim=-1).view(T, 1, 1)
     steady_bound = tie_rtol * size.view(T, 1, 1) * spread.norm(dim=-1)
     moving_bound = tie_rtol * (t_size * dM.norm(dim=-1) + o_size * (spread + dM.abs()).norm(dim=-1))
-    # Pairs in one frame are already differenced offset − offset (relative precision); the split is for the
-    # others.
-    other_frames = L.lab.unsqueeze(2) != J.lab.unsqueeze(1)
-    pair = anchored_l.unsqueeze(2) & anchored_j.unsqueeze(1) & other_frames & split.framed.view(T, 1, 1)
     at_origin = pair & (steady.abs() <= steady_bound)
     return torch.where(at_origin, moving > moving_bound, beats)
