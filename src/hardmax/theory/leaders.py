@@ -20,7 +20,7 @@ from hardmax.dynamics.select import hardmax_sets
 from hardmax.theory.geometry import components
 from hardmax.theory.inputs import as_tokens, check_atol, check_trajectory
 
-CHUNK_ENTRIES = 1 << 22  # attention entries (sequences × m × m) processed at once
+CHUNK_ENTRIES = 1 << 19  # attention entries (sequences × m × m) processed at once
 # Trajectories whose largest coordinate (or A's largest entry) lies beyond 2^±SAFE_EXPONENT are analysed
 # scaled to order 1 (`unit_scaled`), as `simulate` runs them.
 SAFE_EXPONENT = 20
