@@ -193,3 +193,40 @@ def test_a_lone_candidate_left_that_is_not_the_champion_is_still_tried_against_e
     assert want.tolist() == [[False, True, True]]  # l beats j; nobody beats l or h
     monkeypatch.setattr(ties, "_surely_unbeaten", lambda raw, pos, valid, size, tie_rtol: valid & want)
     assert torch.equal(refine(candidates, scores, queries, size, keys, None, b, rtol), want)
+
+
+@pytest.mark.parametrize("d, with_A, dtype", [(2, False, torch.float64), (3, True, torch.float64),
+                                              (2, False, torch.float32), (16, True, torch.float64)])
+def test_compiled_snapshots_are_the_torch_tie_rules(d, with_A, dtype, monkeypatch):
+    """`check_theorem`'s snapshots (leaders and attention targets of every layer, positions only) from the
+    compiled kernel equal those of the torch tie rule, on trajectories that cluster, with masks and exact ties
+    (Figure 2's dyadic configurations)."""
+    import hardmax.theory.leaders as leaders
+    from hardmax.theory.figure2 import figure2_configurations
+
+    rng = np.random.default_rng(d)
+    z = rng.standard_normal((3, 40, d))
+    z[0, 20:] = z[0, :20] * 0.5  # scaled copies: ties of directions
+    A = None
+    if with_A:
+        M = rng.standard_normal((d, d))
+        A = torch.from_numpy(M @ M.T / d + np.eye(d)).to(dtype)
+    mask = torch.from_numpy(rng.uniform(size=(3, 40)) < 0.9)
+    paths = [simulate(torch.from_numpy(z).to(dtype), alpha=0.5, layers=120, A=A, mask=mask).tokens]
+    if d == 2:
+        paths += [simulate(torch.from_numpy(c).to(dtype)[None], alpha=0.5, layers=60).tokens
+                  for c in figure2_configurations().values()]
+    for path in paths:
+        flat = path.reshape(-1, *path.shape[-2:])
+        real = (mask.repeat(path.shape[0], 1) if flat.shape[1] == 40 else
+                torch.ones(flat.shape[:2], dtype=torch.bool))
+        same = torch.full(flat.shape[:1], 1e-7 if dtype == torch.float64 else 4e-3, dtype=dtype)
+        A_used = A if (A is not None and flat.shape[1] == 40) else None
+        rtol = 64 * torch.finfo(dtype).eps
+        fast = leaders._snapshot(flat, real, A_used, rtol, same)
+        monkeypatch.setattr(leaders, "_kernel", None)
+        slow = leaders._snapshot(flat, real, A_used, rtol, same)
+        monkeypatch.undo()
+        assert torch.equal(fast[0], slow[0])
+        scale = float(flat.abs().max())
+        assert torch.allclose(fast[1], slow[1], rtol=0, atol=(1e-12 if dtype == torch.float64 else 1e-5) * scale)

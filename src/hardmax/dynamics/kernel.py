@@ -204,12 +204,14 @@ def _anchored_beats(i, l, j, zc, off, org, qt, qo, t_size, o_size, wn, rtol):
 
 @numba.njit(**_JIT)
 def _decide(i, srow, zc, off, lab, fixed, m, qi, wn, tol, rtol, member, cand, lowest,
-            org, A, Aabs, identity, qt, qo):
+            org, A, Aabs, identity, qt, qo, sure, certify):
     """The attention set C_i from row i's scores srow (m,), rule (★) of `ties`, into member (m,) bool.
 
     qi (d,): A z_i; wn: W = max_j ‖ |A| |z_j| ‖ (`ties.query_size`); tol: the coarse tolerance.
     A row in a frame (origin org[i], offset off[i]) decides pairs of anchored keys (at fixed positions, or
-    itself) by `_anchored_beats`. qt, qo: (d,) scratch for A·org[i] and A·off[i].
+    itself) by `_anchored_beats`. qt, qo: (d,) scratch for A·org[i] and A·off[i]. With `certify` (positions
+    only: no token has a frame), candidates that `ties._surely_unbeaten`'s bound certifies are kept without
+    their pairs (sure: (m,) scratch).
     Returns (own, other, count, single, shared):
     s_ii, max_{j≠i} s_ij, |C_i| counted once per distinct token, its member when there is one, and whether
     the decision holds for every row at the same position with the same frame label (it does unless a pair
@@ -303,13 +305,29 @@ def _decide(i, srow, zc, off, lab, fixed, m, qi, wn, tol, rtol, member, cand, lo
                 member[j] = True
             elif -gap > reach:
                 champion_beaten = True
+    if certify:
+        # `ties._surely_unbeaten`: best − p_j ≤ (tie_rtol − (2d + 4) eps) W ‖|z_j| + μ‖ · 0.999 (μ: the candidates'
+        # smallest |coordinates|) means no candidate beats j under (★). A cluster converged to rounding, whose
+        # members all stay, then costs O(c), not O(c²).
+        margin = rtol - (2 * d + 4) * np.finfo(zc.dtype).eps
+        for k in range(d):
+            qt[k] = abs(zc[cand[0], k])
+            for p in range(1, c):
+                qt[k] = min(qt[k], abs(zc[cand[p], k]))
+        for p in range(c):
+            j = cand[p]
+            size = zero
+            for k in range(d):
+                size += (abs(zc[j, k]) + qt[k]) * (abs(zc[j, k]) + qt[k])
+            sure[p] = margin > 0 and best - srow[j] <= (margin * 0.999) * wn * np.sqrt(size)
     count = 0
     single = -1
     shared = True
     for p in range(c):
         j = cand[p]
         beaten = member[j] or (p == lead and champion_beaten)
-        for r in range(c if not beaten else 0):
+        decided = beaten or (certify and sure[p])  # a certified key stays without its pairs
+        for r in range(0 if decided else c):
             if r == p:
                 continue
             l = cand[r]
@@ -585,6 +603,7 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, slots, out):
     one = np.empty(1, np.int64)
     member = np.empty(m, np.bool_)
     cand = np.empty(m, np.int64)
+    sure = np.empty(m, np.bool_)
     fixed = np.zeros(m, np.bool_)  # at a fixed position: in a frame with offset 0 (`ties.Frames.fixed`)
     target = np.empty(d, z.dtype)
     qt = np.empty(d, z.dtype)
@@ -662,7 +681,7 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, slots, out):
                     if not shared:  # the group's first row, or every row of a group whose decision is its own
                         own_i, other_i, c, single, shared = _decide(i, srow, zc, off, lab, fixed, m, q[i], wmax,
                                                                     tol, rtol, member, cand, lowest,
-                                                                    org, A, Aabs, identity, qt, qo)
+                                                                    org, A, Aabs, identity, qt, qo, sure, False)
                     if layer == 0:  # (tokens are distinct at layer 0: every group is one row)
                         own[i] = own_i
                         other[i] = other_i
@@ -685,7 +704,7 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, slots, out):
                         _scores(one, 1, q, uT, m, row)
                         _, _, c, single, _ = _decide(j, row[0], zc, off, lab, fixed, m, q[j], wmax, tol,
                                                      rtol, member, cand, lowest,
-                                                     org, A, Aabs, identity, qt, qo)
+                                                     org, A, Aabs, identity, qt, qo, sure, False)
                         if c != 1 or single != j:
                             broke = 1
                 if broke:
@@ -723,6 +742,104 @@ def _reviews(z, bits, mask, multipliers, A, identity, gammas, rtol, safe, slots,
         if peak[b] > 0 and abs(math.frexp(peak[b])[1]) > safe:  # the caller runs it scaled
             continue
         broke[b] = _review(z[b], bits[b], mask[b], multipliers, A, identity, gammas, rtol, slots, out[:, b])
+
+
+@numba.njit(**_JIT)
+def _snapshot(z, bits, mask, multipliers, A, identity, rtol, same, leader, target):
+    """Leaders and attention targets of one configuration z (n, d), positions only (no frames): the torch
+    `theory.leaders._snapshot` of one sequence, compiled. Identical tokens merged; each distinct row's set by
+    `_decide` with the certificate; leader[t]: every member of C_t within `same` of z_t (and t real);
+    target[t]: Σ_{j ∈ C_t} w_j z_j / Σ w_j (0 for a masked token)."""
+    n, d = z.shape
+    slot = np.empty(n, np.int64)
+    zc_all = np.empty((n, d), z.dtype)
+    w = np.empty(n, z.dtype)
+    m = deduplicate_review(z, bits, mask, multipliers, slot, zc_all, w)
+    for t in range(n):
+        leader[t] = False
+        for k in range(d):
+            target[t, k] = 0
+    if m == 0:
+        return
+    zc = zc_all[:m].copy()
+    lab = np.full(m, -1, np.int64)
+    fixed = np.zeros(m, np.bool_)
+    org = np.zeros((m, d), z.dtype)
+    Aabs = np.abs(A)
+    q = zc if identity else np.empty((m, d), z.dtype)
+    wi = np.empty(d, z.dtype)
+    wn = zc[0, 0] * 0
+    largest = wn
+    uT = np.empty((d, m), z.dtype)
+    for i in range(m):
+        wn = max(wn, _row_weights(i, zc, q, A, Aabs, identity, wi))
+        v = zc[i, 0] * zc[i, 0]
+        for k in range(1, d):
+            v += zc[i, k] * zc[i, k]
+        largest = max(largest, np.sqrt(v))
+        for k in range(d):
+            uT[k, i] = zc[i, k]
+    tol = 2 * (rtol + d * np.finfo(z.dtype).eps) * wn * largest
+    row = np.empty((1, m), z.dtype)
+    one = np.empty(1, np.int64)
+    member = np.empty(m, np.bool_)
+    cand = np.empty(m, np.int64)
+    sure = np.empty(m, np.bool_)
+    qt = np.empty(d, z.dtype)
+    qo = np.empty(d, z.dtype)
+    lowest = np.full(1, -np.inf, z.dtype)[0]
+    lead = np.zeros(m, np.bool_)
+    mean = np.zeros((m, d), z.dtype)
+    for i in range(m):
+        one[0] = i
+        _scores(one, 1, q, uT, m, row)
+        _, _, c, single, _ = _decide(i, row[0], zc, zc, lab, fixed, m, q[i], wn, tol, rtol, member, cand, lowest,
+                                     org, A, Aabs, identity, qt, qo, sure, True)
+        total = w[0] * 0
+        spread = total
+        for j in range(m):
+            if (c == 1 and j == single) or (c != 1 and member[j]):
+                total += w[j]
+                gap = total * 0
+                for k in range(d):
+                    mean[i, k] += w[j] * zc[j, k]
+                    gap += (zc[j, k] - zc[i, k]) * (zc[j, k] - zc[i, k])
+                spread = max(spread, np.sqrt(gap))
+        for k in range(d):
+            mean[i, k] = mean[i, k] / total
+        lead[i] = total > 0 and spread <= same
+    for t in range(n):
+        s = slot[t]
+        if s >= 0:
+            leader[t] = lead[s]
+            for k in range(d):
+                target[t, k] = mean[s, k]
+
+
+@numba.njit(parallel=True, **_JIT)
+def _snapshots(z, bits, mask, multipliers, A, identity, rtol, same, leader, target):
+    for b in prange(z.shape[0]):
+        _snapshot(z[b], bits[b], mask[b], multipliers, A, identity, rtol, same[b], leader[b], target[b])
+
+
+def hardmax_snapshots(z: np.ndarray, mask: np.ndarray, A: np.ndarray | None, tie_rtol: float, same: np.ndarray,
+                      threads: int) -> tuple[np.ndarray, np.ndarray]:
+    """Leaders (S, n) bool and attention targets (S, n, d) of S configurations z (S, n, d) by rule (★) on
+    positions (no frames), with `same` (S,) the same-point distance of each: what `theory.leaders._snapshot`
+    computes, compiled, configurations in parallel. z: C-contiguous float32 or float64; mask (S, n) bool."""
+    leader = np.zeros(z.shape[:2], np.bool_)
+    target = np.empty_like(z)
+    bits = z.view(np.uint32 if z.dtype == np.float32 else np.uint64)
+    identity = A is None
+    A_arr = np.eye(z.shape[-1], dtype=z.dtype) if A is None else np.ascontiguousarray(A, dtype=z.dtype)
+    previous = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    try:
+        _snapshots(z, bits, np.ascontiguousarray(mask), hash_multipliers(z.shape[-1]), A_arr, identity,
+                   z.dtype.type(tie_rtol), same.astype(z.dtype), leader, target)
+    finally:
+        numba.set_num_threads(previous)
+    return leader, target
 
 
 def hash_multipliers(d: int) -> np.ndarray:

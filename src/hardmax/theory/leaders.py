@@ -17,6 +17,11 @@ from torch import Tensor
 
 from hardmax.dynamics import Hardmax, Trajectory, attention_matrix, deduplicate, score_bias, validate_A
 from hardmax.dynamics.select import hardmax_sets
+
+try:  # the compiled snapshots, where numba is installed (as `simulate` finds its kernel)
+    from hardmax.dynamics import kernel as _kernel
+except ImportError:  # pragma: no cover - numba is a dependency; the torch tie rule is the fallback
+    _kernel = None
 from hardmax.theory.geometry import components
 from hardmax.theory.inputs import as_tokens, check_atol, check_trajectory
 
@@ -82,7 +87,17 @@ def _pairs(dd, values: Tensor) -> Tensor:
 
 
 def _snapshot(z: Tensor, real: Tensor, A: Tensor | None, tie_rtol: float, same: Tensor):
-    """Leaders (B, n) bool and attention targets mean_{j∈C_i} z_j (B, n, d) of configurations z (B, n, d)."""
+    """Leaders (B, n) bool and attention targets mean_{j∈C_i} z_j (B, n, d) of configurations z (B, n, d).
+
+    On a CPU the compiled kernel computes them (`dynamics.kernel.hardmax_snapshots`, the same rule, configurations
+    in parallel); elsewhere, or without numba, the torch tie rule below.
+    """
+    if _kernel is not None and z.device.type == "cpu" and z.dtype in (torch.float32, torch.float64):
+        leader, target = _kernel.hardmax_snapshots(
+            z.detach().contiguous().numpy(), real.cpu().numpy(),
+            None if A is None else A.detach().cpu().to(z.dtype).numpy(), tie_rtol,
+            same.detach().cpu().to(z.dtype).numpy(), torch.get_num_threads())
+        return torch.from_numpy(leader) & real, torch.from_numpy(target)
     dd = deduplicate(z, real)
     # Sequences with few distinct tokens (converged layers) go together, so the m × m work stays small.
     counts = dd.index.amax(dim=1) + 1
