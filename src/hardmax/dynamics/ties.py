@@ -38,6 +38,9 @@ point itself ties its own score with the face's vertices (S points are A-project
 
 Only rows whose scores come within a coarse, Cauchy–Schwarz tolerance of their maximum are refined
 with (★); every other row is decided by the one max of its scores, so the common case costs nothing.
+The refinement (`refine`) gives every pair's verdicts without trying every pair: a champion first, a
+certificate from the raw scores for positions-only snapshots, (★)'s antisymmetry, and every pair only for
+what is left (issue #25: a cluster converged to rounding used to cost O(c²) per row and layer).
 
 Used by `step` (one layer, no frames: every offset is the position) and `layers` (frames carried
 over layers); `kernel` is a compiled copy of the same rule.
