@@ -230,3 +230,41 @@ def test_compiled_snapshots_are_the_torch_tie_rules(d, with_A, dtype, monkeypatc
         assert torch.equal(fast[0], slow[0])
         scale = float(flat.abs().max())
         assert torch.allclose(fast[1], slow[1], rtol=0, atol=(1e-12 if dtype == torch.float64 else 1e-5) * scale)
+
+
+def test_a_certified_key_that_beats_the_champion_is_not_ignored():
+    """Review of issue #25: with an ill-conditioned A, rounding in the champion's choice can pick a key that a
+    certified key beats; the champion must still be tried against it (every pair keeps {1, 2, 3} in row 2)."""
+    from hardmax.dynamics import Hardmax, attention_matrix
+
+    z = torch.tensor([[[2.0000000000013407, 0, 0], [2.000000000001816, 0, 0], [1.0, 1e4, 1e4],
+                       [2.0031486602982667, 2e8, -200000062.97320592]]], dtype=torch.float64)
+    A = torch.diag(torch.tensor([1.0, 5e-9, 5e-9], dtype=torch.float64))
+    sets = attention_matrix(z, rule=Hardmax(), A=A) > 0
+    assert sets[0, 2].tolist() == [False, True, True, True]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_refine_is_every_pair_with_ill_conditioned_A_and_near_underflow(seed):
+    """The certificate's rounding bound holds for any SPD A and stops short of underflow (tokens near 2^-537 in
+    float64, 2^-75 in float32: the bound's products would otherwise round to 0 while a subnormal gap beats it)."""
+    rng = np.random.default_rng(seed)
+    d = [2, 3][seed % 2]
+    double = seed % 4 < 2
+    dtype = torch.float64 if double else torch.float32
+    base = rng.standard_normal((2, 30, d))
+    base[:, 15:] = base[:, :15] * (1 + 1e-12 * rng.standard_normal((2, 15, 1)))  # near-copies: near-ties
+    scale = 2.0 ** (-int(rng.integers(530, 545)) if double else -int(rng.integers(70, 80))) if seed % 3 == 0 else 1.0
+    keys = (torch.from_numpy(base) * scale).to(dtype)
+    A = torch.diag(torch.from_numpy(10.0 ** rng.uniform(-9, 0, d))).to(dtype) if seed % 3 != 0 else None
+    present = torch.ones(2, 30, dtype=torch.bool)
+    queries = keys if A is None else keys @ A
+    s = torch.bmm(queries, keys.transpose(-1, -2))
+    rtol = 64 * torch.finfo(dtype).eps
+    size = query_size(keys, present, A)
+    candidates = s >= (s.amax(-1) - coarse_tolerance(size, keys, present, rtol)).unsqueeze(-1)
+    b, i = (candidates.sum(-1) >= 2).nonzero(as_tuple=True)
+    if len(b) == 0:
+        return
+    args = (candidates[b, i], s[b, i], queries[b, i], size[b, 0], keys, None, b, rtol)
+    assert torch.equal(refine(*args, rows=i, A=A), every_pair(*args, rows=i, A=A))

@@ -310,6 +310,7 @@ def _decide(i, srow, zc, off, lab, fixed, m, qi, wn, tol, rtol, member, cand, lo
         # smallest |coordinates|) means no candidate beats j under (★). A cluster converged to rounding, whose
         # members all stay, then costs O(c), not O(c²).
         margin = rtol - (2 * d + 4) * np.finfo(zc.dtype).eps
+        floor = (2 * d + 8) * np.finfo(zc.dtype).tiny / np.finfo(zc.dtype).eps  # no certificate near underflow
         for k in range(d):
             qt[k] = abs(zc[cand[0], k])
             for p in range(1, c):
@@ -319,7 +320,8 @@ def _decide(i, srow, zc, off, lab, fixed, m, qi, wn, tol, rtol, member, cand, lo
             size = zero
             for k in range(d):
                 size += (abs(zc[j, k]) + qt[k]) * (abs(zc[j, k]) + qt[k])
-            sure[p] = margin > 0 and best - srow[j] <= (margin * 0.999) * wn * np.sqrt(size)
+            reach = (margin * 0.999) * wn * np.sqrt(size)
+            sure[p] = margin > 0 and best - srow[j] <= reach and reach >= floor
     count = 0
     single = -1
     shared = True

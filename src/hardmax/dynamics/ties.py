@@ -211,7 +211,8 @@ def _surely_unbeaten(raw: Tensor, pos: Tensor, valid: Tensor, size: Tensor, tie_
 
     means no l beats j: the verdict of every pair, without the pairs. A cluster of tokens converging to rounding
     (raw scores equal to a few eps, all kept) is then decided in O(c) instead of O(c²). Never true when
-    tie_rtol is below (2d + 4) eps (every pair is then tried). valid: (T, c) the real candidates.
+    tie_rtol is below (2d + 4) eps, nor near underflow (every pair is then tried). valid: (T, c) the real
+    candidates.
     """
     d = pos.shape[-1]
     margin = tie_rtol - (2 * d + 4) * torch.finfo(pos.dtype).eps
@@ -219,7 +220,11 @@ def _surely_unbeaten(raw: Tensor, pos: Tensor, valid: Tensor, size: Tensor, tie_
         return torch.zeros(raw.shape, dtype=torch.bool, device=raw.device)
     best = raw.amax(dim=1, keepdim=True)
     smallest = torch.where(valid.unsqueeze(-1), pos.abs(), math.inf).amin(dim=1, keepdim=True)  # (T, 1, d): μ
-    return valid & ((best - raw) <= (margin * 0.999) * size.view(-1, 1) * (pos.abs() + smallest).norm(dim=-1))
+    reach = (margin * 0.999) * size.view(-1, 1) * (pos.abs() + smallest).norm(dim=-1)
+    # The bound assumes no underflow: where the reach is within (2d + 8)/eps of the smallest normal number, the
+    # rounding of subnormal gaps is not relative any more, and every pair is tried.
+    info = torch.finfo(pos.dtype)
+    return valid & ((best - raw) <= reach) & (reach >= (2 * d + 8) * info.tiny / info.eps)
 
 
 def _first(flags: Tensor, width: int) -> Tensor:
@@ -263,18 +268,19 @@ def refine(candidates: Tensor, scores: Tensor, queries: Tensor, size: Tensor, ke
     top = raw.argmax(dim=1, keepdim=True)  # (T, 1): the first largest raw score
     champion = torch.where(valid, _gaps(cand, cand.take(top), queries), -math.inf).argmax(dim=1, keepdim=True)
     beaten = valid & _beats(cand.take(champion), cand, queries, size, tie_rtol, split)[:, 0]  # (T, c)
-    left = valid & ~beaten  # the champion, true ties, and what rounding keeps apart
-    if frames is None:
-        left &= ~_surely_unbeaten(raw, cand.pos, valid, size, tie_rtol)
+    left = valid & ~beaten  # the champion (never beaten by itself), true ties, and what rounding keeps apart
     # (★) is antisymmetric: the gap of "j beats l" is exactly minus that of "l beats j" (IEEE differences and
     # products are symmetric in sign) and the bound is the same and ≥ 0, so a candidate the champion beats does
-    # not beat it. A row whose champion beat every other candidate is decided: the champion alone. What is left
-    # elsewhere (true ties, what rounding keeps apart) is tried against every candidate.
-    keep_c = valid & ~beaten & ~left  # decided: unbeaten for sure
+    # not beat it. A row whose champion beat every other candidate is decided: the champion alone. (Before the
+    # certificate: a certified key is unbeaten, but it may still beat the champion.)
+    alone = left.sum(1) == 1
+    if frames is None:
+        left &= ~_surely_unbeaten(raw, cand.pos, valid, size, tie_rtol)
+    left &= ~alone.unsqueeze(1)
+    keep_c = valid & ~beaten & ~left  # decided: the champion alone, or unbeaten for sure
+    # What is left elsewhere (true ties, what rounding keeps apart) is tried against every candidate.
     counts = left.sum(1)
-    alone = (counts == 1) & left.gather(1, champion).squeeze(1)  # the champion is all that is left
-    keep_c |= left & alone.unsqueeze(1)
-    r = ((counts > 0) & ~alone).nonzero().squeeze(1)
+    r = (counts > 0).nonzero().squeeze(1)
     if len(r) > 0:
         u = int(counts[r].max())
         at = _first(left[r], u)  # (R, u)

@@ -86,13 +86,22 @@ def _pairs(dd, values: Tensor) -> Tensor:
     return torch.gather(rows, 2, dd.index.unsqueeze(1).expand(-1, n, -1))
 
 
+def _moderate(z: Tensor, real: Tensor) -> bool:
+    """Whether the largest real coordinate p has tiny^¼ ≤ p ≤ max^¼: products of four coordinates stay normal."""
+    info = torch.finfo(z.dtype)
+    peak = float(torch.where(real.unsqueeze(-1), z.detach().abs(), 0).amax()) if z.numel() else 0.0
+    return info.tiny ** 0.25 <= peak <= info.max ** 0.25
+
+
 def _snapshot(z: Tensor, real: Tensor, A: Tensor | None, tie_rtol: float, same: Tensor):
     """Leaders (B, n) bool and attention targets mean_{j∈C_i} z_j (B, n, d) of configurations z (B, n, d).
 
     On a CPU the compiled kernel computes them (`dynamics.kernel.hardmax_snapshots`, the same rule, configurations
-    in parallel); elsewhere, or without numba, the torch tie rule below.
+    in parallel); elsewhere, without numba, or for tokens whose products leave the normal range (where the two
+    round differently), the torch tie rule below.
     """
-    if _kernel is not None and z.device.type == "cpu" and z.dtype in (torch.float32, torch.float64):
+    if _kernel is not None and z.device.type == "cpu" and z.dtype in (torch.float32, torch.float64) and \
+            _moderate(z, real):
         leader, target = _kernel.hardmax_snapshots(
             z.detach().contiguous().numpy(), real.cpu().numpy(),
             None if A is None else A.detach().cpu().to(z.dtype).numpy(), tie_rtol,
@@ -366,7 +375,8 @@ def _leaders_in_time(snap: Tensor, path: Tensor, same: Tensor) -> Tensor:
         changed = (then != held.unsqueeze(0)).flatten(1).any(1)  # (W,)
         if not bool(changed.any()):
             leaders[k:end] = then
-            k, window = end, 2 * window
+            # Doubling while it holds, within CHUNK_ENTRIES distances (window × B × n × leaders) at a time.
+            k, window = end, max(1, min(2 * window, CHUNK_ENTRIES // max(1, B * n * width)))
             continue
         j = int(changed.nonzero()[0])
         leaders[k:k + j + 1] = then[:j + 1]
