@@ -3,9 +3,9 @@
 Issue #25 changed how the kernel organises its work (rows at one position decided once, a champion before
 every pair, no n × n scores) and not a single verdict. This script is how that was checked, and how a later
 change to `hardmax/dynamics/kernel.py` can be: both kernels run the same long trajectories (Figure 2's
-configurations, whose ties are exact, and Gaussian ones with and without scaled copies, d = 2, 3, 16, A = I
-and SPD, float32 and float64, 400 layers) and every stored coordinate and every "a leader lost its place"
-flag must be equal.
+configurations, whose ties are exact, and Gaussian ones with and without scaled copies and padding, d = 2, 3,
+16, A = I and SPD, float32 and float64, 400 layers) and every stored coordinate and every "a leader lost its
+place" flag must be equal.
 
     python scripts/kernel_against.py --against aa9b1ae            # the kernel before issue #25
     python scripts/kernel_against.py --against HEAD --seeds 0 1 2
@@ -38,10 +38,10 @@ def load(source: str, name: str) -> types.ModuleType:
     return module
 
 
-def cases(seed: int) -> list[tuple[str, np.ndarray, np.ndarray | None]]:
-    """(name, tokens (batch, n, d), A or None) of one seed."""
+def cases(seed: int) -> list[tuple[str, np.ndarray, np.ndarray | None, np.ndarray]]:
+    """(name, tokens (batch, n, d), A or None, mask (batch, n)) of one seed."""
     rng = np.random.default_rng(seed)
-    found = [(name, c[None].astype(np.float64), None)
+    found = [(name, c[None].astype(np.float64), None, np.ones((1, len(c)), bool))
              for name, c in {**paper_figure2_configurations(), **figure2_configurations()}.items()]
     for n, d, with_A, dtype in itertools.product((20, 60, 150), (2, 3, 16), (False, True), (np.float64, np.float32)):
         z = rng.standard_normal((2, n, d)).astype(dtype)
@@ -51,13 +51,15 @@ def cases(seed: int) -> list[tuple[str, np.ndarray, np.ndarray | None]]:
         if with_A:
             M = rng.standard_normal((d, d))
             A = (M @ M.T / d + 0.5 * np.eye(d)).astype(dtype)
-        found.append((f"n={n} d={d} {'A SPD' if with_A else 'A=I'} {np.dtype(dtype).name}", z, A))
+        mask = rng.uniform(size=z.shape[:2]) < (0.9 if rng.uniform() < 0.5 else 1.0)  # padding in half the runs
+        found.append((f"n={n} d={d} {'A SPD' if with_A else 'A=I'} {np.dtype(dtype).name}", z, A, mask))
     return found
 
 
-def run(kernel: types.ModuleType, z: np.ndarray, A, gammas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def run(kernel: types.ModuleType, z: np.ndarray, A, mask: np.ndarray,
+        gammas: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     out = np.empty((len(gammas) + 1, *z.shape), z.dtype)
-    done = kernel.hardmax_trajectory(z, np.ones(z.shape[:2], bool), A, gammas, 64 * np.finfo(z.dtype).eps, out, 1)
+    done = kernel.hardmax_trajectory(z, mask, A, gammas, 64 * np.finfo(z.dtype).eps, out, 1)
     return out, done.broke
 
 
@@ -76,9 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     total = different = 0
     for seed in args.seeds:
         rng = np.random.default_rng(10_000 + seed)
-        for name, z, A in cases(seed):
+        for name, z, A, mask in cases(seed):
             gammas = np.full(args.layers, rng.uniform(0.1, 0.9)).astype(z.dtype)
-            (a, broke_a), (b, broke_b) = run(old, z, A, gammas), run(new, z, A, gammas)
+            (a, broke_a), (b, broke_b) = run(old, z, A, mask, gammas), run(new, z, A, mask, gammas)
             same = np.array_equal(a, b, equal_nan=True) and np.array_equal(broke_a, broke_b)
             total += 1
             if not same:

@@ -216,7 +216,9 @@ def _surely_unbeaten(raw: Tensor, pos: Tensor, valid: Tensor, size: Tensor, tie_
     """
     d = pos.shape[-1]
     margin = tie_rtol - (2 * d + 4) * torch.finfo(pos.dtype).eps
-    if margin <= 0:
+    # Raw scores from TF32 matrix products (a CUDA setting for float32) round far beyond γ_d: no certificate then.
+    tf32 = pos.is_cuda and pos.dtype == torch.float32 and torch.get_float32_matmul_precision() != "highest"
+    if margin <= 0 or tf32:
         return torch.zeros(raw.shape, dtype=torch.bool, device=raw.device)
     best = raw.amax(dim=1, keepdim=True)
     smallest = torch.where(valid.unsqueeze(-1), pos.abs(), math.inf).amin(dim=1, keepdim=True)  # (T, 1, d): μ
