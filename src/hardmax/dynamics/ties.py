@@ -145,6 +145,10 @@ class _Keys(NamedTuple):
         return _Keys(idx, pos, frames.offset[b].gather(1, take), frames.label[b].gather(1, idx),
                      frames.fixed()[b].gather(1, idx))
 
+    def of_rows(self, r: Tensor) -> _Keys:
+        """These keys for the rows r (R,) only."""
+        return _Keys(*(None if x is None else x[r] for x in self))
+
     def take(self, at: Tensor) -> _Keys:
         """The keys at places `at` (T, k') of these."""
         def pick(x):
@@ -162,6 +166,10 @@ class _Split(NamedTuple):
     rows: Tensor
     framed: Tensor
     A: Tensor | None
+
+    def of_rows(self, r: Tensor) -> _Split:
+        """The split for the rows r (R,) only."""
+        return _Split(self.origin[r], self.offset[r], self.rows[r], self.framed[r], self.A)
 
 
 def _beats(L: _Keys, J: _Keys, queries: Tensor, size: Tensor, tie_rtol: float, split: _Split | None) -> Tensor:
@@ -287,10 +295,9 @@ def refine(candidates: Tensor, scores: Tensor, queries: Tensor, size: Tensor, ke
         u = int(counts[r].max())
         at = _first(left[r], u)  # (R, u)
         unsure = left[r].gather(1, at)
-        part = _Keys(*(None if x is None else x[r] for x in cand))
-        part_split = None if split is None else _Split(*(x if x is None or x is A else x[r] for x in split))
+        part = cand.of_rows(r)
         beaten_too = (valid[r].unsqueeze(2) & _beats(part, part.take(at), queries[r], size[r], tie_rtol,
-                                                     part_split)).any(dim=1)
+                                                     None if split is None else split.of_rows(r))).any(dim=1)
         keep_c[r] = keep_c[r].scatter(1, at, (unsure & ~beaten_too) | keep_c[r].gather(1, at))
     none = ~keep_c.any(dim=1)
     if bool(none.any()):
@@ -317,8 +324,7 @@ def _split_at_origin(beats: Tensor, L: _Keys, J: _Keys, split: _Split, size: Ten
 
     Shapes: beats (T, P, Q) [t, l, j] for keys L (T, P) and J (T, Q); size (T,) W.
     """
-    T, P, Q = beats.shape
-    d = L.pos.shape[-1]
+    T, d = beats.shape[0], L.pos.shape[-1]
     origin, offset, A = split.origin, split.offset, split.A
 
     itself_l, itself_j = (keys.idx == split.rows.unsqueeze(1) for keys in (L, J))  # (T, k): the row itself

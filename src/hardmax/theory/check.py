@@ -246,7 +246,8 @@ def _hull_check(out: _Seq, Z, A, exact: bool) -> None:
     step = max(1, CHUNK_ENTRIES // max(1, n * n))
     Zt = torch.from_numpy(Z)
     # Only the layers after which something moved: a converged run spends most of its layers standing still.
-    moved = torch.from_numpy((Z[1:] != Z[:-1]).reshape(L - 1, -1).any(axis=1)).nonzero().squeeze(1)
+    steps = np.linalg.norm(Z[1:] - Z[:-1], axis=-1)  # (L − 1, n) each token's move
+    moved = torch.from_numpy(np.nonzero(steps.max(axis=1, initial=0.0) > 0)[0])
     for s in range(0, len(moved), step):
         k = moved[s:s + step]
         Q = Zt[k] @ torch.from_numpy(A)  # directions A z_i^k
@@ -262,10 +263,9 @@ def _hull_check(out: _Seq, Z, A, exact: bool) -> None:
         # converging onto the boundary stay "inside" to rounding, and vertices that drift by less than that in all
         # since the hull was built (followers converging onto a leader at a corner) leave it as it was; the kept
         # hull then differs from conv(Z^k) by less than a thousandth of the tolerance the growth is judged by.
-        steps = np.linalg.norm(Z[1:] - Z[:-1], axis=-1)  # (L − 1, n)
         slack = 1e-3 * out.atol
         test, drift = None, np.zeros(n)
-        for k in np.nonzero(steps.max(axis=1, initial=0.0) > 0)[0]:
+        for k in moved.tolist():
             moved = steps[k] > 0  # tokens that did not move are inside trivially
             if test is None:
                 test, drift = HullTest.of(Z[k], out.atol), np.zeros(n)

@@ -259,8 +259,3 @@ class HullTest:
             return max(off, float((Yx[:, 0] - high).max()), float((low - Yx[:, 0]).max()))
         eq = self.equations
         return max(off, float((Yx @ eq[:, :-1].T + eq[:, -1]).max()))
-
-
-def outside_hull(P: np.ndarray, X: np.ndarray, atol: float) -> float:
-    """Largest distance-like violation of X (n, d) outside conv(P), from qhull halfspaces (≤ 0 inside)."""
-    return HullTest.of(P, atol).outside(X)

@@ -17,13 +17,13 @@ from torch import Tensor
 
 from hardmax.dynamics import Hardmax, Trajectory, attention_matrix, deduplicate, score_bias, validate_A
 from hardmax.dynamics.select import hardmax_sets
+from hardmax.theory.geometry import components
+from hardmax.theory.inputs import as_tokens, check_atol, check_trajectory
 
 try:  # the compiled snapshots, where numba is installed (as `simulate` finds its kernel)
     from hardmax.dynamics import kernel as _kernel
 except ImportError:  # pragma: no cover - numba is a dependency; the torch tie rule is the fallback
     _kernel = None
-from hardmax.theory.geometry import components
-from hardmax.theory.inputs import as_tokens, check_atol, check_trajectory
 
 CHUNK_ENTRIES = 1 << 19  # attention entries (sequences × m × m) processed at once
 # Trajectories whose largest coordinate (or A's largest entry) lies beyond 2^±SAFE_EXPONENT are analysed
