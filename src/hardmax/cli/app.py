@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 
+from hardmax.cli.explore import add_explore, run_explore
 from hardmax.cli.rate import add_rate, run_rate
 from hardmax.cli.sentiment import (
     add_evaluate,
@@ -45,6 +46,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("reproduce", add_reproduce, run_reproduce),
     Command("svm", add_svm, run_svm),
     Command("rate", add_rate, run_rate),
+    Command("explore", add_explore, run_explore),
 )
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -320,13 +322,38 @@ def scaled_path(trajectory: Trajectory, atol: float | None) -> ScaledPath:
                       exponents=exponents, a_exponent=a_exponent)
 
 
+# The last `leader_history` computed, reused while its trajectory object and its tensors are unchanged:
+# `check_theorem`, `find_clusters` and `leader_layers` of one trajectory (what a picture or the explorer asks
+# for together) then share one pass. Keyed by identity and torch's in-place version counters, so a tensor
+# modified in place, or another trajectory at a reused address, is computed afresh.
+_LAST_HISTORY: dict = {}
+_HISTORY_LOCK = threading.Lock()
+
+
+def _history_key(trajectory: Trajectory, same: Tensor) -> tuple:
+    return (id(trajectory), trajectory.tokens._version, trajectory.A._version, trajectory.mask._version,
+            tuple(same.detach().cpu().tolist()), same.dtype)
+
+
 def leader_history(trajectory: Trajectory, same: Tensor) -> tuple[Tensor, Tensor]:
-    """Leaders (L, B, n) bool and attention targets (L, B, n, d) at every layer.
+    """Leaders (L, B, n) bool and attention targets (L, B, n, d) at every layer (callers must not modify them).
 
     A token is a leader at layer k when it is a snapshot leader and, unless it already led at layer k−1,
     it does not sit within `same` of a token that led at layer k−1: a follower that converges onto a
     leader becomes numerically a copy of it, but in exact arithmetic it never reaches it.
     """
+    key = _history_key(trajectory, same)
+    with _HISTORY_LOCK:
+        hit = _LAST_HISTORY.get("entry")
+    if hit is not None and hit[0] == key and hit[1]() is trajectory:
+        return hit[2]
+    result = _leader_history(trajectory, same)
+    with _HISTORY_LOCK:
+        _LAST_HISTORY["entry"] = (key, weakref.ref(trajectory), result)
+    return result
+
+
+def _leader_history(trajectory: Trajectory, same: Tensor) -> tuple[Tensor, Tensor]:
     walk = hardmax_path(trajectory)
     path, real = walk.path, walk.real
     L, B, n, d = path.shape

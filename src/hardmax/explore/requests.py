@@ -1,0 +1,217 @@
+"""What the explorer accepts: `Limits`, and requests validated from JSON into library arguments.
+
+Every number a page sends is checked here, before any library call, and refused with a `RequestError` whose
+message the page shows (HTTP 400), or a `TooLarge` (HTTP 413) when a limit is exceeded. A request never names
+a file: a trained run is chosen by the name the server gave it when it started.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+__all__ = ["Limits", "PlaygroundRequest", "RequestError", "ReviewRequest", "TooLarge", "AttentionRequest"]
+
+RuleName = Literal["hardmax", "softmax"]
+
+
+class RequestError(ValueError):
+    """A request the explorer refuses (HTTP 400); its message is one line for the page."""
+
+    status = 400
+
+
+class TooLarge(RequestError):
+    """A request beyond the server's `Limits` (HTTP 413)."""
+
+    status = 413
+
+
+@dataclass(frozen=True, kw_only=True)
+class Limits:
+    """Bounds on what one request may ask for; the server refuses anything larger with HTTP 413."""
+
+    tokens: int = 400  # tokens in a playground configuration
+    layers: int = 2000  # layers of a playground run
+    points: int = 250_000  # tokens × (layers + 1): the positions one answer carries (8 bytes × d each)
+    text: int = 20_000  # characters of a review
+    body: int = 1 << 20  # bytes of a request body
+    coordinate: float = 1e6  # largest |coordinate| of a token and |entry| of A
+    beta: float = 1e6  # largest inverse temperature β
+
+    def __post_init__(self):
+        for name in ("tokens", "layers", "points", "text", "body"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"Limits.{name} must be an integer ≥ 1, got {value!r}")
+
+
+def _number(value, name: str, *, low: float | None = None, high: float | None = None,
+            strict_low: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RequestError(f"{name} must be a number, got {_shown(value)}")
+    x = float(value)
+    if not math.isfinite(x):
+        raise RequestError(f"{name} must be finite, got {x}")
+    if low is not None and (x <= low if strict_low else x < low):
+        raise RequestError(f"{name} must be {'>' if strict_low else '≥'} {low:g}, got {x:g}")
+    if high is not None and x > high:
+        raise TooLarge(f"{name} must be at most {high:g}, got {x:g}")
+    return x
+
+
+def _integer(value, name: str, *, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RequestError(f"{name} must be an integer, got {_shown(value)}")
+    if value < low:
+        raise RequestError(f"{name} must be ≥ {low}, got {value}")
+    if value > high:
+        raise TooLarge(f"{name} must be at most {high}, got {value}")
+    return value
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _matrix(value, name: str, rows: int | None, cols: int, bound: float) -> np.ndarray:
+    if not isinstance(value, list) or not value:
+        raise RequestError(f"{name} must be a non-empty list of rows, got {_shown(value)}")
+    if rows is not None and len(value) != rows:
+        raise RequestError(f"{name} must have {rows} rows, got {len(value)}")
+    out = np.empty((len(value), cols), dtype=np.float64)
+    for i, row in enumerate(value):
+        if not isinstance(row, list) or len(row) != cols:
+            raise RequestError(f"{name} row {i} must be a list of {cols} numbers, got {_shown(row)}")
+        for j, x in enumerate(row):
+            out[i, j] = _number(x, f"{name}[{i}][{j}]")
+            if abs(out[i, j]) > bound:
+                raise TooLarge(f"{name}[{i}][{j}] = {out[i, j]:g} is beyond ±{bound:g}")
+    return out
+
+
+def _object(body, keys: set[str], what: str) -> dict:
+    if not isinstance(body, dict):
+        raise RequestError(f"a {what} request is a JSON object, got {type(body).__name__}")
+    unknown = sorted(set(body) - keys)
+    if unknown:
+        raise RequestError(f"unknown field(s) in a {what} request: {', '.join(map(str, unknown))}; "
+                           f"known: {', '.join(sorted(keys))}")
+    return body
+
+
+def _rule(body: dict, limits: Limits):
+    from hardmax.dynamics import Hardmax, Softmax
+
+    name = body.get("rule", "hardmax")
+    if name == "hardmax":
+        return Hardmax()
+    if name == "softmax":
+        return Softmax(beta=_number(body.get("beta", 1.0), "beta", low=0, strict_low=True, high=limits.beta))
+    raise RequestError(f"rule must be 'hardmax' or 'softmax', got {_shown(name)}")
+
+
+def _tokens_and_A(body: dict, limits: Limits) -> tuple[np.ndarray, np.ndarray]:
+    tokens = body.get("tokens")
+    if not isinstance(tokens, list) or not tokens:
+        raise RequestError("tokens must be a non-empty list of points; add a token by clicking the plane")
+    if len(tokens) > limits.tokens:
+        raise TooLarge(f"{len(tokens)} tokens: this server runs at most {limits.tokens}")
+    first = tokens[0]
+    d = len(first) if isinstance(first, list) else 0
+    if d not in (2, 3):
+        raise RequestError(f"tokens must be points of dimension 2 or 3, got {_shown(first)}")
+    Z = _matrix(tokens, "tokens", None, d, limits.coordinate)
+    A = _matrix(body.get("A", np.eye(d).tolist()), "A", d, d, limits.coordinate)
+    if not np.array_equal(A, A.T):
+        raise RequestError(f"A must be symmetric (A = Aᵀ), got {A.tolist()}")
+    eig = np.linalg.eigvalsh(A)
+    if eig.min() <= 0:
+        raise RequestError(f"A must be positive definite: its smallest eigenvalue is {eig.min():.4g} "
+                           "(Theorem 2.1 needs a symmetric positive definite A); nothing was run")
+    return Z, A
+
+
+@dataclass(frozen=True)
+class PlaygroundRequest:
+    """One playground run: tokens (n, d) float64 with d = 2 or 3, α, layers, A (d, d) SPD, and the rule."""
+
+    tokens: np.ndarray
+    alpha: float
+    layers: int
+    A: np.ndarray
+    rule: object  # a hardmax.dynamics rule: Hardmax() or Softmax(beta)
+
+    KEYS = frozenset({"tokens", "alpha", "layers", "A", "rule", "beta"})
+
+    @classmethod
+    def from_json(cls, body, limits: Limits) -> PlaygroundRequest:
+        body = _object(body, set(cls.KEYS), "simulate")
+        Z, A = _tokens_and_A(body, limits)
+        alpha = _number(body.get("alpha", 0.5), "alpha", low=0, strict_low=True, high=1e6)
+        layers = _integer(body.get("layers", 30), "layers", low=0, high=limits.layers)
+        if len(Z) * (layers + 1) > limits.points:
+            raise TooLarge(f"{len(Z)} tokens × {layers + 1} layers = {len(Z) * (layers + 1):,} positions: this "
+                           f"server answers at most {limits.points:,}; use fewer tokens or layers")
+        return cls(tokens=Z, alpha=alpha, layers=layers, A=A, rule=_rule(body, limits))
+
+    def python(self) -> str:
+        """The `hardmax.simulate(...)` call that reproduces this run (floats written to round-trip exactly)."""
+        from hardmax.dynamics import Softmax
+
+        rows = ",\n    ".join("[" + ", ".join(repr(float(x)) for x in row) + "]" for row in self.tokens)
+        A = "[" + ", ".join("[" + ", ".join(repr(float(x)) for x in row) + "]" for row in self.A) + "]"
+        rule = (f"hardmax.Softmax(beta={float(self.rule.beta)!r})" if isinstance(self.rule, Softmax)
+                else "hardmax.Hardmax()")
+        lines = ["import numpy as np", "import hardmax", "", f"tokens = np.array([\n    {rows},\n])",
+                 f"A = np.array({A})",
+                 f"trajectory = hardmax.simulate(tokens, {rule}, alpha={self.alpha!r}, layers={self.layers}, A=A)"]
+        if not isinstance(self.rule, Softmax):
+            lines.append("print(hardmax.check_theorem(trajectory).table())")
+        return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class AttentionRequest:
+    """Who attends to whom at one layer: tokens (n, d), A, and the rule."""
+
+    tokens: np.ndarray
+    A: np.ndarray
+    rule: object
+
+    KEYS = frozenset({"tokens", "A", "rule", "beta"})
+
+    @classmethod
+    def from_json(cls, body, limits: Limits) -> AttentionRequest:
+        body = _object(body, set(cls.KEYS), "attention")
+        Z, A = _tokens_and_A(body, limits)
+        return cls(tokens=Z, A=A, rule=_rule(body, limits))
+
+
+@dataclass(frozen=True)
+class ReviewRequest:
+    """A text for one of the server's trained runs, named as the server listed it."""
+
+    run: str
+    text: str
+    decisive: float = 2.0  # a leader is decisive when its own decoder logit |v·z + b| exceeds this
+
+    KEYS = frozenset({"run", "text", "decisive"})
+
+    @classmethod
+    def from_json(cls, body, limits: Limits, runs: tuple[str, ...]) -> ReviewRequest:
+        body = _object(body, set(cls.KEYS), "review")
+        run, text = body.get("run"), body.get("text")
+        if not isinstance(run, str) or run not in runs:
+            listed = ", ".join(runs) if runs else "none: start the server with --runs DIR holding trained runs"
+            raise RequestError(f"run must be one of the server's runs ({listed}), got {_shown(run)}")
+        if not isinstance(text, str) or not text.strip():
+            raise RequestError("type or paste a review: the text is empty")
+        if len(text) > limits.text:
+            raise TooLarge(f"the review has {len(text):,} characters: this server reads at most {limits.text:,}")
+        decisive = _number(body.get("decisive", 2.0), "decisive", low=0, high=1e6)
+        return cls(run=run, text=text, decisive=decisive)

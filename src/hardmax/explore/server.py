@@ -1,0 +1,238 @@
+"""The explorer's web server: a Starlette app with a JSON API over `hardmax.explore.views`, served by uvicorn.
+
+    GET  /playground, /classifier         the two pages (static HTML; their state lives in the URL's fragment)
+    GET  /static/<asset>                  JavaScript and CSS shipped in the package (no CDN)
+    GET  /api/presets                     Figure 2's configurations
+    POST /api/simulate                    {tokens, alpha, layers, A, rule, beta} -> `playground_view`
+    POST /api/attention                   {tokens, A, rule, beta} -> `attention_view` of one layer
+    GET  /api/runs                        the trained runs found under --runs when the server started
+    POST /api/review                      {run, text} -> `review_view`
+    POST /api/export                      {page, state, data} -> one standalone HTML file (`export.standalone_html`)
+
+Every request body is bounded (`Limits.body`), parsed and validated before any work; a refused request gets
+HTTP 400/413 with {"error": one line}, which the page shows. Work runs in a thread pool, so one slow request
+does not stop the others; an unexpected exception becomes HTTP 500 with its one-line message, and the server
+goes on. The browser never names a file: runs are addressed by the names listed at start.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from hardmax.explore.requests import (
+    AttentionRequest,
+    Limits,
+    PlaygroundRequest,
+    RequestError,
+    ReviewRequest,
+    TooLarge,
+)
+
+__all__ = ["STATIC", "Explorer", "create_app", "find_runs", "open_socket", "serve"]
+
+STATIC = Path(__file__).parent / "static"
+logger = logging.getLogger(__name__)
+
+
+def find_runs(root: str | Path | None, *, depth: int = 4) -> dict[str, Path]:
+    """Trained run directories under `root` (those holding config.json and model.safetensors), by their path
+    relative to root ("d2", "reproduce/d16"); {} when root is None or does not exist."""
+    if root is None:
+        return {}
+    root = Path(root)
+    if not root.is_dir():
+        return {}
+    found = {}
+    stack = [(root, 0)]
+    while stack:
+        folder, level = stack.pop()
+        if (folder / "config.json").is_file() and (folder / "model.safetensors").is_file():
+            found[folder.relative_to(root).as_posix() if folder != root else root.name] = folder
+        if level < depth:
+            try:
+                children = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
+            except OSError:
+                continue
+            stack += [(p, level + 1) for p in children]
+    return dict(sorted(found.items()))
+
+
+@dataclass
+class Explorer:
+    """The server's state: its limits and the runs it may load (each loaded once, on first use)."""
+
+    limits: Limits = field(default_factory=Limits)
+    runs: dict[str, Path] = field(default_factory=dict)
+    _loaded: dict = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def run(self, name: str):
+        from hardmax.training import load_run
+
+        with self._lock:
+            if name not in self._loaded:
+                self._loaded[name] = load_run(self.runs[name])
+            return self._loaded[name]
+
+    def describe_runs(self) -> list[dict]:
+        out = []
+        for name, path in self.runs.items():
+            try:
+                record = json.loads((path / "config.json").read_text(encoding="utf-8"))
+                model = record.get("model", {})
+                out.append({"name": name, "d": model.get("d"), "layers": model.get("layers"),
+                            "kind": "crate" if model.get("crate") else "hardmax"})
+            except (OSError, ValueError):
+                out.append({"name": name, "d": None, "layers": None, "kind": "unreadable"})
+        return sorted(out, key=lambda r: (r["kind"] != "hardmax", r["name"]))  # the paper's layer first
+
+
+def _error(message: str, status: int) -> JSONResponse:
+    return JSONResponse({"error": message.splitlines()[0] if message else "error"}, status_code=status)
+
+
+async def _body(request: Request, limits: Limits):
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limits.body:
+        raise TooLarge(f"the request has {int(declared):,} bytes: this server reads at most {limits.body:,}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limits.body:
+            raise TooLarge(f"the request is larger than {limits.body:,} bytes")
+        chunks.append(chunk)
+    try:
+        return json.loads(b"".join(chunks).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise RequestError(f"the request body is not JSON: {e}") from None
+
+
+def _endpoint(explorer: Explorer, work: Callable[[object], object]):
+    """A POST endpoint: bounded JSON body -> work(body) in a thread -> JSON, errors as one-line 4xx/5xx."""
+    async def endpoint(request: Request) -> Response:
+        try:
+            body = await _body(request, explorer.limits)
+            result = await run_in_threadpool(work, body)
+        except RequestError as e:
+            return _error(str(e), e.status)
+        except (ValueError, OSError) as e:  # the library's one-line refusals (softmax overflow, a damaged run)
+            return _error(str(e), 400)
+        except MemoryError:
+            return _error("out of memory: ask for fewer tokens or layers", 413)
+        except Exception as e:  # noqa: BLE001 - a request never kills the server
+            logger.exception("explorer request failed")
+            return _error(f"internal error ({type(e).__name__}: {e})", 500)
+        if isinstance(result, Response):
+            return result
+        return JSONResponse(result)
+    return endpoint
+
+
+def create_app(runs: str | Path | None = "runs", limits: Limits | None = None) -> Starlette:
+    """The explorer as an ASGI app; `runs` is searched once, now, for trained runs (`find_runs`)."""
+    from hardmax.explore import export, views
+
+    explorer = Explorer(limits=limits or Limits(), runs=find_runs(runs))
+
+    def simulate(body):
+        return views.playground_view(PlaygroundRequest.from_json(body, explorer.limits))
+
+    def attention(body):
+        return views.attention_view(AttentionRequest.from_json(body, explorer.limits))
+
+    def review(body):
+        request = ReviewRequest.from_json(body, explorer.limits, tuple(explorer.runs))
+        return views.review_view(explorer.run(request.run), request.text, decisive=request.decisive)
+
+    def export_page(body):
+        if not isinstance(body, dict) or body.get("page") not in ("playground", "classifier"):
+            raise RequestError("an export request is {page: 'playground' | 'classifier', request: {...}}")
+        if body["page"] == "playground":
+            data = simulate(body.get("request"))
+        else:
+            data = review(body.get("request"))
+        html = export.standalone_html(body["page"], data, state=str(body.get("state", ""))[:20_000])
+        return Response(html, media_type="text/html", headers={
+            "Content-Disposition": f'attachment; filename="hardmax-{body["page"]}.html"'})
+
+    async def presets(request: Request) -> Response:
+        return JSONResponse(views.presets())
+
+    async def runs_list(request: Request) -> Response:
+        return JSONResponse({"runs": explorer.describe_runs()})
+
+    def page(name: str):
+        async def handler(request: Request) -> Response:
+            return FileResponse(STATIC / name, media_type="text/html")
+        return handler
+
+    async def home(request: Request) -> Response:
+        return RedirectResponse("/playground")
+
+    routes = [
+        Route("/", home),
+        Route("/playground", page("playground.html")),
+        Route("/classifier", page("classifier.html")),
+        Route("/api/presets", presets),
+        Route("/api/runs", runs_list),
+        Route("/api/simulate", _endpoint(explorer, simulate), methods=["POST"]),
+        Route("/api/attention", _endpoint(explorer, attention), methods=["POST"]),
+        Route("/api/review", _endpoint(explorer, review), methods=["POST"]),
+        Route("/api/export", _endpoint(explorer, export_page), methods=["POST"]),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    app = Starlette(routes=routes)
+    app.state.explorer = explorer
+    return app
+
+
+def open_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on host:port (port 0: a free one); OSError names the address when it is taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise OSError(f"cannot listen on {host}:{port} ({e.strerror}); choose another --port") from None
+    sock.listen(128)
+    return sock
+
+
+def warm_up() -> None:
+    """Compile the engines once (numba), so that the first edit in the page answers at full speed."""
+    from hardmax.explore import views
+
+    request = PlaygroundRequest.from_json({"tokens": [[1.0, 0.5], [-1.0, 0.25], [0.25, -1.0]], "layers": 3},
+                                          Limits())
+    views.playground_view(request)
+
+
+def serve(app: Starlette, sock: socket.socket, *, on_ready: Callable[[], None] | None = None) -> None:
+    """Serve `app` on `sock` until Ctrl-C (uvicorn); `on_ready` runs once the server accepts connections."""
+    import uvicorn
+
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
+    server = uvicorn.Server(config)
+    if on_ready is not None:
+        def watch():
+            while not server.started and not server.should_exit:
+                threading.Event().wait(0.05)
+            if server.started:
+                on_ready()
+        threading.Thread(target=watch, daemon=True).start()
+    server.run(sockets=[sock])

@@ -1,0 +1,235 @@
+"""What the explorer's pages show, as JSON-ready dicts computed by library calls only.
+
+    playground_view(request)      simulate -> leaders, clusters, K, S (`plots.scene.make_scene`) + check_theorem
+    trajectory_view(trajectory)   the same for any single-sequence `Trajectory` (export, notebooks)
+    attention_view(request)       C_i (hardmax, the engine's tie rule) or the largest P_ij (softmax) of one layer
+    review_view(run, text)        a trained run on one text: `explain_text`, `project_review`, the softmax
+                                  probability, attention sets per layer, R per layer, the Att-SVM token;
+                                  CRATE runs: compression and sparsity per block
+    presets()                     the paper's Figure 2 configurations and the library's dyadic ones
+
+Positions travel as base64 little-endian float64 (`encode_array`): exact, and ~8 bytes a number instead of ~20
+in JSON text. Nothing here reimplements the dynamics; the page draws what these return.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import time
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from hardmax.explore.requests import AttentionRequest, PlaygroundRequest
+
+if TYPE_CHECKING:
+    from hardmax.dynamics import Trajectory
+    from hardmax.training import Run
+
+__all__ = ["attention_view", "encode_array", "decode_array", "playground_view", "presets", "review_view",
+           "trajectory_view"]
+
+RATE_EPS = 0.5  # the distortion ε of the coding rates shown (hardmax.experiments.rate.RateConfig's default)
+
+
+def encode_array(x: np.ndarray) -> dict:
+    """{"shape": [...], "b64": base64 of the float64 little-endian bytes} (`decode_array` reads it back)."""
+    x = np.ascontiguousarray(np.asarray(x, dtype="<f8"))
+    return {"shape": list(x.shape), "b64": base64.b64encode(x.tobytes()).decode("ascii")}
+
+
+def decode_array(record: dict) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(record["b64"]), dtype="<f8").reshape(record["shape"])
+
+
+def _hex(rgba) -> str:
+    return "#" + "".join(f"{round(255 * float(c)):02x}" for c in rgba[:3])
+
+
+def presets() -> dict:
+    """name -> {"tokens": (n, 2) list, "title": str}: the paper's Figure 2 and the library's dyadic variants."""
+    from hardmax.theory import figure2_configurations, paper_figure2_configurations
+
+    out = {}
+    for name, Z in paper_figure2_configurations().items():
+        out[f"paper_{name}"] = {"tokens": Z.tolist(), "title": f"Figure 2, {name.replace('_', ' ')} (paper)"}
+    for name, Z in figure2_configurations().items():
+        out[f"dyadic_{name}"] = {"tokens": Z.tolist(), "title": f"{name.replace('_', ' ')} (dyadic, exact ties)"}
+    return out
+
+
+def trajectory_view(trajectory: Trajectory, *, python: str = "") -> dict:
+    """Everything the playground draws for one sequence (d = 2 drawn as is, d = 3 in 3-D, d > 3 projected).
+
+    Keys: d, n, layers, rule, beta, alpha, A, path (layers + 1, n, p) encoded, labels (cluster of each token),
+    leader_since (first layer of lasting leadership, −1 for followers), vertices / edges of K, limit (points
+    of S reached that are not vertices), k_dim, colours, theorem (`TheoremReport.to_dict()` with its table),
+    note, python, seconds.
+    """
+    from hardmax.dynamics import Softmax
+    from hardmax.plots.scene import PALETTE, make_scene
+    from hardmax.theory import check_theorem
+
+    if trajectory.tokens.dim() != 3:
+        raise ValueError("the explorer shows one sequence: simulate tokens of shape (n, d), not a batch")
+    d = trajectory.tokens.shape[-1]
+    p = 2 if d <= 2 else 3
+    seconds = {}
+    start = time.perf_counter()
+    softmax = isinstance(trajectory.rule, Softmax)
+    record = {"d": d, "n": int(trajectory.mask.sum()), "layers": trajectory.layers, "rule": "softmax" if softmax
+              else "hardmax", "beta": float(trajectory.rule.beta) if softmax else None,
+              "alpha": trajectory.alpha.detach().cpu().double().tolist()[:1],
+              "A": trajectory.A.detach().cpu().double().tolist(), "python": python, "palette":
+              [_hex(c) for c in PALETTE]}
+    if softmax:  # leaders, K, S and Theorem 2.1 are about hardmax attention
+        real = trajectory.mask.detach().cpu().numpy().astype(bool)
+        path = trajectory.tokens.detach().cpu().double().numpy()[:, real]
+        if d == 1:
+            path = np.pad(path, ((0, 0), (0, 0), (0, 1)))
+        n = path.shape[1]
+        record.update(path=encode_array(path if d <= 3 else path[..., :3]), labels=[0] * n, leader_since=[-1] * n,
+                      vertices=[], edges=[], limit=[], k_dim=-1, theorem=None,
+                      note="softmax: leaders, K, S and the Theorem 2.1 check are about hardmax; switch the rule to "
+                           "Hardmax to see them")
+        seconds["scene"] = time.perf_counter() - start
+    else:
+        scene = make_scene(trajectory, p)
+        seconds["scene"] = time.perf_counter() - start
+        start = time.perf_counter()
+        report = check_theorem(trajectory)
+        seconds["theorem"] = time.perf_counter() - start
+        theorem = report.to_dict()
+        theorem["table"] = report.table()
+        record.update(path=encode_array(scene.path), labels=scene.labels.tolist(),
+                      leader_since=scene.leader_since.tolist(), vertices=scene.vertices.tolist(),
+                      edges=scene.edges.tolist(), limit=scene.limit.tolist(), k_dim=scene.k_dim, theorem=theorem,
+                      note=scene.note)
+    record["seconds"] = seconds
+    return record
+
+
+def playground_view(request: PlaygroundRequest) -> dict:
+    """Run the playground's request (`hardmax.simulate`) and return its `trajectory_view`."""
+    from hardmax.dynamics import simulate
+
+    start = time.perf_counter()
+    trajectory = simulate(request.tokens, request.rule, alpha=request.alpha, layers=request.layers, A=request.A)
+    simulated = time.perf_counter() - start
+    view = trajectory_view(trajectory, python=request.python())
+    view["seconds"]["simulate"] = simulated
+    view["alpha"] = [request.alpha]
+    return view
+
+
+def attention_view(request: AttentionRequest, *, top: int = 6, share: float = 0.05) -> dict:
+    """Who each token attends to at one layer.
+
+    Hardmax: {"sets": C_i as index lists} with the engine's tie rule (`hardmax.theory.attention_sets`).
+    Softmax: {"weights": per token, up to `top` pairs [j, P_ij] with P_ij ≥ share · max_j P_ij}.
+    """
+    from hardmax.dynamics import Softmax, attention_matrix
+    from hardmax.theory import attention_sets
+
+    Z = torch.as_tensor(request.tokens, dtype=torch.float64)
+    A = torch.as_tensor(request.A, dtype=torch.float64)
+    if not isinstance(request.rule, Softmax):
+        sets = attention_sets(Z, A=A).numpy()
+        return {"sets": [np.nonzero(row)[0].tolist() for row in sets]}
+    P = attention_matrix(Z[None], rule=request.rule, A=A)[0].numpy()
+    order = np.argsort(-P, axis=1, kind="stable")[:, :top]
+    weights = []
+    for i, row in enumerate(order):
+        peak = P[i, row[0]]
+        weights.append([[int(j), float(P[i, j])] for j in row if P[i, j] >= share * peak])
+    return {"weights": weights}
+
+
+def _encoded(run: Run, text: str):
+    from hardmax.data import encode_texts
+
+    data = run.data_config
+    return encode_texts([text], run.vocab, max_len=data.max_len, truncation=data.truncation, **data.clean_options())
+
+
+def _probability(logit: float) -> float:
+    return 1.0 / (1.0 + math.exp(-logit)) if logit > -700 else 0.0
+
+
+def review_view(run: Run, text: str, *, decisive: float = 2.0) -> dict:
+    """A trained run on one text: what the classifier page draws.
+
+    Hardmax runs: the `Explanation` (prediction, leaders, followers, decisive leaders, each word's logit), the
+    2-D coordinates of `project_review` with the decision line, P(positive) under hardmax and under the
+    training softmax, C_i of every word at every layer, the coding rate R of the review's tokens per layer,
+    and the word the Att-SVM view selects (argmax_t y vᵀx_t at the embedding, y = ±1 the predicted class).
+    CRATE runs: the prediction and the compression, sparsity and rate of each block.
+    """
+    from hardmax.models import CrateClassifier
+    from hardmax.training import predict
+
+    start = time.perf_counter()
+    model = run.model
+    if run.vocab is None:
+        raise ValueError(f"{run.path.name} has no vocabulary: its reviews cannot be encoded")
+    if isinstance(model, CrateClassifier):
+        return _crate_view(run, text, start)
+    from hardmax.experiments.rate import layer_rates
+    from hardmax.explain import explain_text, project_review
+    from hardmax.svm import optimal_selection
+    from hardmax.theory import attention_sets
+
+    explanation = explain_text(run, text)
+    projection = project_review(explanation, model)
+    encoded = _encoded(run, text)
+    soft_logit = float(predict(model, encoded.ids, encoded.mask, rule=None)[0])
+    trace = explanation.trace
+    tokens = trace.tokens[:, 0].detach()  # (layers + 1, m, d)
+    mask = trace.trajectory.mask[0]
+    sets = attention_sets(tokens.double(), A=None if model.A is None else model.A.detach().double(),
+                          mask=mask.expand(tokens.shape[0], -1))
+    rates = layer_rates(trace.trajectory, RATE_EPS)
+    sign = 1.0 if explanation.label == "positive" else -1.0
+    v = model.decoder.weight.detach()[0].double()
+    selected = int(optimal_selection(tokens[:1].double(), torch.tensor([sign], dtype=torch.float64), v,
+                                     mask[None])[0])
+    record = {
+        "kind": "hardmax", "run": run.path.name, "d": explanation.d, "layers": tokens.shape[0] - 1,
+        "label": explanation.label, "probability": {"hardmax": explanation.probability,
+                                                    "softmax": _probability(soft_logit)},
+        "beta": float(model.inverse_temperature),
+        "words": explanation.words, "multiplicity": explanation.multiplicity, "leaders": explanation.leaders,
+        "initial_leaders": explanation.initial_leaders,
+        "follows": {str(k): v for k, v in explanation.follows.items()},
+        "decisive": explanation.decisive_leaders(decisive), "word_logits": explanation.word_logits,
+        "summary": explanation.summary(decisive=decisive),
+        "points": encode_array(projection.points), "normal": projection.normal.tolist(),
+        "offset": projection.offset, "axes": projection.axes,
+        "sets": [[np.nonzero(row)[0].tolist() for row in layer] for layer in sets.numpy()],
+        "rate": {"eps": RATE_EPS, "rate": rates.rate[:, 0].tolist(), "rate_scaled": rates.rate_scaled[:, 0].tolist()},
+        "svm": {"selected": selected, "word": explanation.words[selected],
+                "rule": "argmax_t y vᵀx_t over the embedded words, y = ±1 the predicted class"},
+    }
+    record["seconds"] = time.perf_counter() - start
+    return record
+
+
+def _crate_view(run: Run, text: str, start: float) -> dict:
+    from hardmax.dynamics import Hardmax
+    from hardmax.experiments.rate import crate_measures
+    from hardmax.training import predict
+
+    encoded = _encoded(run, text)
+    hard = float(predict(run.model, encoded.ids, encoded.mask, rule=Hardmax())[0])
+    soft = float(predict(run.model, encoded.ids, encoded.mask, rule=None)[0])
+    measures = crate_measures(run.model, encoded.ids, encoded.mask, eps=RATE_EPS)
+    words = [run.vocab.words[int(i)] for i in encoded.ids[0][encoded.mask[0]]]
+    return {"kind": "crate", "run": run.path.name, "d": run.model.config.d, "layers": len(measures.sparsity),
+            "label": "positive" if hard > 0 else "negative",
+            "probability": {"hardmax": _probability(hard), "softmax": _probability(soft)}, "words": words,
+            "crate": {"eps": RATE_EPS, "compression": measures.compression,
+                      "compression_after": measures.compression_after, "sparsity": measures.sparsity,
+                      "rate": measures.rate},
+            "seconds": time.perf_counter() - start}
