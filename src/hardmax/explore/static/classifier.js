@@ -3,7 +3,7 @@
 "use strict";
 
 const C = { run: "", text: "", k: null, decisive: 2 };
-let view = null, points = null, hover = -1, playing = null, timer = null, controller = null, seq = 0;
+let view = null, points = null, hover = -1, playing = null, timer = null, controller = null, seq = 0, started = false;
 const embedded = Hx.embedded();
 const svg = document.getElementById("plane");
 const frame = new Hx.Frame(svg);
@@ -11,7 +11,11 @@ const $ = (id) => document.getElementById(id);
 
 function saveHash() { Hx.writeHash({ run: C.run, text: C.text, k: C.k, decisive: C.decisive }); }
 
-function schedule(delay) { if (embedded) return; clearTimeout(timer); timer = setTimeout(explain, delay); }
+function schedule(delay) {
+  if (embedded) return;
+  clearTimeout(timer);
+  timer = setTimeout(() => { timer = null; explain(); }, delay);
+}
 
 async function explain() {
   C.run = $("run").value; C.text = $("text").value; C.decisive = Number($("decisive").value);
@@ -19,13 +23,13 @@ async function explain() {
   if (!C.run) { Hx.message("No trained run found: start the server with --runs DIR (train one with `hardmax train`).", "error"); return; }
   if (controller) controller.abort();
   controller = new AbortController();
-  const mine = ++seq, started = performance.now();
+  const mine = ++seq, t0 = performance.now();
   document.body.dataset.state = "busy";
   try {
     const answer = await Hx.post("/api/review", { run: C.run, text: C.text, decisive: C.decisive }, controller.signal);
     if (mine !== seq) return;
     accept(answer);
-    $("status").textContent = `answered in ${(performance.now() - started).toFixed(0)} ms (server ${(1000 * answer.seconds).toFixed(0)} ms)`;
+    $("status").textContent = `answered in ${(performance.now() - t0).toFixed(0)} ms (server ${(1000 * answer.seconds).toFixed(0)} ms)`;
     Hx.message("");
     document.body.dataset.state = "ready";
   } catch (e) {
@@ -121,7 +125,8 @@ function render() {
       Hx.el("line", { x1: a[0], y1: a[1], x2: c[0], y2: c[1], class: "attention", "marker-end": "url(#arrow)" }, svg);
     }
   }
-  for (let i = 0; i < n; i++) {
+  const order = [...Array(n).keys()].sort((a, c) => leaders.has(a) - leaders.has(c));  // leaders drawn on top
+  for (const i of order) {
     const p = frame.px(P[i]), lead = leaders.has(i);
     const colour = view.word_logits[i] > 0 ? "#2b8a3e" : "#c92a2a";
     const attrs = { "data-i": i, fill: colour, class: "token" + (lead ? " leader" : "") + (i === hover ? " selected" : "") };
@@ -186,6 +191,7 @@ async function start() {
     $("status").textContent = "exported view (read-only, offline)";
     accept(embedded.data);
     document.body.dataset.state = "ready";
+    started = true;
     return;
   }
   const h = Hx.readHash();
@@ -199,6 +205,8 @@ async function start() {
     if (runs.length) explain();
     else Hx.message("No trained run found under --runs: train one with `hardmax train --run runs/d2 --d 2`, then restart.", "error");
   } catch (e) { Hx.message(e.message, "error"); }
+  started = true;
 }
 
+window.explorer = { state: C, idle: () => started && timer === null && document.body.dataset.state !== "busy", view: () => view };
 start();

@@ -8,7 +8,7 @@ const S = {
   show: { trails: true, leaders: true, attention: false, K: true, S: true, colour: true }, yaw: 0.6, pitch: 0.5,
 };
 let data = null, path = null, stale = true, attention = {}, selected = -1, playing = null, pendingFit = true;
-let seq = 0, controller = null, timer = null;
+let seq = 0, controller = null, timer = null, inflight = 0, started = false;
 const embedded = Hx.embedded();
 const svg = document.getElementById("plane");
 const frame = new Hx.Frame(svg);
@@ -88,21 +88,22 @@ function changed({ fit = false } = {}) {
 function schedule() {
   if (embedded) return;
   clearTimeout(timer);
-  timer = setTimeout(simulate, 30);
+  timer = setTimeout(() => { timer = null; simulate(); }, 30);
 }
 
 async function simulate() {
   if (!S.tokens.length) { data = null; path = null; stale = false; Hx.message("Click the plane to add tokens.", "info"); render(); return; }
   if (controller) controller.abort();
   controller = new AbortController();
-  const mine = ++seq, started = performance.now();
+  const mine = ++seq, t0 = performance.now();
   document.body.dataset.state = "busy";
+  inflight += 1;
   try {
-    const answer = await Hx.post("/api/simulate", request(), controller.signal);
+    const answer = await Hx.post("/api/simulate", request(), controller.signal).finally(() => { inflight -= 1; });
     if (mine !== seq) return;
     accept(answer);
     const s = answer.seconds, ms = (x) => (1000 * (x || 0)).toFixed(0);
-    $("status").textContent = `answered in ${(performance.now() - started).toFixed(0)} ms (simulate ${ms(s.simulate)}, ` +
+    $("status").textContent = `answered in ${(performance.now() - t0).toFixed(0)} ms (simulate ${ms(s.simulate)}, ` +
       `leaders/K/S ${ms(s.scene)}, theorem ${ms(s.theorem)} ms)`;
     Hx.message("");
     document.body.dataset.state = "ready";
@@ -231,7 +232,9 @@ function render() {
     if (S.show.attention && attention[k]) drawAttention(attention[k], Z, px);
     if (S.show.S) for (const p of data.limit) Hx.el("path", { d: Hx.diamondPath(px(p), 7), class: "S" }, svg);
   }
-  for (let i = 0; i < n; i++) {
+  const leading = (i) => data && !stale && S.show.leaders && data.leader_since[i] >= 0 && data.leader_since[i] <= k;
+  const order = [...Array(n).keys()].sort((a, b) => leading(a) - leading(b));  // leaders drawn on top
+  for (const i of order) {
     const p = px(Z[i]);
     const leads = data && !stale && S.show.leaders && data.leader_since[i] >= 0 && data.leader_since[i] <= k;
     const attrs = { "data-i": i, fill: colourOf(i), class: "token" + (i === selected ? " selected" : "") + (leads ? " leader" : "") };
@@ -403,6 +406,7 @@ async function start() {
     $("hint").textContent = "Exported view: play the layers back; edit with `hardmax explore`.";
     $("status").textContent = "exported view (read-only, offline)";
     document.body.dataset.state = "ready";
+    started = true;
     return;
   }
   try {
@@ -415,6 +419,9 @@ async function start() {
   S.d = S.tokens.length ? S.tokens[0].length : 2;
   if (S.A.length !== S.d) S.A = identity(S.d);
   syncControls(); changed({ fit: true });
+  started = true;
 }
 
+// For tests and the console: the page's state, and whether every edit has been answered.
+window.explorer = { state: S, idle: () => started && timer === null && inflight === 0, view: () => data, attention: () => attention };
 start();

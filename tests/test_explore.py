@@ -1,0 +1,231 @@
+"""The explorer's JSON API (hardmax.explore) against the library: same numbers, bounded and validated requests."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+import torch
+from explore_server import Client, LiveServer, train_runs
+
+import hardmax
+from hardmax.explore import Limits, create_app, find_runs, standalone_html, view
+from hardmax.explore.requests import PlaygroundRequest, RequestError, TooLarge
+from hardmax.explore.views import decode_array, encode_array, presets
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("explore")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("HARDMAX_IMDB", raising=False)
+        mp.setenv("HARDMAX_CACHE", str(root / "cache"))
+        return train_runs(root, root / "cache", (("d2", ("--d", "2")), ("d4", ("--d", "4")),
+                                                 ("crate", ("--d", "4", "--layer", "crate"))))
+
+
+@pytest.fixture(scope="module")
+def client(runs):
+    app = create_app(runs, Limits(tokens=50, layers=300, points=6_000, text=500, body=20_000))
+    with LiveServer(app) as server:
+        yield Client(server.url)
+
+
+def _post(client, url, body):
+    response = client.post(url, json=body)
+    return response.status_code, response.json()
+
+
+SQUARE = [[1.0, 1.0], [-1.0, 1.0], [-1.0, -1.0], [1.0, -1.0], [0.5, 0.0], [-0.5, 0.0]]
+
+
+def test_encode_array_round_trip(rng):
+    x = rng.standard_normal((3, 5, 2))
+    assert np.array_equal(decode_array(json.loads(json.dumps(encode_array(x)))), x)
+
+
+def test_simulate_equals_the_library(client, rng):
+    tokens = rng.standard_normal((20, 2)).tolist()
+    A = [[2.0, 0.5], [0.5, 1.0]]
+    code, answer = _post(client, "/api/simulate", {"tokens": tokens, "alpha": 0.7, "layers": 60, "A": A})
+    assert code == 200, answer
+    trajectory = hardmax.simulate(np.array(tokens), alpha=0.7, layers=60, A=np.array(A))
+    assert np.array_equal(decode_array(answer["path"]), trajectory.tokens.numpy())
+    clusters = hardmax.find_clusters(trajectory)
+    assert answer["labels"] == clusters.labels.tolist()
+    assert answer["leader_since"] == hardmax.leader_layers(trajectory).tolist()
+    report = hardmax.check_theorem(trajectory)
+    assert answer["theorem"]["passed"] == report.passed is True
+    assert [c["status"] for c in answer["theorem"]["checks"]] == [c.status for c in report.checks]
+    K = hardmax.polytope(trajectory.final[hardmax.leader_layers(trajectory) >= 0])
+    assert np.allclose(np.array(answer["vertices"]), K.vertices, atol=1e-12)
+
+
+def test_the_python_it_offers_reproduces_the_run(client, rng, capsys):
+    tokens = rng.standard_normal((7, 3)).tolist()
+    code, answer = _post(client, "/api/simulate", {"tokens": tokens, "alpha": 0.3, "layers": 25, "rule": "softmax",
+                                                   "beta": 3.5})
+    assert code == 200, answer
+    scope: dict = {}
+    exec(answer["python"], scope)  # the "Copy as Python" text
+    assert np.array_equal(scope["trajectory"].tokens.numpy(), decode_array(answer["path"]))
+    assert answer["theorem"] is None and answer["rule"] == "softmax"
+
+
+def test_the_figure2_limits_on_S(client):
+    code, answer = _post(client, "/api/simulate", {"tokens": SQUARE, "layers": 40})
+    assert code == 200
+    final = decode_array(answer["path"])[-1]
+    assert np.allclose(final[4:], [[1.0, 0.0], [-1.0, 0.0]], atol=1e-9)  # projections of 0 on the sides
+    assert sorted(map(tuple, answer["limit"])) == [(-1.0, 0.0), (1.0, 0.0)]
+    assert answer["leader_since"] == [0, 0, 0, 0, -1, -1]
+
+
+def test_attention_view_is_the_engines_rule(client):
+    code, answer = _post(client, "/api/attention", {"tokens": SQUARE})
+    assert code == 200
+    sets = hardmax.attention_sets(torch.tensor(SQUARE, dtype=torch.float64))
+    assert answer["sets"] == [np.nonzero(r)[0].tolist() for r in sets.numpy()]
+    assert answer["sets"][4] == [0, 3]  # the exact tie, both kept
+    code, soft = _post(client, "/api/attention", {"tokens": SQUARE, "rule": "softmax", "beta": 2.0})
+    P = hardmax.attention_matrix(torch.tensor([SQUARE], dtype=torch.float64), rule=hardmax.Softmax(beta=2.0))[0]
+    for i, row in enumerate(soft["weights"]):
+        for j, w in row:
+            assert w == pytest.approx(float(P[i, j]), rel=1e-12)
+
+
+@pytest.mark.parametrize("body, status, words", [
+    ({"tokens": SQUARE, "A": [[1.0, 0.0], [0.0, -1.0]]}, 400, "positive definite"),
+    ({"tokens": SQUARE, "A": [[1.0, 0.5], [0.0, 1.0]]}, 400, "symmetric"),
+    ({"tokens": SQUARE, "alpha": 0}, 400, "alpha"),
+    ({"tokens": SQUARE, "alpha": "1"}, 400, "alpha must be a number"),
+    ({"tokens": SQUARE, "layers": 2.5}, 400, "layers must be an integer"),
+    ({"tokens": SQUARE, "layers": 301}, 413, "at most 300"),
+    ({"tokens": [[0.1 * i, 1.0] for i in range(51)]}, 413, "at most 50"),
+    ({"tokens": [[0.1 * i, 1.0] for i in range(40)], "layers": 200}, 413, "positions"),
+    ({"tokens": []}, 400, "non-empty"),
+    ({"tokens": [[1.0, 2.0], [1.0]]}, 400, "row 1"),
+    ({"tokens": [[1.0, 2.0, 3.0, 4.0]]}, 400, "dimension 2 or 3"),
+    ({"tokens": [[1e300, 0.0]]}, 413, "beyond"),
+    ({"tokens": SQUARE, "rule": "maxout"}, 400, "rule"),
+    ({"tokens": SQUARE, "rule": "softmax", "beta": -1}, 400, "beta"),
+    ({"tokens": SQUARE, "path": "/etc/passwd"}, 400, "unknown field"),
+    ([1, 2], 400, "JSON object"),
+])
+def test_bad_requests_get_one_line(client, body, status, words):
+    code, answer = _post(client, "/api/simulate", body)
+    assert code == status, answer
+    assert words in answer["error"] and "\n" not in answer["error"]
+
+
+def test_bodies_are_bounded_and_parsed(client):
+    big = client.post("/api/simulate", content=b"{" + b" " * 30_000 + b"}", headers={"content-type": "application/json"})
+    assert big.status_code == 413 and "bytes" in big.json()["error"]
+    bad = client.post("/api/simulate", content=b"{not json", headers={"content-type": "application/json"})
+    assert bad.status_code == 400 and "not JSON" in bad.json()["error"]
+    assert client.post("/api/simulate", json={"tokens": SQUARE}).status_code == 200  # the server goes on
+
+
+def test_runs_are_found_and_named_not_pathed(client, runs):
+    assert set(find_runs(runs)) == {"d2", "d4", "crate"}
+    listed = client.get("/api/runs").json()["runs"]
+    assert [r["name"] for r in listed] == ["d2", "d4", "crate"]  # the paper's layer first
+    for name in ("../d2", str(runs / "d2"), "/etc", "d3"):
+        code, answer = _post(client, "/api/review", {"run": name, "text": "a great film"})
+        assert code == 400 and "one of the server's runs" in answer["error"]
+    code, answer = _post(client, "/api/review", {"run": "d2", "text": "x" * 501})
+    assert code == 413
+    code, answer = _post(client, "/api/review", {"run": "d2", "text": "   "})
+    assert code == 400 and "empty" in answer["error"]
+    code, answer = _post(client, "/api/review", {"run": "d2", "text": "the and of ..."})
+    assert code == 400 and "empty after cleaning" in answer["error"]
+    assert client.get("/static/../server.py").status_code == 404
+
+
+@pytest.mark.parametrize("name", ["d2", "d4"])
+def test_review_equals_explain(client, runs, name):
+    from hardmax.explain import explain_text, project_review
+    from hardmax.training import load_run, predict
+
+    text = "A wonderful film, the story was superb but the ending boring. Brilliant cast!"
+    code, answer = _post(client, "/api/review", {"run": name, "text": text})
+    assert code == 200, answer
+    run = load_run(runs / name)
+    expected = explain_text(run, text)
+    assert answer["label"] == expected.label and answer["words"] == expected.words
+    assert answer["probability"]["hardmax"] == pytest.approx(expected.probability, rel=1e-12)
+    assert answer["leaders"] == expected.leaders and answer["decisive"] == expected.decisive_leaders(2.0)
+    assert answer["summary"] == expected.summary()
+    assert np.array_equal(decode_array(answer["points"]), project_review(expected, run.model).points)
+    assert len(answer["sets"]) == run.model.config.layers + 1
+    final_sets = hardmax.attention_sets(expected.trace.tokens[-1, 0].double(), A=run.model.A)
+    assert answer["sets"][-1] == [np.nonzero(r)[0].tolist() for r in final_sets.numpy()]
+    assert all([i] == answer["sets"][-1][i] for i in expected.leaders)
+    from hardmax.data import encode_texts
+    data = run.data_config
+    enc = encode_texts([text], run.vocab, max_len=data.max_len, truncation=data.truncation, **data.clean_options())
+    soft = torch.sigmoid(predict(run.model, enc.ids, enc.mask, rule=None)[0]).item()
+    assert answer["probability"]["softmax"] == pytest.approx(soft, rel=1e-6)  # float32 logits
+    X = expected.trace.tokens[0, 0].double()
+    v = run.model.decoder.weight.detach()[0].double()
+    sign = 1 if expected.label == "positive" else -1
+    assert answer["svm"]["selected"] == int(torch.argmax(sign * (X @ v)))
+    assert len(answer["rate"]["rate"]) == run.model.config.layers + 1
+
+
+def test_crate_review_shows_blocks(client):
+    code, answer = _post(client, "/api/review", {"run": "crate", "text": "a wonderful superb film"})
+    assert code == 200, answer
+    assert answer["kind"] == "crate" and len(answer["crate"]["sparsity"]) == answer["layers"] > 0
+    assert all(0 <= s <= 1 for s in answer["crate"]["sparsity"])
+
+
+def test_export_is_self_contained(client):
+    response = client.post("/api/export", json={"page": "playground", "request": {"tokens": SQUARE, "layers": 10}})
+    assert response.status_code == 200
+    html = response.text
+    assert "window.HARDMAX_EMBEDDED" in html and "/static/" not in html
+    assert not re.search(r"(src|href)=\"(https?:)?//", html)  # nothing fetched from anywhere
+    assert client.post("/api/export", json={"page": "other"}).status_code == 400
+
+
+def test_view_of_a_trajectory_for_notebooks(tmp_path):
+    trajectory = hardmax.simulate(np.array(SQUARE), alpha=0.5, layers=12)
+    shown = view(trajectory)
+    assert shown._repr_html_().startswith("<iframe srcdoc=")
+    path = shown.save(tmp_path / "v.html")
+    payload = re.search(r"window.HARDMAX_EMBEDDED = (.*?);</script>", path.read_text(), re.S).group(1)
+    data = json.loads(payload)["data"]
+    assert np.array_equal(decode_array(data["path"]), trajectory.tokens.numpy())
+    with pytest.raises(ValueError, match="one sequence"):
+        view(hardmax.simulate(np.array([SQUARE]), alpha=0.5, layers=2))
+    with pytest.raises(ValueError, match="page"):
+        standalone_html("other", {})
+
+
+def test_presets_are_figure2():
+    found = presets()
+    assert np.array_equal(np.array(found["dyadic_square"]["tokens"]), hardmax.figure2_configurations()["square"])
+    assert len(found) == 8
+
+
+def test_request_objects_refuse_directly():
+    with pytest.raises(TooLarge):
+        PlaygroundRequest.from_json({"tokens": SQUARE, "layers": 10}, Limits(points=10))
+    with pytest.raises(RequestError, match="positive definite"):
+        PlaygroundRequest.from_json({"tokens": SQUARE, "A": [[0.0, 0.0], [0.0, 0.0]]}, Limits())
+    with pytest.raises(ValueError, match="Limits.tokens"):
+        Limits(tokens=0)
+
+
+def test_leader_history_is_recomputed_after_an_in_place_change():
+    trajectory = hardmax.simulate(np.array(SQUARE), alpha=0.5, layers=8)
+    before = hardmax.leader_layers(trajectory).tolist()
+    assert before == [0, 0, 0, 0, -1, -1]
+    with torch.no_grad():
+        trajectory.tokens[:, 4] = torch.tensor([3.0, 3.0], dtype=torch.float64)  # token 4 now leads at every layer
+    assert hardmax.leader_layers(trajectory).tolist()[4] == 0
