@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 from test_cli_sentiment import write_archive
 
 from hardmax.cli import main
+from hardmax.explore.server import Background
 
 TRAIN_ARGS = ("--epochs", "2", "--min-count", "2", "--batch-size", "16")
 
@@ -29,31 +29,7 @@ def train_runs(root: Path, cache: Path, kinds: tuple[tuple[str, tuple[str, ...]]
     return runs
 
 
-class LiveServer:
-    """The explorer's app served by uvicorn in a thread on a free port of 127.0.0.1."""
-
-    def __init__(self, app):
-        import uvicorn
-
-        from hardmax.explore.server import open_socket
-
-        self.sock = open_socket("127.0.0.1", 0)
-        self.port = self.sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-
-    def __enter__(self) -> LiveServer:
-        self.thread.start()
-        for _ in range(400):
-            if self.server.started:
-                return self
-            threading.Event().wait(0.025)
-        raise RuntimeError("the explorer did not start")
-
-    def __exit__(self, *exc) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
+LiveServer = Background  # the library's: uvicorn in a thread on a free port of 127.0.0.1
 
 
 class Response:

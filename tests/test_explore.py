@@ -13,7 +13,7 @@ from explore_server import Client, LiveServer, train_runs
 import hardmax
 from hardmax.explore import Limits, create_app, find_runs, standalone_html, view
 from hardmax.explore.requests import PlaygroundRequest, RequestError, TooLarge
-from hardmax.explore.views import decode_array, encode_array, presets
+from hardmax.explore.views import decode_array, decode_path, encode_array, encode_path, presets
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -48,13 +48,22 @@ def test_encode_array_round_trip(rng):
     assert np.array_equal(decode_array(json.loads(json.dumps(encode_array(x)))), x)
 
 
+def test_encode_path_drops_only_repeated_layers(rng):
+    path = rng.standard_normal((6, 4, 2))
+    path[3:] = path[2]
+    record = json.loads(json.dumps(encode_path(path)))
+    assert record["shape"] == [3, 4, 2] and np.array_equal(decode_path(record, 5), path)
+    path[5, 0, 0] = np.nextafter(path[5, 0, 0], np.inf)  # a change in the last bit keeps every layer
+    assert encode_path(path)["shape"] == [6, 4, 2]
+
+
 def test_simulate_equals_the_library(client, rng):
     tokens = rng.standard_normal((20, 2)).tolist()
     A = [[2.0, 0.5], [0.5, 1.0]]
     code, answer = _post(client, "/api/simulate", {"tokens": tokens, "alpha": 0.7, "layers": 60, "A": A})
     assert code == 200, answer
     trajectory = hardmax.simulate(np.array(tokens), alpha=0.7, layers=60, A=np.array(A))
-    assert np.array_equal(decode_array(answer["path"]), trajectory.tokens.numpy())
+    assert np.array_equal(decode_path(answer["path"], 60), trajectory.tokens.numpy())
     clusters = hardmax.find_clusters(trajectory)
     assert answer["labels"] == clusters.labels.tolist()
     assert answer["leader_since"] == hardmax.leader_layers(trajectory).tolist()
@@ -72,14 +81,15 @@ def test_the_python_it_offers_reproduces_the_run(client, rng, capsys):
     assert code == 200, answer
     scope: dict = {}
     exec(answer["python"], scope)  # the "Copy as Python" text
-    assert np.array_equal(scope["trajectory"].tokens.numpy(), decode_array(answer["path"]))
+    assert np.array_equal(scope["trajectory"].tokens.numpy(), decode_path(answer["path"], 25))
     assert answer["theorem"] is None and answer["rule"] == "softmax"
 
 
 def test_the_figure2_limits_on_S(client):
-    code, answer = _post(client, "/api/simulate", {"tokens": SQUARE, "layers": 40})
+    code, answer = _post(client, "/api/simulate", {"tokens": SQUARE, "layers": 200})
     assert code == 200
-    final = decode_array(answer["path"])[-1]
+    final = decode_path(answer["path"], 200)[-1]
+    assert answer["path"]["shape"][0] < 201  # converged to the last bit: the standing-still layers are implied
     assert np.allclose(final[4:], [[1.0, 0.0], [-1.0, 0.0]], atol=1e-9)  # projections of 0 on the sides
     assert sorted(map(tuple, answer["limit"])) == [(-1.0, 0.0), (1.0, 0.0)]
     assert answer["leader_since"] == [0, 0, 0, 0, -1, -1]
@@ -123,7 +133,8 @@ def test_bad_requests_get_one_line(client, body, status, words):
 
 
 def test_bodies_are_bounded_and_parsed(client):
-    big = client.post("/api/simulate", content=b"{" + b" " * 30_000 + b"}", headers={"content-type": "application/json"})
+    big = client.post("/api/simulate", content=b"{" + b" " * 30_000 + b"}",
+                      headers={"content-type": "application/json"})
     assert big.status_code == 413 and "bytes" in big.json()["error"]
     bad = client.post("/api/simulate", content=b"{not json", headers={"content-type": "application/json"})
     assert bad.status_code == 400 and "not JSON" in bad.json()["error"]
@@ -200,7 +211,7 @@ def test_view_of_a_trajectory_for_notebooks(tmp_path):
     path = shown.save(tmp_path / "v.html")
     payload = re.search(r"window.HARDMAX_EMBEDDED = (.*?);</script>", path.read_text(), re.S).group(1)
     data = json.loads(payload)["data"]
-    assert np.array_equal(decode_array(data["path"]), trajectory.tokens.numpy())
+    assert np.array_equal(decode_path(data["path"], 12), trajectory.tokens.numpy())
     with pytest.raises(ValueError, match="one sequence"):
         view(hardmax.simulate(np.array([SQUARE]), alpha=0.5, layers=2))
     with pytest.raises(ValueError, match="page"):

@@ -64,6 +64,32 @@ def test_readme_commands_are_found():
             assert build_parser().parse_args(words).command == words[0], command
 
 
+def _serve_and_stop(words: list[str], work: Path, env: dict) -> str:
+    """Run a `hardmax explore` command as written (plus a free port and no browser), load both pages, stop it
+    with Ctrl-C; "" when all went well, else what went wrong."""
+    import signal
+    import urllib.request
+
+    process = subprocess.Popen([*words, "--port", "0", "--no-browser"], cwd=work, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline()  # "hardmax explore: http://127.0.0.1:PORT/playground  (Ctrl-C stops it)"
+        found = re.search(r"(http://\S+)/playground", line)
+        if not found:
+            return f"no URL printed: {line!r} {process.stderr.read()[-1000:] if process.poll() is not None else ''}"
+        for path in ("/playground", "/classifier", "/api/runs"):
+            with urllib.request.urlopen(found.group(1) + path, timeout=60) as r:
+                if r.status != 200:
+                    return f"{path}: HTTP {r.status}"
+        process.send_signal(signal.SIGINT)
+        code = process.wait(timeout=30)
+        return "" if code == 0 else f"exit {code} after Ctrl-C: {process.stderr.read()[-1000:]}"
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
 @pytest.mark.slow
 def test_every_readme_command_runs_as_written(tmp_path, one_thread):
     from test_cli_sentiment import write_archive
@@ -92,6 +118,11 @@ def test_every_readme_command_runs_as_written(tmp_path, one_thread):
             # The Makefile's archive is the generated one; only this command sees HARDMAX_IMDB.
             argv = ["make", "-f", str(ROOT / "Makefile"), "-o", "setup", f"VENV={BIN.parent}",
                     f"HARDMAX_IMDB={archive}", "quickstart"]
+        elif words[:2] == ["hardmax", "explore"]:
+            problem = _serve_and_stop(words, work, env)
+            if problem:
+                failed.append(f"{command}\n  {problem}")
+            continue
         else:
             argv = words
         result = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=600)

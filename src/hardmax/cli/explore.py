@@ -50,6 +50,9 @@ def run_explore(args: argparse.Namespace) -> int:
 
             webbrowser.open(url)
 
-    serve(app, sock, on_ready=ready)
-    say("hardmax explore: stopped")
+    try:
+        serve(app, sock, on_ready=ready)
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl-C it handled: stopping is what Ctrl-C asks for here
+        pass
+    say("explore: stopped")
     return 0

@@ -41,7 +41,7 @@ from hardmax.explore.requests import (
     TooLarge,
 )
 
-__all__ = ["STATIC", "Explorer", "create_app", "find_runs", "open_socket", "serve"]
+__all__ = ["STATIC", "Background", "Explorer", "create_app", "find_runs", "open_socket", "serve"]
 
 STATIC = Path(__file__).parent / "static"
 logger = logging.getLogger(__name__)
@@ -236,3 +236,35 @@ def serve(app: Starlette, sock: socket.socket, *, on_ready: Callable[[], None] |
                 on_ready()
         threading.Thread(target=watch, daemon=True).start()
     server.run(sockets=[sock])
+
+
+class Background:
+    """The explorer served by uvicorn in a background thread (tests, benchmarks, a notebook):
+
+        with Background(create_app("runs")) as server:
+            print(server.url)                 # http://127.0.0.1:<free port>
+    """
+
+    def __init__(self, app: Starlette, host: str = "127.0.0.1", port: int = 0):
+        import uvicorn
+
+        self.sock = open_socket(host, port)
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://{host}:{self.port}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+
+    def __enter__(self) -> Background:
+        self.thread.start()
+        for _ in range(800):
+            if self.server.started:
+                return self
+            if not self.thread.is_alive():
+                break
+            threading.Event().wait(0.025)
+        raise RuntimeError(f"the explorer did not start on {self.url}")
+
+    def __exit__(self, *exc) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+        self.sock.close()

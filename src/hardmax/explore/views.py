@@ -9,7 +9,8 @@
     presets()                     the paper's Figure 2 configurations and the library's dyadic ones
 
 Positions travel as base64 little-endian float64 (`encode_array`): exact, and ~8 bytes a number instead of ~20
-in JSON text. Nothing here reimplements the dynamics; the page draws what these return.
+in JSON text; a path stops at the last layer where anything moved (`encode_path`: the rest repeats it).
+Nothing here reimplements the dynamics; the page draws what these return.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ if TYPE_CHECKING:
     from hardmax.dynamics import Trajectory
     from hardmax.training import Run
 
-__all__ = ["attention_view", "encode_array", "decode_array", "playground_view", "presets", "review_view",
-           "trajectory_view"]
+__all__ = ["attention_view", "decode_array", "decode_path", "encode_array", "encode_path", "playground_view",
+           "presets", "review_view", "trajectory_view"]
 
 RATE_EPS = 0.5  # the distortion ε of the coding rates shown (hardmax.experiments.rate.RateConfig's default)
 
@@ -42,6 +43,20 @@ def encode_array(x: np.ndarray) -> dict:
 
 def decode_array(record: dict) -> np.ndarray:
     return np.frombuffer(base64.b64decode(record["b64"]), dtype="<f8").reshape(record["shape"])
+
+
+def encode_path(path: np.ndarray) -> dict:
+    """`encode_array` of a (layers + 1, n, p) path cut after the last layer at which anything moved: the layers
+    after it repeat it bit for bit (a converged run stands still), so they are implied, not sent."""
+    moved = np.nonzero((path[1:] != path[:-1]).reshape(len(path) - 1, -1).any(axis=1))[0]
+    last = int(moved[-1]) + 1 if len(moved) else 0
+    return encode_array(path[:last + 1])
+
+
+def decode_path(record: dict, layers: int) -> np.ndarray:
+    """The (layers + 1, n, p) path an `encode_path` record stands for (its last layer repeated to `layers`)."""
+    kept = decode_array(record)
+    return np.concatenate([kept, np.repeat(kept[-1:], layers + 1 - len(kept), axis=0)])
 
 
 def _hex(rgba) -> str:
@@ -90,7 +105,7 @@ def trajectory_view(trajectory: Trajectory, *, python: str = "") -> dict:
         if d == 1:
             path = np.pad(path, ((0, 0), (0, 0), (0, 1)))
         n = path.shape[1]
-        record.update(path=encode_array(path if d <= 3 else path[..., :3]), labels=[0] * n, leader_since=[-1] * n,
+        record.update(path=encode_path(path if d <= 3 else path[..., :3]), labels=[0] * n, leader_since=[-1] * n,
                       vertices=[], edges=[], limit=[], k_dim=-1, theorem=None,
                       note="softmax: leaders, K, S and the Theorem 2.1 check are about hardmax; switch the rule to "
                            "Hardmax to see them")
@@ -103,7 +118,7 @@ def trajectory_view(trajectory: Trajectory, *, python: str = "") -> dict:
         seconds["theorem"] = time.perf_counter() - start
         theorem = report.to_dict()
         theorem["table"] = report.table()
-        record.update(path=encode_array(scene.path), labels=scene.labels.tolist(),
+        record.update(path=encode_path(scene.path), labels=scene.labels.tolist(),
                       leader_since=scene.leader_since.tolist(), vertices=scene.vertices.tolist(),
                       edges=scene.edges.tolist(), limit=scene.limit.tolist(), k_dim=scene.k_dim, theorem=theorem,
                       note=scene.note)

@@ -19,8 +19,10 @@ const Hx = {
   },
 
   // point i of layer k of a decoded (layers + 1, n, p) array
+  // (a path stops at the last layer where anything moved: later layers repeat it)
   point(arr, k, i) {
-    const [, n, p] = arr.shape;
+    const [stored, n, p] = arr.shape;
+    k = Math.min(k, stored - 1);
     const o = (k * n + i) * p;
     return Array.from(arr.data.subarray(o, o + p));
   },
