@@ -24,6 +24,7 @@ LAYERS = [
     {"hardmax.explain"},
     {"hardmax.plots"},
     {"hardmax.experiments"},
+    {"hardmax.explore"},
     {"hardmax.cli"},
     {"hardmax.__main__"},
 ]

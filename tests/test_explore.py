@@ -201,6 +201,12 @@ def test_export_is_self_contained(client):
     html = response.text
     assert "window.HARDMAX_EMBEDDED" in html and "/static/" not in html
     assert not re.search(r"(src|href)=\"(https?:)?//", html)  # nothing fetched from anywhere
+    data = json.loads(re.search(r"window.HARDMAX_EMBEDDED = (.*?);</script>", html, re.S).group(1))["data"]
+    trajectory = hardmax.simulate(np.array(SQUARE), alpha=0.5, layers=10)
+    assert len(data["attention"]) == data["path"]["shape"][0]  # every stored layer's attention sets
+    for k, layer in enumerate(data["attention"]):
+        sets = hardmax.attention_sets(trajectory.tokens[k]).numpy()
+        assert layer["sets"] == [np.nonzero(row)[0].tolist() for row in sets]
     assert client.post("/api/export", json={"page": "other"}).status_code == 400
 
 

@@ -243,6 +243,9 @@ def test_export_opens_offline_from_a_file(page, tmp_path, browser):
     view.wait_for_selector("body[data-state=ready]")
     shown = _shown(view)
     assert shown["rows"] == expected["rows"] and shown["verdict"] == expected["verdict"]
+    view.check("#show-attention")  # the export carries every layer's attention sets
+    view.eval_on_selector("#layer", "e => { e.value = 0; e.dispatchEvent(new Event('input')); }")
+    assert view.locator("#plane line.attention").count() > 0
     view.click("#play")
     view.wait_for_selector("body[data-played=end]", timeout=30_000)
     offline.close()

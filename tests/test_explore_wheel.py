@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hardmax.explore.server import STATIC
+from hardmax.explore.assets import STATIC
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,5 +1,6 @@
 """The explorer: the dynamics and the trained classifiers in a browser (`hardmax explore`).
 
+    assets.py     STATIC: the folder of the pages' files (package data)
     requests.py   Limits, and the JSON requests validated into library arguments (RequestError: HTTP 4xx)
     views.py      what the pages show, computed by library calls only (simulate, make_scene, check_theorem,
                   explain_text, project_review, layer_rates, the Att-SVM selection, CRATE's measures)

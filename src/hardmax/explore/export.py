@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from hardmax.explore.server import STATIC
+from hardmax.explore.assets import STATIC
 
 if TYPE_CHECKING:
     from hardmax.dynamics import Trajectory
@@ -74,4 +74,4 @@ def view(trajectory: Trajectory) -> View:
     leaders, K, S, clusters and the Theorem 2.1 check of a hardmax run, playback through the layers."""
     from hardmax.explore.views import trajectory_view
 
-    return View(html=standalone_html("playground", trajectory_view(trajectory)))
+    return View(html=standalone_html("playground", trajectory_view(trajectory, attention=True)))

@@ -32,6 +32,7 @@ from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from hardmax.explore.assets import STATIC
 from hardmax.explore.requests import (
     AttentionRequest,
     Limits,
@@ -41,9 +42,8 @@ from hardmax.explore.requests import (
     TooLarge,
 )
 
-__all__ = ["STATIC", "Background", "Explorer", "create_app", "find_runs", "open_socket", "serve"]
+__all__ = ["Background", "Explorer", "create_app", "find_runs", "open_socket", "serve"]
 
-STATIC = Path(__file__).parent / "static"
 logger = logging.getLogger(__name__)
 
 
@@ -161,7 +161,8 @@ def create_app(runs: str | Path | None = "runs", limits: Limits | None = None) -
         if not isinstance(body, dict) or body.get("page") not in ("playground", "classifier"):
             raise RequestError("an export request is {page: 'playground' | 'classifier', request: {...}}")
         if body["page"] == "playground":
-            data = simulate(body.get("request"))
+            request = PlaygroundRequest.from_json(body.get("request"), explorer.limits)
+            data = views.playground_view(request, attention=True)
         else:
             data = review(body.get("request"))
         html = export.standalone_html(body["page"], data, state=str(body.get("state", ""))[:20_000])

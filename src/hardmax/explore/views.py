@@ -75,7 +75,27 @@ def presets() -> dict:
     return out
 
 
-def trajectory_view(trajectory: Trajectory, *, python: str = "") -> dict:
+EMBEDDED_ATTENTION = 100_000  # tokens × stored layers up to which an export carries every layer's attention
+
+
+def _attention_layers(path: np.ndarray, A, rule, *, top: int = 6, share: float = 0.05) -> list:
+    """`attention_view` of every layer of a (layers, n, d) path, batched: the arrows of an exported view."""
+    from hardmax.dynamics import Softmax, attention_matrix
+    from hardmax.theory import attention_sets
+
+    Z = torch.as_tensor(path, dtype=torch.float64)
+    if not isinstance(rule, Softmax):
+        sets = attention_sets(Z, A=A).numpy()
+        return [{"sets": [np.nonzero(row)[0].tolist() for row in layer]} for layer in sets]
+    P = attention_matrix(Z, rule=rule, A=A)
+    weights, index = P.topk(min(top, P.shape[-1]), dim=-1)
+    keep = weights >= share * weights[..., :1]
+    return [{"weights": [[[int(j), float(w)] for j, w, k in zip(js, ws, ks, strict=True) if k]
+                         for js, ws, ks in zip(index[layer].tolist(), weights[layer].tolist(), keep[layer].tolist(),
+                                               strict=True)]} for layer in range(P.shape[0])]
+
+
+def trajectory_view(trajectory: Trajectory, *, python: str = "", attention: bool = False) -> dict:
     """Everything the playground draws for one sequence (d = 2 drawn as is, d = 3 in 3-D, d > 3 projected).
 
     Keys: d, n, layers, rule, beta, alpha, A, path (layers + 1, n, p) encoded, labels (cluster of each token),
@@ -122,18 +142,23 @@ def trajectory_view(trajectory: Trajectory, *, python: str = "") -> dict:
                       leader_since=scene.leader_since.tolist(), vertices=scene.vertices.tolist(),
                       edges=scene.edges.tolist(), limit=scene.limit.tolist(), k_dim=scene.k_dim, theorem=theorem,
                       note=scene.note)
+    if attention and d in (2, 3):  # every stored layer's attention, for a view that has no server to ask
+        kept = decode_array(record["path"])
+        if kept.shape[0] * kept.shape[1] <= EMBEDDED_ATTENTION:
+            record["attention"] = _attention_layers(kept, trajectory.A.detach().cpu().double(), trajectory.rule)
     record["seconds"] = seconds
     return record
 
 
-def playground_view(request: PlaygroundRequest) -> dict:
-    """Run the playground's request (`hardmax.simulate`) and return its `trajectory_view`."""
+def playground_view(request: PlaygroundRequest, *, attention: bool = False) -> dict:
+    """Run the playground's request (`hardmax.simulate`) and return its `trajectory_view` (`attention`: with
+    every layer's attention sets, as an exported view carries them)."""
     from hardmax.dynamics import simulate
 
     start = time.perf_counter()
     trajectory = simulate(request.tokens, request.rule, alpha=request.alpha, layers=request.layers, A=request.A)
     simulated = time.perf_counter() - start
-    view = trajectory_view(trajectory, python=request.python())
+    view = trajectory_view(trajectory, python=request.python(), attention=attention)
     view["seconds"]["simulate"] = simulated
     view["alpha"] = [request.alpha]
     return view

@@ -175,8 +175,11 @@ async function loadAttention() {
   if (!S.show.attention || !data || stale) return;
   const k = S.k;
   if (attention[k]) return render();
-  if (embedded) {
-    if (data.attention && data.attention[k]) { attention[k] = data.attention[k]; render(); }
+  if (embedded) {  // an exported view carries every stored layer's attention (the last repeats to the end)
+    if (data.attention && data.attention.length) {
+      attention[k] = data.attention[Math.min(k, data.attention.length - 1)];
+      render();
+    }
     return;
   }
   const tokens = Array.from({ length: path.shape[1] }, (_, i) => Hx.point(path, k, i));
@@ -403,6 +406,8 @@ async function start() {
     S.tokens = Array.from({ length: p0.shape[1] }, (_, i) => Hx.point(p0, 0, i));
     syncControls(); pendingFit = true; accept(d0);
     for (const id of ["edit-controls", "dynamics-controls"]) $(id).disabled = true;
+    if (!d0.attention) { $("show-attention").disabled = true; $("show-attention").parentNode.title = "too large to embed"; }
+    $("export").hidden = true;
     $("hint").textContent = "Exported view: play the layers back; edit with `hardmax explore`.";
     $("status").textContent = "exported view (read-only, offline)";
     document.body.dataset.state = "ready";

@@ -1,0 +1,9 @@
+"""Where the pages' files live: `STATIC`, the package's own folder of HTML, JavaScript and CSS (package data)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["STATIC"]
+
+STATIC = Path(__file__).parent / "static"
