@@ -143,7 +143,7 @@ def trajectory_view(trajectory: Trajectory, *, python: str = "", attention: bool
                       edges=scene.edges.tolist(), limit=scene.limit.tolist(), k_dim=scene.k_dim, theorem=theorem,
                       note=scene.note)
     if attention and d in (2, 3):  # every stored layer's attention, for a view that has no server to ask
-        kept = decode_array(record["path"])
+        kept = decode_array(record["path"]).copy()  # frombuffer is read-only
         if kept.shape[0] * kept.shape[1] <= EMBEDDED_ATTENTION:
             record["attention"] = _attention_layers(kept, trajectory.A.detach().cpu().double(), trajectory.rule)
     record["seconds"] = seconds

@@ -241,13 +241,13 @@ def _hull_check(out: _Seq, Z, A, exact: bool) -> None:
     L, n, d = Z.shape
     C = np.random.default_rng(0).normal(size=(_SUPPORT_DIRECTIONS, d))
     C /= np.linalg.norm(C, axis=1, keepdims=True)
-    h = (Z @ C.T).max(axis=1)  # (L, M)
-    growth = float((h[1:] - h[:-1]).max(initial=0.0))
-    step = max(1, CHUNK_ENTRIES // max(1, n * n))
-    Zt = torch.from_numpy(Z)
     # Only the layers after which something moved: a converged run spends most of its layers standing still.
     steps = np.linalg.norm(Z[1:] - Z[:-1], axis=-1)  # (L − 1, n) each token's move
-    moved = torch.from_numpy(np.nonzero(steps.max(axis=1, initial=0.0) > 0)[0])
+    after = np.nonzero(steps.max(axis=1, initial=0.0) > 0)[0]
+    growth = float(((Z[after + 1] @ C.T).max(axis=1) - (Z[after] @ C.T).max(axis=1)).max(initial=0.0))
+    step = max(1, CHUNK_ENTRIES // max(1, n * n))
+    Zt = torch.from_numpy(Z)
+    moved = torch.from_numpy(after)
     for s in range(0, len(moved), step):
         k = moved[s:s + step]
         Q = Zt[k] @ torch.from_numpy(A)  # directions A z_i^k
@@ -348,7 +348,7 @@ def _check_sequence(Z, T, leaders, alpha, A, atol: float, exact: bool, eps: floa
     _limits_check(out, Z, followers, settle, V, A, alpha, R, diam)
     _hull_check(out, Z, A, exact)
     _rate_check(out, Z, T, followers, alpha, _RATE_FLOOR * eps * R)
-    a_norms = np.sqrt(np.maximum(np.einsum("lnd,de,lne->ln", Z, A, Z), 0.0))
+    a_norms = np.sqrt(np.maximum(((Z @ A) * Z).sum(-1), 0.0))
     out.norm_decrease = float((a_norms[:-1] - a_norms[1:]).max(initial=0.0))
     return out
 
