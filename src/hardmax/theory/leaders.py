@@ -382,13 +382,22 @@ def _leaders_in_time(snap: Tensor, path: Tensor, same: Tensor) -> Tensor:
 
     The recurrence changes at few layers (a leader is lost or emerges), so it is evaluated for a window of
     layers at once as if leaders[k−1] stayed what it is, up to the first layer where that assumption fails; the
-    window doubles while it holds. Distances are to the leaders only (a few per sequence), never all pairs.
+    window doubles while it holds. Distances are to the leaders only (a few per sequence), never all pairs, and
+    the layers after the last change of its inputs are copied once the recurrence repeats itself.
     """
     L, B, n, d = path.shape
     leaders = torch.empty_like(snap)
     leaders[0] = snap[0]
+    # After the last layer whose positions or snapshot changed, the inputs repeat: once leaders[k−1] equals
+    # leaders[k−2] there, every later layer repeats it too (a converged run's tail is not evaluated).
+    varied = torch.zeros(L, dtype=torch.bool, device=snap.device)
+    varied[1:] = (path[1:] != path[:-1]).flatten(1).any(1) | (snap[1:] != snap[:-1]).flatten(1).any(1)
+    last = int(varied.nonzero().max()) if bool(varied.any()) else 0
     k, window = 1, 8
     while k < L:
+        if k >= last + 2 and bool(torch.equal(leaders[k - 1], leaders[k - 2])):
+            leaders[k:] = leaders[k - 1]
+            break
         held = leaders[k - 1]  # (B, n)
         end = min(L, k + window)
         width = max(1, int(held.sum(1).max()))
