@@ -3,7 +3,8 @@
 Starts `hardmax.explore.create_app` under uvicorn on 127.0.0.1 and reports p50 / p95 of:
 
 - re-simulating after an edit: n tokens (Gaussian, d = 2) over L layers (`--sizes`, default 50 × 100,
-  200 × 100 and the issue's largest, 200 × 500), one token moved per request, with leaders, K, S and the
+  200 × 100 and the issue's largest, 200 × 500, at the paper's α = 1/2; and 200 × 500 at α = 0.05, a run that
+  converges slowly so that every layer moves), one token moved per request, with leaders, K, S and the
   Theorem 2.1 check (hardmax) or the trajectory (softmax, β = 5);
 - a review on a trained run (`--runs DIR`, each run found there; without one, a d = 16 run is trained on a
   generated IMDb-layout archive, ~10 s): texts of 200 words, so that every review fills max_len = 128 tokens;
@@ -48,10 +49,10 @@ def _quantiles(seconds: list[float]) -> dict:
             "runs": len(ms)}
 
 
-def bench_edits(base: str, *, n: int, layers: int, rule: str, repeats: int, seed: int = 0) -> dict:
+def bench_edits(base: str, *, n: int, layers: int, alpha: float, rule: str, repeats: int, seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
     tokens = rng.standard_normal((n, 2))
-    body = {"tokens": tokens.tolist(), "alpha": 0.5, "layers": layers, "rule": rule}
+    body = {"tokens": tokens.tolist(), "alpha": alpha, "layers": layers, "rule": rule}
     if rule == "softmax":
         body["beta"] = 5.0
     _post(base + "/api/simulate", body)  # warm
@@ -121,8 +122,10 @@ def _train_run(root: Path) -> Path:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=Path, help="trained runs to time reviews on (default: train a small d = 16 one)")
-    parser.add_argument("--sizes", default="50x100,200x100,200x500",
-                        help="tokens x layers of the timed edits, comma-separated (default: 50x100,200x100,200x500)")
+    parser.add_argument("--sizes", default="50x100,200x100,200x500,200x500@0.05",
+                        help="tokens x layers[@alpha] of the timed edits, comma-separated (default: "
+                             "50x100,200x100,200x500 at α = 1/2, and 200x500@0.05: a run that converges slowly, "
+                             "so that every layer moves)")
     parser.add_argument("--repeats", type=int, default=40)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument("--json", type=Path, help="write the results here")
@@ -136,12 +139,17 @@ def main(argv: list[str] | None = None) -> dict:
         app = create_app(runs)
         found = app.state.explorer.runs
         with Background(app) as server:
-            sizes = [tuple(int(x) for x in size.split("x")) for size in args.sizes.split(",")]
+            sizes = []
+            for size in args.sizes.split(","):
+                shape, _, alpha = size.partition("@")
+                n, layers = (int(x) for x in shape.split("x"))
+                sizes.append((n, layers, float(alpha or 0.5)))
             results: dict = {"config": {"sizes": sizes, "repeats": repeats}, "edit": []}
-            for n, layers in sizes:
+            for n, layers, alpha in sizes:
                 for rule in ("hardmax", "softmax"):
-                    results["edit"].append({"tokens": n, "layers": layers, "rule": rule,
-                                            **bench_edits(server.url, n=n, layers=layers, rule=rule, repeats=repeats)})
+                    results["edit"].append({"tokens": n, "layers": layers, "alpha": alpha, "rule": rule,
+                                            **bench_edits(server.url, n=n, layers=layers, alpha=alpha, rule=rule,
+                                                          repeats=repeats)})
             results["review"] = {name: bench_reviews(server.url, name, path, repeats=repeats)
                                  for name, path in found.items()}
             results["page"] = bench_pages(server.url, repeats=max(3, repeats // 4),
@@ -157,8 +165,8 @@ def main(argv: list[str] | None = None) -> dict:
 def _print(results: dict) -> None:
     rows = []
     for r in results["edit"]:
-        rows.append((f"edit, {r['rule']} (n = {r['tokens']}, {r['layers']} layers; server {r['server_p50_ms']:.0f} ms)",
-                     r["p50_ms"], r["p95_ms"], 100))
+        rows.append((f"edit, {r['rule']} (n = {r['tokens']}, {r['layers']} layers, α = {r['alpha']:g}; server "
+                     f"{r['server_p50_ms']:.0f} ms)", r["p50_ms"], r["p95_ms"], 100))
     for name, r in results["review"].items():
         rows.append((f"review on run {name}", r["p50_ms"], r["p95_ms"], 300))
     for name, r in (results["page"] or {}).items():

@@ -7,6 +7,7 @@ import io
 import json
 import urllib.error
 import urllib.request
+from json import dumps
 from pathlib import Path
 
 from test_cli_sentiment import write_archive
@@ -61,6 +62,9 @@ class Client:
         return self._open(urllib.request.Request(self.base + path))
 
     def post(self, path: str, json=None, content: bytes | None = None, headers: dict | None = None) -> Response:
-        body = content if content is not None else __import__("json").dumps(json).encode()
-        return self._open(urllib.request.Request(self.base + path, data=body, method="POST",
-                                                 headers=headers or {"content-type": "application/json"}))
+        body = content if content is not None else dumps(json).encode()
+        request = urllib.request.Request(self.base + path, data=body, method="POST",
+                                         headers=headers or {"content-type": "application/json"})
+        if headers and "host" in headers:  # urllib sets Host itself unless told
+            request.add_unredirected_header("Host", headers["host"])
+        return self._open(request)

@@ -124,12 +124,33 @@ def test_attention_view_is_the_engines_rule(client):
     ({"tokens": SQUARE, "rule": "maxout"}, 400, "rule"),
     ({"tokens": SQUARE, "rule": "softmax", "beta": -1}, 400, "beta"),
     ({"tokens": SQUARE, "path": "/etc/passwd"}, 400, "unknown field"),
+    ({"tokens": [[10**400, 0.0], [0.0, 1.0]]}, 413, "too large a number"),
+    ({"tokens": SQUARE, "\ud800" * 3: 1}, 400, "unknown field"),
+    ({"tokens": SQUARE, **{f"k{i}": 1 for i in range(50)}}, 400, "and 45 more"),
     ([1, 2], 400, "JSON object"),
 ])
 def test_bad_requests_get_one_line(client, body, status, words):
     code, answer = _post(client, "/api/simulate", body)
     assert code == status, answer
     assert words in answer["error"] and "\n" not in answer["error"]
+
+
+def test_layers_zero_is_the_input(client):
+    code, answer = _post(client, "/api/simulate", {"tokens": SQUARE, "layers": 0})
+    assert code == 200, answer
+    assert np.array_equal(decode_path(answer["path"], 0), np.array([SQUARE]))
+
+
+def test_only_json_from_this_host_is_read(client):
+    plain = client.post("/api/simulate", content=json.dumps({"tokens": SQUARE}).encode(),
+                        headers={"content-type": "text/plain"})
+    assert plain.status_code == 415 and "application/json" in plain.json()["error"]
+    deep = client.post("/api/simulate", content=b"[" * 9_000 + b"]" * 9_000,
+                       headers={"content-type": "application/json"})
+    assert deep.status_code == 400 and "nested" in deep.json()["error"]
+    rebound = client.post("/api/simulate", json={"tokens": SQUARE},
+                          headers={"content-type": "application/json", "host": "attacker.example:80"})
+    assert rebound.status_code == 400  # a DNS-rebinding page names another host
 
 
 def test_bodies_are_bounded_and_parsed(client):
@@ -188,6 +209,16 @@ def test_review_equals_explain(client, runs, name):
     assert len(answer["rate"]["rate"]) == run.model.config.layers + 1
 
 
+def test_a_one_word_review(client, runs):
+    from hardmax.explain import explain_text
+    from hardmax.training import load_run
+
+    code, answer = _post(client, "/api/review", {"run": "d2", "text": "great great great"})
+    assert code == 200, answer
+    assert answer["svm"] is None and answer["words"] == ["great"] and answer["multiplicity"] == [3]
+    assert answer["label"] == explain_text(load_run(runs / "d2"), "great great great").label
+
+
 def test_crate_review_shows_blocks(client):
     code, answer = _post(client, "/api/review", {"run": "crate", "text": "a wonderful superb film"})
     assert code == 200, answer
@@ -227,7 +258,7 @@ def test_view_of_a_trajectory_for_notebooks(tmp_path):
 def test_presets_are_figure2():
     found = presets()
     assert np.array_equal(np.array(found["dyadic_square"]["tokens"]), hardmax.figure2_configurations()["square"])
-    assert len(found) == 8
+    assert len(found) == 9 and found["square_with_a_follower"]["tokens"][:4] == [[1, 1], [-1, 1], [-1, -1], [1, -1]]
 
 
 def test_request_objects_refuse_directly():

@@ -98,13 +98,18 @@ def _idle(page) -> None:
 
 
 def _screenshot(page, name: str, tmp_path: Path) -> None:
-    """Screenshot the page and check it is not blank (many colours); keep it under $HARDMAX_SCREENSHOTS."""
+    """Screenshot the page, and check that its plane is not blank: at least 0.3 % of the plane's pixels are
+    drawn (not its white background) in several colours. The page's screenshot is kept under
+    $HARDMAX_SCREENSHOTS."""
     from PIL import Image
 
-    path = tmp_path / f"{name}.png"
+    path, plane = tmp_path / f"{name}.png", tmp_path / f"{name}-plane.png"
     page.screenshot(path=str(path))
-    colours = Image.open(path).convert("RGB").getcolors(maxcolors=1 << 20)
-    assert colours is not None and len(colours) > 30, f"{name}: the screenshot is blank"
+    page.locator("#plane").screenshot(path=str(plane))
+    pixels = np.asarray(Image.open(plane).convert("RGB")).reshape(-1, 3)
+    drawn = pixels[(pixels < 235).any(axis=1)]
+    assert len(drawn) > 0.003 * len(pixels), f"{name}: the plane is blank ({len(drawn)} pixels drawn)"
+    assert len(np.unique(drawn // 32, axis=0)) >= 3, f"{name}: the plane is drawn in fewer than 3 colours"
     keep = os.environ.get("HARDMAX_SCREENSHOTS")
     if keep:
         Path(keep).mkdir(parents=True, exist_ok=True)
@@ -150,12 +155,17 @@ def test_playground_edits_play_and_agree_with_the_library(page, tmp_path):
         page.mouse.click(cx + dx, cy + dy)
     _idle(page)
     assert page.locator("#token-table tr[data-i]").count() == 7
+    before = page.evaluate("() => window.explorer.state.tokens[4]")
     first = page.locator('#plane [data-i="4"]').bounding_box()
     page.mouse.move(first["x"] + first["width"] / 2, first["y"] + first["height"] / 2)
     page.mouse.down()
-    page.mouse.move(first["x"] + 40, first["y"] - 30, steps=5)
+    page.mouse.move(first["x"] + first["width"] / 2 + 40, first["y"] + first["height"] / 2 - 30, steps=5)
     page.mouse.up()
     _idle(page)
+    after = page.evaluate("() => window.explorer.state.tokens[4]")
+    assert after[0] > before[0] and after[1] > before[1]  # dragged right and up (the plane's y points up)
+    shown = page.eval_on_selector('#token-table tr[data-i="4"]', "r => r.cells[1].textContent")
+    assert [float(x) for x in shown.split(",")] == pytest.approx(after, rel=1e-3)  # the table shows the new start
     _set(page, "#alpha", "0.8")
     _set(page, "#layers", "60")
     _set(page, "#A-0-1", "0.25")  # the mirrored entry follows: A stays symmetric
@@ -188,12 +198,13 @@ def test_playground_edits_play_and_agree_with_the_library(page, tmp_path):
     assert page.evaluate("() => window.explorer.state.k") == 1
 
 
-def test_playground_refuses_a_non_spd_A_and_an_oversized_run(page):
+def test_playground_refuses_a_non_spd_A_and_an_oversized_run(page, tmp_path):
     page.goto(page.base + "/playground")
     _idle(page)
     _set(page, "#A-0-0", "-1")
     _idle(page)
     assert "positive definite" in page.inner_text("#message")
+    _screenshot(page, "non-spd", tmp_path)  # the last run stays drawn under the message
     _set(page, "#A-0-0", "1")
     _idle(page)
     assert page.inner_text("#message") == ""
@@ -248,6 +259,7 @@ def test_export_opens_offline_from_a_file(page, tmp_path, browser):
     assert view.locator("#plane line.attention").count() > 0
     view.click("#play")
     view.wait_for_selector("body[data-played=end]", timeout=30_000)
+    _screenshot(view, "playground-export", tmp_path)
     offline.close()
     assert outside == []
 
@@ -266,6 +278,8 @@ def test_classifier_shows_what_explain_says(page, runs, tmp_path):
     shown = page.eval_on_selector_all("#words span.leader", "s => s.map(e => Number(e.dataset.i))")
     assert shown == sorted(expected.leaders) or set(shown) == set(expected.leaders)
     assert page.locator("#plane .token").count() == len(expected.words)
+    followers = sum(len([j for j in members if j != leader]) for leader, members in expected.follows.items())
+    assert page.locator("#plane line.follow").count() == followers
     page.hover('#words span[data-i="0"]')
     assert page.locator("#plane polyline.trail").count() == 1
     _screenshot(page, "classifier", tmp_path)
@@ -282,3 +296,16 @@ def test_classifier_shows_what_explain_says(page, runs, tmp_path):
     download.value.save_as(saved)
     data = json.loads(saved.read_text().split("window.HARDMAX_EMBEDDED = ", 1)[1].split(";</script>", 1)[0])
     assert data["data"]["leaders"] == expected.leaders
+    offline = page.context.browser.new_context(offline=True)
+    outside = []
+    offline.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://")
+                  else (outside.append(route.request.url), route.abort()))
+    view = offline.new_page()
+    view.goto(saved.as_uri())
+    view.wait_for_selector("body[data-state=ready]")
+    assert view.inner_text("#label") == expected.label
+    assert view.eval_on_selector_all("#words span.leader", "s => s.map(e => Number(e.dataset.i))") == shown
+    assert view.locator("#plane .token").count() == len(expected.words)
+    _screenshot(view, "classifier-export", tmp_path)
+    offline.close()
+    assert outside == []

@@ -30,10 +30,13 @@ def run_explore(args: argparse.Namespace) -> int:
 
     if not 0 <= args.port <= 65535:
         raise ValueError(f"--port must be in 0..65535, got {args.port}")
-    if args.host not in ("127.0.0.1", "localhost", "::1"):
+    if args.host not in ("127.0.0.1", "localhost", "::1"):  # (the app then answers any Host header)
         say(f"warning: --host {args.host} makes the explorer reachable from other machines; it has no "
             "authentication (requests are validated and bounded, and none can name a file)")
-    app = create_app(args.runs)
+    from hardmax.explore.server import LOCAL_HOSTS
+
+    local = args.host in ("127.0.0.1", "localhost", "::1")
+    app = create_app(args.runs, hosts=LOCAL_HOSTS if local else ("*",))
     runs = app.state.explorer.runs
     listed = ", ".join(runs) if runs else "none (the classifier page needs one: hardmax train --run runs/d2 --d 2)"
     say(f"{len(runs)} trained run(s) under {args.runs}: {listed}")

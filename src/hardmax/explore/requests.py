@@ -41,9 +41,11 @@ class Limits:
     body: int = 1 << 20  # bytes of a request body
     coordinate: float = 1e6  # largest |coordinate| of a token and |entry| of A
     beta: float = 1e6  # largest inverse temperature β
+    concurrent: int = 2  # requests computed at once (the others wait their turn)
+    waiting: int = 16  # requests waiting for a turn; more are refused with HTTP 503
 
     def __post_init__(self):
-        for name in ("tokens", "layers", "points", "text", "body"):
+        for name in ("tokens", "layers", "points", "text", "body", "concurrent", "waiting"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"Limits.{name} must be an integer ≥ 1, got {value!r}")
@@ -53,7 +55,10 @@ def _number(value, name: str, *, low: float | None = None, high: float | None = 
             strict_low: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise RequestError(f"{name} must be a number, got {_shown(value)}")
-    x = float(value)
+    try:
+        x = float(value)
+    except OverflowError:  # an integer of hundreds of digits
+        raise TooLarge(f"{name} is too large a number ({len(str(abs(value)))} digits)") from None
     if not math.isfinite(x):
         raise RequestError(f"{name} must be finite, got {x}")
     if low is not None and (x <= low if strict_low else x < low):
@@ -74,7 +79,10 @@ def _integer(value, name: str, *, low: int, high: int) -> int:
 
 
 def _shown(value) -> str:
-    text = repr(value)
+    """A short, printable rendering of what a request sent (ASCII escapes: lone surrogates included)."""
+    if isinstance(value, int) and abs(value) >= 10**40:
+        return f"<an integer of {len(str(abs(value)))} digits>"
+    text = ascii(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
@@ -99,8 +107,9 @@ def _object(body, keys: set[str], what: str) -> dict:
         raise RequestError(f"a {what} request is a JSON object, got {type(body).__name__}")
     unknown = sorted(set(body) - keys)
     if unknown:
-        raise RequestError(f"unknown field(s) in a {what} request: {', '.join(map(str, unknown))}; "
-                           f"known: {', '.join(sorted(keys))}")
+        shown = ", ".join(_shown(k) for k in unknown[:5])
+        shown += f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
+        raise RequestError(f"unknown field(s) in a {what} request: {shown}; known: {', '.join(sorted(keys))}")
     return body
 
 

@@ -17,6 +17,7 @@ goes on. The browser never names a file: runs are addressed by the names listed 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import socket
@@ -27,6 +28,8 @@ from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
@@ -118,14 +121,44 @@ async def _body(request: Request, limits: Limits):
         return json.loads(b"".join(chunks).decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise RequestError(f"the request body is not JSON: {e}") from None
+    except RecursionError:
+        raise RequestError("the request body is not JSON this server reads: nested too deeply") from None
 
 
-def _endpoint(explorer: Explorer, work: Callable[[object], object]):
-    """A POST endpoint: bounded JSON body -> work(body) in a thread -> JSON, errors as one-line 4xx/5xx."""
+class _Turns:
+    """At most `concurrent` computations at once, at most `waiting` more queued (the rest: HTTP 503)."""
+
+    def __init__(self, limits: Limits):
+        self.limits, self.queued, self._semaphore = limits, 0, None
+
+    async def run(self, work: Callable[[object], object], body):
+        if self._semaphore is None:  # created inside the server's event loop
+            self._semaphore = asyncio.Semaphore(self.limits.concurrent)
+        if self.queued >= self.limits.concurrent + self.limits.waiting:
+            raise _Busy(f"the server is busy ({self.queued} requests in hand); try again")
+        self.queued += 1
+        try:
+            async with self._semaphore:
+                return await run_in_threadpool(work, body)
+        finally:
+            self.queued -= 1
+
+
+class _Busy(RequestError):
+    status = 503
+
+
+def _endpoint(explorer: Explorer, turns: _Turns, work: Callable[[object], object]):
+    """A POST endpoint: bounded JSON body -> work(body) in a thread, a few at a time -> JSON, errors as one-line
+    4xx/5xx. Only `application/json` bodies are read: a page of another site cannot send one without the
+    browser asking first (CORS), and this server answers no such question."""
     async def endpoint(request: Request) -> Response:
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind != "application/json":
+            return _error(f"requests are JSON (Content-Type: application/json), got {kind or 'none'!r}", 415)
         try:
             body = await _body(request, explorer.limits)
-            result = await run_in_threadpool(work, body)
+            result = await turns.run(work, body)
         except RequestError as e:
             return _error(str(e), e.status)
         except (ValueError, OSError) as e:  # the library's one-line refusals (softmax overflow, a damaged run)
@@ -141,11 +174,20 @@ def _endpoint(explorer: Explorer, work: Callable[[object], object]):
     return endpoint
 
 
-def create_app(runs: str | Path | None = "runs", limits: Limits | None = None) -> Starlette:
-    """The explorer as an ASGI app; `runs` is searched once, now, for trained runs (`find_runs`)."""
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def create_app(runs: str | Path | None = "runs", limits: Limits | None = None, *,
+               hosts: tuple[str, ...] = LOCAL_HOSTS) -> Starlette:
+    """The explorer as an ASGI app; `runs` is searched once, now, for trained runs (`find_runs`).
+
+    hosts: the Host headers answered (others get HTTP 400: a DNS-rebinding page cannot reach the API);
+    ("*",) answers any, for a server bound to every interface.
+    """
     from hardmax.explore import export, views
 
     explorer = Explorer(limits=limits or Limits(), runs=find_runs(runs))
+    turns = _Turns(explorer.limits)
 
     def simulate(body):
         return views.playground_view(PlaygroundRequest.from_json(body, explorer.limits))
@@ -189,13 +231,13 @@ def create_app(runs: str | Path | None = "runs", limits: Limits | None = None) -
         Route("/classifier", page("classifier.html")),
         Route("/api/presets", presets),
         Route("/api/runs", runs_list),
-        Route("/api/simulate", _endpoint(explorer, simulate), methods=["POST"]),
-        Route("/api/attention", _endpoint(explorer, attention), methods=["POST"]),
-        Route("/api/review", _endpoint(explorer, review), methods=["POST"]),
-        Route("/api/export", _endpoint(explorer, export_page), methods=["POST"]),
+        Route("/api/simulate", _endpoint(explorer, turns, simulate), methods=["POST"]),
+        Route("/api/attention", _endpoint(explorer, turns, attention), methods=["POST"]),
+        Route("/api/review", _endpoint(explorer, turns, review), methods=["POST"]),
+        Route("/api/export", _endpoint(explorer, turns, export_page), methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
-    app = Starlette(routes=routes)
+    app = Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))])
     app.state.explorer = explorer
     return app
 

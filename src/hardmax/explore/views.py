@@ -48,6 +48,8 @@ def decode_array(record: dict) -> np.ndarray:
 def encode_path(path: np.ndarray) -> dict:
     """`encode_array` of a (layers + 1, n, p) path cut after the last layer at which anything moved: the layers
     after it repeat it bit for bit (a converged run stands still), so they are implied, not sent."""
+    if len(path) < 2:  # no layer run: the input alone
+        return encode_array(path)
     moved = np.nonzero((path[1:] != path[:-1]).reshape(len(path) - 1, -1).any(axis=1))[0]
     last = int(moved[-1]) + 1 if len(moved) else 0
     return encode_array(path[:last + 1])
@@ -64,10 +66,12 @@ def _hex(rgba) -> str:
 
 
 def presets() -> dict:
-    """name -> {"tokens": (n, 2) list, "title": str}: the paper's Figure 2 and the library's dyadic variants."""
+    """name -> {"tokens": (n, 2) list, "title": str}: the square with one follower, the paper's Figure 2 and the
+    library's dyadic variants."""
     from hardmax.theory import figure2_configurations, paper_figure2_configurations
 
-    out = {}
+    out = {"square_with_a_follower": {"tokens": [[1.0, 1.0], [-1.0, 1.0], [-1.0, -1.0], [1.0, -1.0], [0.5, 0.25]],
+                                      "title": "the square with a follower"}}
     for name, Z in paper_figure2_configurations().items():
         out[f"paper_{name}"] = {"tokens": Z.tolist(), "title": f"Figure 2, {name.replace('_', ' ')} (paper)"}
     for name, Z in figure2_configurations().items():
@@ -75,7 +79,8 @@ def presets() -> dict:
     return out
 
 
-EMBEDDED_ATTENTION = 100_000  # tokens × stored layers up to which an export carries every layer's attention
+EMBEDDED_ATTENTION = 50_000  # tokens × stored layers up to which an export carries every layer's attention
+_ATTENTION_ENTRIES = 1 << 21  # attention weights computed at once for an export (16 MiB in float64)
 
 
 def _attention_layers(path: np.ndarray, A, rule, *, top: int = 6, share: float = 0.05) -> list:
@@ -84,15 +89,21 @@ def _attention_layers(path: np.ndarray, A, rule, *, top: int = 6, share: float =
     from hardmax.theory import attention_sets
 
     Z = torch.as_tensor(path, dtype=torch.float64)
-    if not isinstance(rule, Softmax):
-        sets = attention_sets(Z, A=A).numpy()
-        return [{"sets": [np.nonzero(row)[0].tolist() for row in layer]} for layer in sets]
-    P = attention_matrix(Z, rule=rule, A=A)
-    weights, index = P.topk(min(top, P.shape[-1]), dim=-1)
-    keep = weights >= share * weights[..., :1]
-    return [{"weights": [[[int(j), float(w)] for j, w, k in zip(js, ws, ks, strict=True) if k]
-                         for js, ws, ks in zip(index[layer].tolist(), weights[layer].tolist(), keep[layer].tolist(),
-                                               strict=True)]} for layer in range(P.shape[0])]
+    n = Z.shape[1]
+    out = []
+    for part in torch.split(Z, max(1, _ATTENTION_ENTRIES // (n * n))):  # (chunk, n, n) at a time: bounded memory
+        if not isinstance(rule, Softmax):
+            out += [{"sets": [np.nonzero(row)[0].tolist() for row in layer]}
+                    for layer in attention_sets(part, A=A).numpy()]
+            continue
+        P = attention_matrix(part, rule=rule, A=A)
+        weights, index = P.topk(min(top, n), dim=-1)
+        keep = weights >= share * weights[..., :1]
+        out += [{"weights": [[[int(j), float(w)] for j, w, k in zip(js, ws, ks, strict=True) if k]
+                             for js, ws, ks in zip(index[layer].tolist(), weights[layer].tolist(),
+                                                   keep[layer].tolist(), strict=True)]}
+                for layer in range(P.shape[0])]
+    return out
 
 
 def trajectory_view(trajectory: Trajectory, *, python: str = "", attention: bool = False) -> dict:
@@ -233,8 +244,12 @@ def review_view(run: Run, text: str, *, decisive: float = 2.0) -> dict:
     rates = layer_rates(trace.trajectory, RATE_EPS)
     sign = 1.0 if explanation.label == "positive" else -1.0
     v = model.decoder.weight.detach()[0].double()
-    selected = int(optimal_selection(tokens[:1].double(), torch.tensor([sign], dtype=torch.float64), v,
-                                     mask[None])[0])
+    svm = None  # the Att-SVM view selects one token among several: none to select from in a one-word review
+    if len(explanation.words) >= 2:
+        selected = int(optimal_selection(tokens[:1].double(), torch.tensor([sign], dtype=torch.float64), v,
+                                         mask[None])[0])
+        svm = {"selected": selected, "word": explanation.words[selected],
+               "rule": "argmax_t y vᵀx_t over the embedded words, y = ±1 the predicted class"}
     record = {
         "kind": "hardmax", "run": run.path.name, "d": explanation.d, "layers": tokens.shape[0] - 1,
         "label": explanation.label, "probability": {"hardmax": explanation.probability,
@@ -249,8 +264,7 @@ def review_view(run: Run, text: str, *, decisive: float = 2.0) -> dict:
         "offset": projection.offset, "axes": projection.axes,
         "sets": [[np.nonzero(row)[0].tolist() for row in layer] for layer in sets.numpy()],
         "rate": {"eps": RATE_EPS, "rate": rates.rate[:, 0].tolist(), "rate_scaled": rates.rate_scaled[:, 0].tolist()},
-        "svm": {"selected": selected, "word": explanation.words[selected],
-                "rule": "argmax_t y vᵀx_t over the embedded words, y = ±1 the predicted class"},
+        "svm": svm,
     }
     record["seconds"] = time.perf_counter() - start
     return record

@@ -39,7 +39,7 @@ async function explain() {
 }
 
 function accept(answer) {
-  view = answer;
+  view = answer; hover = -1;
   const crate = view.kind === "crate";
   $("crate-view").hidden = !crate; $("rate-view").hidden = crate; $("svm-view").hidden = crate;
   const p = view.probability;
@@ -53,12 +53,18 @@ function accept(answer) {
     crate ? " under softmax" : ` under softmax (β = ${view.beta})`);
   pred.dataset.hardmax = p.hardmax; pred.dataset.softmax = p.softmax;
   $("summary").textContent = view.summary || "";
-  if (crate) { showCrate(); points = null; svg.innerHTML = ""; words(); return; }
+  if (crate) {  // CRATE blocks are not the paper's layer: their measures, no plane
+    showCrate(); points = null; svg.innerHTML = ""; words();
+    $("axes").textContent = "CRATE run: compression and sparsity per block (right); the plane shows the paper's layer only.";
+    $("layer").max = 0; $("layer-label").textContent = "";
+    return;
+  }
   points = Hx.decode(view.points);
   $("layer").max = view.layers;
   if (C.k === null || C.k > view.layers) C.k = view.layers;
   $("axes").textContent = `d = ${view.d}: ${view.axes}; dashed: the decision line v·x + b = 0 (green side positive).`;
-  $("svm").innerHTML = `selected token: <b id="svm-word">${escapeHtml(view.svm.word)}</b> (${escapeHtml(view.svm.rule)})`;
+  $("svm-view").hidden = !view.svm;
+  if (view.svm) $("svm").innerHTML = `selected token: <b id="svm-word">${escapeHtml(view.svm.word)}</b> (${escapeHtml(view.svm.rule)})`;
   Hx.chart($("rate"), { "R": view.rate.rate, "R / RMS²-scaled": view.rate.rate_scaled }, `layer (ε = ${view.rate.eps})`);
   fit(); words(); render();
 }
@@ -115,6 +121,17 @@ function render() {
   if (line.length >= 2) { const [a, c] = [frame.px(line[0]), frame.px(line[1])]; Hx.el("line", { x1: a[0], y1: a[1], x2: c[0], y2: c[1], class: "decision" }, svg); }
   const leaders = new Set(view.leaders), decisive = new Set(view.decisive);
   const P = Array.from({ length: n }, (_, i) => Hx.point(points, k, i));
+  if (hover >= n) hover = -1;
+  if ($("show-follows").checked) {  // each follower tied to the leader whose attention set it joined
+    for (const [leader, members] of Object.entries(view.follows)) {
+      const a = frame.px(P[Number(leader)]);
+      for (const j of members) {
+        if (j === Number(leader)) continue;
+        const c = frame.px(P[j]);
+        Hx.el("line", { x1: c[0], y1: c[1], x2: a[0], y2: a[1], class: "follow" }, svg);
+      }
+    }
+  }
   if (hover >= 0) {
     const pts = [];
     for (let j = 0; j <= view.layers; j++) pts.push(frame.px(Hx.point(points, j, hover)).join(","));
@@ -133,6 +150,7 @@ function render() {
     const shape = lead ? Hx.el("path", { ...attrs, d: Hx.starPath(p, decisive.has(i) ? 12 : 9) }, svg)
       : Hx.el("circle", { ...attrs, cx: p[0], cy: p[1], r: 4 }, svg);
     shape.addEventListener("mouseenter", () => { hover = i; render(); });
+    shape.addEventListener("mouseleave", () => { hover = -1; render(); });
     Hx.el("title", {}, shape).textContent = `${view.words[i]} (logit ${view.word_logits[i].toFixed(2)})` +
       (lead ? ", leader" : "") + `; attends to: ${view.sets[k][i].map((j) => view.words[j]).join(", ")}`;
     if (lead || i === hover) Hx.el("text", { x: p[0] + 8, y: p[1] - 6, class: "word-label" }, svg).textContent = view.words[i];
@@ -180,6 +198,7 @@ async function start() {
   $("text").addEventListener("input", () => schedule(400));
   $("run").addEventListener("change", () => schedule(0));
   $("decisive").addEventListener("change", () => schedule(0));
+  $("show-follows").addEventListener("change", () => render());
   $("export").addEventListener("click", exportView);
   window.addEventListener("resize", () => { if (view && points) { fit(); render(); } });
   if (embedded) {

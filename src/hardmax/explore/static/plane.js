@@ -60,7 +60,7 @@ const Hx = {
   },
   writeHash(state) {
     const params = new URLSearchParams();
-    for (const [k, v] of Object.entries(state)) if (v !== undefined && v !== null && v !== "") params.set(k, v);
+    for (const [k, v] of Object.entries(state)) if (v !== undefined && v !== null) params.set(k, v);
     const hash = "#" + params.toString();
     if (location.protocol.startsWith("http") && location.hash !== hash) history.replaceState(null, "", hash);
   },

@@ -8,7 +8,7 @@ const S = {
   show: { trails: true, leaders: true, attention: false, K: true, S: true, colour: true }, yaw: 0.6, pitch: 0.5,
 };
 let data = null, path = null, stale = true, attention = {}, selected = -1, playing = null, pendingFit = true;
-let seq = 0, controller = null, timer = null, inflight = 0, started = false;
+let seq = 0, controller = null, timer = null, inflight = 0, started = false, playWhenReady = false;
 const embedded = Hx.embedded();
 const svg = document.getElementById("plane");
 const frame = new Hx.Frame(svg);
@@ -125,6 +125,7 @@ function accept(answer) {
   $("python").value = data.python || "";
   $("note").textContent = data.note || "";
   render(); loadAttention();
+  if (playWhenReady) { playWhenReady = false; $("play").textContent = "▶"; togglePlay(); }
 }
 
 function fitView() {
@@ -183,12 +184,13 @@ async function loadAttention() {
     return;
   }
   const tokens = Array.from({ length: path.shape[1] }, (_, i) => Hx.point(path, k, i));
-  const body = { tokens, A: S.A, rule: S.rule };
-  if (S.rule === "softmax") body.beta = beta();
+  const asked = data, cache = attention;  // a reply counts only for the run it was asked about
+  const body = { tokens, A: data.A, rule: data.rule };
+  if (data.rule === "softmax") body.beta = data.beta;
   try {
     const answer = await Hx.post("/api/attention", body);
-    if (!stale) { attention[k] = answer; if (S.k === k) render(); }
-  } catch (e) { Hx.message(e.message, "error"); }
+    if (asked === data && cache === attention && !stale) { attention[k] = answer; if (S.k === k) render(); }
+  } catch (e) { if (asked === data) Hx.message(e.message, "error"); }
 }
 
 // ---- drawing -----------------------------------------------------------------------------------------
@@ -343,7 +345,10 @@ function wire() {
   for (const k of Object.keys(SHOW_KEYS)) {
     $(`show-${k}`).addEventListener("change", () => { S.show[k] = $(`show-${k}`).checked; saveHash(); render(); loadAttention(); });
   }
-  $("layer").addEventListener("input", () => { S.k = parseInt($("layer").value, 10); saveHash(); render(); loadAttention(); });
+  $("layer").addEventListener("input", () => {
+    if (stale) { $("layer").value = 0; return; }  // the layers of an edit are not in yet
+    S.k = parseInt($("layer").value, 10); saveHash(); render(); loadAttention();
+  });
   $("back").addEventListener("click", () => step(-1));
   $("forward").addEventListener("click", () => step(1));
   $("play").addEventListener("click", togglePlay);
@@ -367,12 +372,14 @@ function wire() {
 }
 
 function step(delta) {
-  const L = data && !stale ? data.layers : 0;
+  if (stale) return;  // the layers of an edit are not in yet
+  const L = data ? data.layers : 0;
   S.k = Math.max(0, Math.min(L, S.k + delta)); saveHash(); render(); loadAttention();
 }
 
 function togglePlay() {
   if (playing) { clearInterval(playing); playing = null; $("play").textContent = "▶"; return; }
+  if (stale) { playWhenReady = true; $("play").textContent = "…"; return; }  // plays once the edit's run is in
   const L = data && !stale ? data.layers : 0;
   if (S.k >= L) S.k = 0;
   $("play").textContent = "❚❚";
@@ -419,8 +426,8 @@ async function start() {
     for (const [name, p] of Object.entries(presets)) $("preset").add(new Option(p.title, name));
   } catch (e) { Hx.message(e.message); }
   const h = Hx.readHash();
-  if (h.t !== undefined) loadHash(h);
-  else S.tokens = (presets.dyadic_non_leader_clusters || { tokens: [[1, 1], [-1, 1], [-1, -1], [1, -1], [0.5, 0], [-0.5, 0]] }).tokens;
+  loadHash(h);  // a shared link's state (its tokens may be none: t=)
+  if (h.t === undefined) S.tokens = (presets.dyadic_non_leader_clusters || { tokens: [[1, 1], [-1, 1], [-1, -1], [1, -1], [0.5, 0], [-0.5, 0]] }).tokens;
   S.d = S.tokens.length ? S.tokens[0].length : 2;
   if (S.A.length !== S.d) S.A = identity(S.d);
   syncControls(); changed({ fit: true });
