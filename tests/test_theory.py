@@ -560,6 +560,52 @@ def test_exact_hull_check_sees_a_point_just_outside_an_edge():
     assert not check_theorem(bad, exact_hull=False)["hull"].numbers["exact"]
 
 
+@pytest.mark.parametrize("d", [2, 3])
+def test_exact_hull_check_sees_a_late_escape_of_a_slow_run(d):
+    """α = 0.05: the hull's vertices move at every layer, so the check tests most layers against the last hull's
+    facets drawn through the vertices' current positions (`HullTest.through`); a token put 1e-4 R outside
+    conv(Z^119) at layer 120 is still caught, and measured exactly."""
+    from scipy.spatial import ConvexHull
+
+    z = np.random.default_rng(d).standard_normal((30, d))
+    trajectory = simulate(z, alpha=0.05, layers=150)
+    before = trajectory.tokens[119].numpy()
+    hull = ConvexHull(before)
+    facet, R = hull.simplices[0], float(np.linalg.norm(z, axis=1).max())
+    normal = hull.equations[0, :-1]
+    mover = next(i for i in range(30) if i not in hull.vertices)
+    bad = doctor(trajectory, _set((120, mover), before[facet].mean(0) + 1e-4 * R * normal))
+    report = check_theorem(bad, exact_hull=True)
+    assert report["hull"].status == "failed"
+    assert report["hull"].numbers["growth"] == pytest.approx(1e-4 * R, rel=1e-3)
+    assert check_theorem(trajectory, exact_hull=True)["hull"].passed
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_facets_through_moved_vertices_only_certify_points_of_the_hull(seed):
+    """`HullTest.through` is an inner test: whatever the moves, a point it finds inside is inside conv(P now)."""
+    from scipy.spatial import Delaunay
+
+    from hardmax.theory.geometry import HullTest
+
+    rng = np.random.default_rng(seed)
+    d = 2 + seed % 2
+    P = rng.standard_normal((25, d))
+    test = HullTest.of(P, 1e-9)
+    certified = 0
+    for step in range(40):
+        # inward, as the dynamics moves them, with now and then a jolt that may change the hull's structure
+        P = P - 0.02 * (P - P.mean(0)) + (0.05 if step % 10 == 9 else 0.001) * rng.standard_normal(P.shape)
+        facets = test.through(P)
+        if facets is None:
+            continue
+        X = P.mean(0) + 1.5 * rng.standard_normal((200, d)) * P.std(0)
+        inside = (X @ facets.normal.T + facets.offset).max(axis=1) <= 0
+        assert (Delaunay(P).find_simplex(X[inside]) >= 0).all()
+        certified += int(inside.sum())
+    assert certified > 0
+
+
 def test_wrong_alpha_fails_only_the_rate_check():
     trajectory = run(by_name("figure2_square"), layers=80)
     report = check_theorem(dataclasses.replace(trajectory, alpha=trajectory.alpha * 1.2))

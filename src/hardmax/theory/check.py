@@ -263,16 +263,27 @@ def _hull_check(out: _Seq, Z, A, exact: bool) -> None:
         # converging onto the boundary stay "inside" to rounding, and vertices that drift by less than that in all
         # since the hull was built (followers converging onto a leader at a corner) leave it as it was; the kept
         # hull then differs from conv(Z^k) by less than a thousandth of the tolerance the growth is judged by.
+        # A full-dimensional hull (d = 2, 3) whose vertices moved is not rebuilt either while its facets, drawn
+        # through the vertices' current positions, still bound a convex polytope holding every moved point: that
+        # polytope is conv(vertices now) ⊆ conv(Z^k), so its violation bounds the true one from above; a point
+        # outside it (by more than the slack) is measured again against a new hull of Z^k.
         slack = 1e-3 * out.atol
         test, drift = None, np.zeros(n)
         for k in moved.tolist():
             moved = steps[k] > 0  # tokens that did not move are inside trivially
+            violation = math.inf
+            if test is not None and drift[test.vertices].max() > slack:
+                facets = test.through(Z[k])
+                violation = math.inf if facets is None else facets.outside(Z[k + 1, moved])
+                if violation > slack:
+                    test = None
             if test is None:
                 test, drift = HullTest.of(Z[k], out.atol), np.zeros(n)
-            violation = test.outside(Z[k + 1, moved])
+            if violation > slack:
+                violation = test.outside(Z[k + 1, moved])
             growth = max(growth, violation)
             drift += steps[k]
-            if violation > slack or drift[test.vertices].max() > slack:
+            if violation > slack:  # a point left the hull: conv(Z^{k+1}) is another polytope
                 test = None
     out.hull = growth
 

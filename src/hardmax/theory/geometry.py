@@ -228,6 +228,7 @@ class HullTest:
     equations: np.ndarray | None
     span: tuple[float, float]
     vertices: np.ndarray
+    simplices: np.ndarray | None = None  # (F, d) qhull's facets as indices of P, when the hull is full-dimensional
 
     @staticmethod
     def of(P: np.ndarray, atol: float) -> HullTest:
@@ -245,7 +246,33 @@ class HullTest:
             hull = ConvexHull(Y)
         except QhullError:  # nearly flat within a few atol: joggle (perturbs by ~1e-11 relative)
             hull = ConvexHull(Y, qhull_options="QJ")
-        return HullTest(c, Q, hull.equations, (0.0, 0.0), hull.vertices)
+        full = r == P.shape[1] and r in (2, 3)
+        return HullTest(c, Q, hull.equations, (0.0, 0.0), hull.vertices, hull.simplices if full else None)
+
+    def through(self, P: np.ndarray) -> Facets | None:
+        """The same facets through the current positions P (n, d) of the same points, when they still bound a
+        convex polytope: then that polytope is conv(P[vertices]) ⊆ conv(P), so a point inside it is inside conv(P)
+        (an inner test, sound without a new hull). None when the hull was not full-dimensional (d = 2 or 3), a
+        facet degenerates, or a vertex now lies outside another facet's plane (the structure changed)."""
+        if self.simplices is None:
+            return None
+        corners = P[self.simplices]  # (F, d, d)
+        if P.shape[1] == 2:
+            edge = corners[:, 1] - corners[:, 0]
+            normal = np.stack([edge[:, 1], -edge[:, 0]], axis=1)
+        else:
+            normal = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
+        before = self.equations[:, :-1] @ self.frame.T  # the outward normals when the hull was built (world axes)
+        size = np.linalg.norm(normal, axis=1)
+        scale = float(np.abs(P).max()) or 1.0
+        if (size <= 1e-9 * scale ** (P.shape[1] - 1)).any():
+            return None
+        normal = normal * (np.sign((normal * before).sum(1)) / size)[:, None]
+        offset = -(normal * corners[:, 0]).sum(1)
+        bound = 64 * np.finfo(P.dtype).eps * scale
+        if float((P[self.vertices] @ normal.T + offset).max()) > bound:
+            return None
+        return Facets(normal, offset)
 
     def outside(self, X: np.ndarray) -> float:
         """Largest distance-like violation of X (n, d) outside the hull (≤ 0 inside)."""
@@ -259,3 +286,15 @@ class HullTest:
             return max(off, float((Yx[:, 0] - high).max()), float((low - Yx[:, 0]).max()))
         eq = self.equations
         return max(off, float((Yx @ eq[:, :-1].T + eq[:, -1]).max()))
+
+
+@dataclass(frozen=True)
+class Facets:
+    """A convex polytope as the intersection of halfspaces normal · x + offset ≤ 0 (unit normals)."""
+
+    normal: np.ndarray  # (F, d)
+    offset: np.ndarray  # (F,)
+
+    def outside(self, X: np.ndarray) -> float:
+        """Largest signed distance of X (n, d) outside the polytope (≤ 0 inside)."""
+        return float((X @ self.normal.T + self.offset).max())
