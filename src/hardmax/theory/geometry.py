@@ -256,23 +256,50 @@ class HullTest:
         facet degenerates, or a vertex now lies outside another facet's plane (the structure changed)."""
         if self.simplices is None:
             return None
-        corners = P[self.simplices]  # (F, d, d)
-        if P.shape[1] == 2:
-            edge = corners[:, 1] - corners[:, 0]
-            normal = np.stack([edge[:, 1], -edge[:, 0]], axis=1)
+        normal, offset, valid = self._facets(P[None])
+        return Facets(normal[0], offset[0]) if valid[0] else None
+
+    def violations(self, X: np.ndarray, moved: np.ndarray) -> np.ndarray:
+        """`outside` for b sets of points at once: X (b, n, d), of which moved (b, n) are tested; (b,)."""
+        c, Q = self.center, self.frame
+        Yx = (X - c) @ Q
+        worst = np.linalg.norm((X - c) - Yx @ Q.T, axis=-1)  # (b, n) distance off the affine hull
+        if Q.shape[1] == 1:
+            low, high = self.span
+            worst = np.maximum(worst, np.maximum(Yx[..., 0] - high, low - Yx[..., 0]))
+        elif Q.shape[1] > 1:
+            eq = self.equations
+            worst = np.maximum(worst, (Yx @ eq[:, :-1].T + eq[:, -1]).max(axis=-1))
+        return np.where(moved, worst, -np.inf).max(axis=1)
+
+    def through_violations(self, P: np.ndarray, X: np.ndarray, moved: np.ndarray) -> np.ndarray:
+        """`through` for b configurations at once: P (b, n, d) the points the hull was built on, now; X (b, n, d)
+        the points to test; moved (b, n) which of them to test. Returns (b,) the largest violation of the tested
+        points against `through(P[i])`, inf where that is None."""
+        normal, offset, valid = self._facets(P)
+        signed = (X @ normal.transpose(0, 2, 1) + offset[:, None, :]).max(axis=2)  # (b, n)
+        worst = np.where(moved, signed, -np.inf).max(axis=1)
+        return np.where(valid, worst, np.inf)
+
+    def _facets(self, P: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Unit outward normals (b, F, d) and offsets (b, F) of the facets through P (b, n, d), and whether they
+        bound a convex polytope (b,)."""
+        corners = P[:, self.simplices]  # (b, F, d, d)
+        if P.shape[-1] == 2:
+            edge = corners[:, :, 1] - corners[:, :, 0]
+            normal = np.stack([edge[..., 1], -edge[..., 0]], axis=-1)
         else:
-            normal = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
+            normal = np.cross(corners[:, :, 1] - corners[:, :, 0], corners[:, :, 2] - corners[:, :, 0])
         before = self.equations[:, :-1] @ self.frame.T  # the outward normals when the hull was built (world axes)
-        size = np.linalg.norm(normal, axis=1)
-        scale = float(np.abs(P).max()) or 1.0
-        if (size <= 1e-9 * scale ** (P.shape[1] - 1)).any():
-            return None
-        normal = normal * (np.sign((normal * before).sum(1)) / size)[:, None]
-        offset = -(normal * corners[:, 0]).sum(1)
+        size = np.linalg.norm(normal, axis=-1)  # (b, F)
+        scale = np.abs(P).max(axis=(1, 2))
+        scale = np.where(scale > 0, scale, 1.0)
+        degenerate = (size <= 1e-9 * scale[:, None] ** (P.shape[-1] - 1)).any(axis=1)
+        normal = normal * (np.sign((normal * before).sum(-1)) / np.where(size > 0, size, 1.0))[..., None]
+        offset = -(normal * corners[:, :, 0]).sum(-1)
         bound = 64 * np.finfo(P.dtype).eps * scale
-        if float((P[self.vertices] @ normal.T + offset).max()) > bound:
-            return None
-        return Facets(normal, offset)
+        spread = (P[:, self.vertices] @ normal.transpose(0, 2, 1) + offset[:, None, :]).max(axis=(1, 2))
+        return normal, offset, ~degenerate & (spread <= bound)
 
     def outside(self, X: np.ndarray) -> float:
         """Largest distance-like violation of X (n, d) outside the hull (≤ 0 inside)."""
