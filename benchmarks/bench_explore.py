@@ -2,9 +2,9 @@
 
 Starts `hardmax.explore.create_app` under uvicorn on 127.0.0.1 and reports p50 / p95 of:
 
-- re-simulating after an edit: n tokens (Gaussian, d = 2) over L layers (`--sizes`, default 50 × 100,
-  200 × 100 and the issue's largest, 200 × 500, at the paper's α = 1/2; and 200 × 500 at α = 0.05, a run that
-  converges slowly so that every layer moves), one token moved per request, with leaders, K, S and the
+- re-simulating after an edit: n Gaussian tokens over L layers (`--sizes`, default 50 × 100, 200 × 100 and
+  the issue's largest, 200 × 500, in 2-D at the paper's α = 1/2; 200 × 500 at α = 0.05, a run that converges
+  slowly so that every layer moves; 200 × 500 in 3-D), one token moved per request, with leaders, K, S and the
   Theorem 2.1 check (hardmax) or the trajectory (softmax, β = 5);
 - a review on a trained run (`--runs DIR`, each run found there; without one, a d = 16 run is trained on a
   generated IMDb-layout archive, ~10 s): texts of 200 words, so that every review fills max_len = 128 tokens;
@@ -49,9 +49,10 @@ def _quantiles(seconds: list[float]) -> dict:
             "runs": len(ms)}
 
 
-def bench_edits(base: str, *, n: int, layers: int, alpha: float, rule: str, repeats: int, seed: int = 0) -> dict:
+def bench_edits(base: str, *, n: int, layers: int, d: int, alpha: float, rule: str, repeats: int,
+                seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
-    tokens = rng.standard_normal((n, 2))
+    tokens = rng.standard_normal((n, d))
     body = {"tokens": tokens.tolist(), "alpha": alpha, "layers": layers, "rule": rule}
     if rule == "softmax":
         body["beta"] = 5.0
@@ -59,7 +60,7 @@ def bench_edits(base: str, *, n: int, layers: int, alpha: float, rule: str, repe
     seconds, server = [], []
     for _ in range(repeats):
         i = int(rng.integers(n))
-        tokens[i] += 0.05 * rng.standard_normal(2)  # the edit: one token dragged a little
+        tokens[i] += 0.05 * rng.standard_normal(d)  # the edit: one token dragged a little
         body["tokens"] = tokens.tolist()
         took, answer = _post(base + "/api/simulate", body)
         seconds.append(took)
@@ -122,10 +123,10 @@ def _train_run(root: Path) -> Path:
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=Path, help="trained runs to time reviews on (default: train a small d = 16 one)")
-    parser.add_argument("--sizes", default="50x100,200x100,200x500,200x500@0.05",
-                        help="tokens x layers[@alpha] of the timed edits, comma-separated (default: "
-                             "50x100,200x100,200x500 at α = 1/2, and 200x500@0.05: a run that converges slowly, "
-                             "so that every layer moves)")
+    parser.add_argument("--sizes", default="50x100,200x100,200x500,200x500@0.05,200x500x3",
+                        help="tokens x layers[x d][@alpha] of the timed edits, comma-separated (default: "
+                             "50x100,200x100,200x500 in 2-D at α = 1/2; 200x500@0.05: a run that converges slowly, "
+                             "so that every layer moves; 200x500x3: the 3-D view)")
     parser.add_argument("--repeats", type=int, default=40)
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument("--json", type=Path, help="write the results here")
@@ -142,14 +143,14 @@ def main(argv: list[str] | None = None) -> dict:
             sizes = []
             for size in args.sizes.split(","):
                 shape, _, alpha = size.partition("@")
-                n, layers = (int(x) for x in shape.split("x"))
-                sizes.append((n, layers, float(alpha or 0.5)))
+                n, layers, d = ([int(x) for x in shape.split("x")] + [2])[:3]
+                sizes.append((n, layers, d, float(alpha or 0.5)))
             results: dict = {"config": {"sizes": sizes, "repeats": repeats}, "edit": []}
-            for n, layers, alpha in sizes:
+            for n, layers, d, alpha in sizes:
                 for rule in ("hardmax", "softmax"):
-                    results["edit"].append({"tokens": n, "layers": layers, "alpha": alpha, "rule": rule,
-                                            **bench_edits(server.url, n=n, layers=layers, alpha=alpha, rule=rule,
-                                                          repeats=repeats)})
+                    results["edit"].append({"tokens": n, "layers": layers, "d": d, "alpha": alpha, "rule": rule,
+                                            **bench_edits(server.url, n=n, layers=layers, d=d, alpha=alpha,
+                                                          rule=rule, repeats=repeats)})
             results["review"] = {name: bench_reviews(server.url, name, path, repeats=repeats)
                                  for name, path in found.items()}
             results["page"] = bench_pages(server.url, repeats=max(3, repeats // 4),
@@ -165,8 +166,8 @@ def main(argv: list[str] | None = None) -> dict:
 def _print(results: dict) -> None:
     rows = []
     for r in results["edit"]:
-        rows.append((f"edit, {r['rule']} (n = {r['tokens']}, {r['layers']} layers, α = {r['alpha']:g}; server "
-                     f"{r['server_p50_ms']:.0f} ms)", r["p50_ms"], r["p95_ms"], 100))
+        rows.append((f"edit, {r['rule']} (n = {r['tokens']}, {r['layers']} layers, d = {r['d']}, α = {r['alpha']:g}; "
+                     f"server {r['server_p50_ms']:.0f} ms)", r["p50_ms"], r["p95_ms"], 100))
     for name, r in results["review"].items():
         rows.append((f"review on run {name}", r["p50_ms"], r["p95_ms"], 300))
     for name, r in (results["page"] or {}).items():

@@ -207,6 +207,11 @@ def test_review_equals_explain(client, runs, name):
     sign = 1 if expected.label == "positive" else -1
     assert answer["svm"]["selected"] == int(torch.argmax(sign * (X @ v)))
     assert len(answer["rate"]["rate"]) == run.model.config.layers + 1
+    layer_logits = np.array(answer["layer_logits"])  # each word's decoder logit at every layer
+    assert np.allclose(layer_logits[-1], expected.word_logits, atol=1e-5)
+    Zk = expected.trace.tokens[:, 0].double().numpy()
+    w, b = run.model.decoder.weight.detach()[0].double().numpy(), float(run.model.decoder.bias.detach())
+    assert np.allclose(layer_logits, Zk @ w + b, atol=1e-9)
 
 
 def test_a_one_word_review(client, runs):
@@ -253,6 +258,20 @@ def test_view_of_a_trajectory_for_notebooks(tmp_path):
         view(hardmax.simulate(np.array([SQUARE]), alpha=0.5, layers=2))
     with pytest.raises(ValueError, match="page"):
         standalone_html("other", {})
+
+
+def test_views_of_other_trajectories():
+    rng = np.random.default_rng(3)
+    with pytest.raises(ValueError, match="store='all'"):
+        view(hardmax.simulate(rng.standard_normal((6, 2)), hardmax.Softmax(beta=3.0), alpha=0.5, layers=30, store=5))
+    Z = rng.standard_normal((12, 5)) * np.array([0.01, 0.01, 5, 5, 5])
+    from hardmax.explore.views import trajectory_view
+
+    shown = trajectory_view(hardmax.simulate(Z, hardmax.Softmax(beta=0.5), alpha=0.5, layers=8))
+    assert shown["shown"] == 3 and decode_array(shown["path"]).shape[-1] == 3
+    assert "principal components" in shown["note"]  # projected, and said so (not the first raw coordinates)
+    spread = decode_array(shown["path"])[0].std(axis=0)
+    assert spread.min() > 1.0  # the three large directions, not the two tiny ones
 
 
 def test_presets_are_figure2():

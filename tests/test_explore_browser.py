@@ -231,6 +231,21 @@ def test_playground_in_3d_and_presets(page, tmp_path):
     page.mouse.up()
     assert page.evaluate("() => window.explorer.state.yaw") != before and "cam=" in page.url
     _screenshot(page, "playground-3d", tmp_path)
+    # a long 3-D run (more points than a spread argument may hold) is drawn, and turns about its own centre
+    far = (np.random.default_rng(5).standard_normal((100, 3)) + 10.0).round(6).tolist()
+    page.goto(page.base + "/playground#t=" + ";".join(",".join(map(str, p)) for p in far) + "&L=1500&k=1500")
+    _idle(page)
+    assert page.get_attribute("#verdict", "data-passed") in ("true", "false") and page.inner_text("#message") == ""
+    inside = "() => [...document.querySelectorAll('#plane .token')].filter(e => { const b = e.getBBox(); " \
+             "const r = document.querySelector('#plane').getBoundingClientRect(); return b.x >= 0 && b.y >= 0 && " \
+             "b.x <= r.width && b.y <= r.height; }).length"
+    assert page.evaluate(inside) == 100
+    box = page.locator("#plane").bounding_box()
+    page.mouse.move(box["x"] + 20, box["y"] + 20)
+    page.mouse.down()
+    page.mouse.move(box["x"] + 180, box["y"] + 40, steps=4)
+    page.mouse.up()
+    assert page.evaluate(inside) == 100
     page.select_option("#preset", "dyadic_non_leader_clusters")
     _idle(page)
     rows = _shown(page)["rows"]

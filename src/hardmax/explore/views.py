@@ -115,31 +115,34 @@ def trajectory_view(trajectory: Trajectory, *, python: str = "", attention: bool
     note, python, seconds.
     """
     from hardmax.dynamics import Softmax
-    from hardmax.plots.scene import PALETTE, make_scene
+    from hardmax.plots.scene import PALETTE, make_scene, projection
     from hardmax.theory import check_theorem
 
     if trajectory.tokens.dim() != 3:
         raise ValueError("the explorer shows one sequence: simulate tokens of shape (n, d), not a batch")
+    if not trajectory.complete:
+        raise ValueError("the explorer plays every layer back: simulate with store='all'")
     d = trajectory.tokens.shape[-1]
     p = 2 if d <= 2 else 3
     seconds = {}
     start = time.perf_counter()
     softmax = isinstance(trajectory.rule, Softmax)
-    record = {"d": d, "n": int(trajectory.mask.sum()), "layers": trajectory.layers, "rule": "softmax" if softmax
-              else "hardmax", "beta": float(trajectory.rule.beta) if softmax else None,
+    record = {"d": d, "shown": p, "n": int(trajectory.mask.sum()), "layers": trajectory.layers,
+              "rule": "softmax" if softmax else "hardmax", "beta": float(trajectory.rule.beta) if softmax else None,
               "alpha": trajectory.alpha.detach().cpu().double().tolist()[:1],
               "A": trajectory.A.detach().cpu().double().tolist(), "python": python, "palette":
               [_hex(c) for c in PALETTE]}
     if softmax:  # leaders, K, S and Theorem 2.1 are about hardmax attention
         real = trajectory.mask.detach().cpu().numpy().astype(bool)
         path = trajectory.tokens.detach().cpu().double().numpy()[:, real]
-        if d == 1:
-            path = np.pad(path, ((0, 0), (0, 0), (0, 1)))
+        project, shown = projection(path.reshape(-1, d), p)  # (as the hardmax scene: d < p padded, d > p PCA)
+        path = project(path).reshape(path.shape[0], path.shape[1], p)
         n = path.shape[1]
-        record.update(path=encode_path(path if d <= 3 else path[..., :3]), labels=[0] * n, leader_since=[-1] * n,
+        note = ("softmax: leaders, K, S and the Theorem 2.1 check are about hardmax; switch the rule to Hardmax to "
+                "see them")
+        record.update(path=encode_path(path), labels=[0] * n, leader_since=[-1] * n,
                       vertices=[], edges=[], limit=[], k_dim=-1, theorem=None,
-                      note="softmax: leaders, K, S and the Theorem 2.1 check are about hardmax; switch the rule to "
-                           "Hardmax to see them")
+                      note="; ".join([shown, note]) if shown else note)
         seconds["scene"] = time.perf_counter() - start
     else:
         scene = make_scene(trajectory, p)
@@ -259,6 +262,8 @@ def review_view(run: Run, text: str, *, decisive: float = 2.0) -> dict:
         "initial_leaders": explanation.initial_leaders,
         "follows": {str(k): v for k, v in explanation.follows.items()},
         "decisive": explanation.decisive_leaders(decisive), "word_logits": explanation.word_logits,
+        # each word's own decoder logit v·z_i^k + b at every layer (the colour it is drawn in at that layer)
+        "layer_logits": (tokens.double() @ v + float(model.decoder.bias.detach())).tolist(),
         "summary": explanation.summary(decisive=decisive),
         "points": encode_array(projection.points), "normal": projection.normal.tolist(),
         "offset": projection.offset, "axes": projection.axes,

@@ -69,7 +69,7 @@ def check_single(trajectory: Trajectory) -> None:
         )
 
 
-def _projection(points: np.ndarray, p: int) -> tuple[Callable[[np.ndarray], np.ndarray], str]:
+def projection(points: np.ndarray, p: int) -> tuple[Callable[[np.ndarray], np.ndarray], str]:
     """Map R^d to R^p: identity, zero padding (d < p), or the top-p principal components (d > p).
 
     `points` (m, d) fixes the principal axes; signs are chosen so the projection is deterministic.
@@ -119,7 +119,7 @@ def make_scene(trajectory: Trajectory, p: int) -> Scene:
         heading = path[-1] if len(path) < 2 else path[-1] + (path[-1] - path[-2]) / float(trajectory.alpha[-1])
         reach = np.linalg.norm((S[:, None] - heading[None]) / scale, axis=-1).min(1, initial=np.inf)
         S = S[(gap > 1e-6) & (reach <= 1e-3)]
-    project, note = _projection(path.reshape(-1, d), p)
+    project, note = projection(path.reshape(-1, d), p)
     note = "; ".join([note, *notes] if note else notes)
     return Scene(
         path=project(path).reshape(path.shape[0], path.shape[1], p),

@@ -145,13 +145,14 @@ function render() {
   const order = [...Array(n).keys()].sort((a, c) => leaders.has(a) - leaders.has(c));  // leaders drawn on top
   for (const i of order) {
     const p = frame.px(P[i]), lead = leaders.has(i);
-    const colour = view.word_logits[i] > 0 ? "#2b8a3e" : "#c92a2a";
+    const colour = view.layer_logits[k][i] > 0 ? "#2b8a3e" : "#c92a2a";  // the side it is on at this layer
     const attrs = { "data-i": i, fill: colour, class: "token" + (lead ? " leader" : "") + (i === hover ? " selected" : "") };
     const shape = lead ? Hx.el("path", { ...attrs, d: Hx.starPath(p, decisive.has(i) ? 12 : 9) }, svg)
       : Hx.el("circle", { ...attrs, cx: p[0], cy: p[1], r: 4 }, svg);
     shape.addEventListener("mouseenter", () => { hover = i; render(); });
     shape.addEventListener("mouseleave", () => { hover = -1; render(); });
-    Hx.el("title", {}, shape).textContent = `${view.words[i]} (logit ${view.word_logits[i].toFixed(2)})` +
+    Hx.el("title", {}, shape).textContent = `${view.words[i]} (logit ${view.layer_logits[k][i].toFixed(2)} at layer ${k}, ` +
+      `${view.word_logits[i].toFixed(2)} at the last)` +
       (lead ? ", leader" : "") + `; attends to: ${view.sets[k][i].map((j) => view.words[j]).join(", ")}`;
     if (lead || i === hover) Hx.el("text", { x: p[0] + 8, y: p[1] - 6, class: "word-label" }, svg).textContent = view.words[i];
   }

@@ -128,7 +128,9 @@ const Hx = {
     const w = svg.clientWidth || 320, h = svg.clientHeight || 140, m = 30;
     const all = Object.values(series).flat().filter(Number.isFinite);
     if (!all.length) return;
-    const lo = Math.min(...all), hi = Math.max(...all), len = Math.max(...Object.values(series).map((s) => s.length));
+    let lo = Infinity, hi = -Infinity, len = 0;  // (no spread: series may be long)
+    for (const v of all) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
+    for (const values of Object.values(series)) len = Math.max(len, values.length);
     const X = (i) => m + (w - 1.5 * m) * (len > 1 ? i / (len - 1) : 0.5);
     const Y = (v) => h - m + (hi > lo ? -(h - 1.6 * m) * (v - lo) / (hi - lo) : -(h - 1.6 * m) / 2);
     Hx.el("line", { x1: m, y1: h - m, x2: w - m / 2, y2: h - m, stroke: "#999" }, svg);

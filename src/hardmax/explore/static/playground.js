@@ -36,7 +36,7 @@ function saveHash() {
 
 function loadHash(h) {
   const rows = (text) => text.split(";").filter(Boolean).map((r) => r.split(",").map(Number));
-  if (h.t) { S.tokens = rows(h.t); S.d = S.tokens.length ? S.tokens[0].length : 2; }
+  if (h.t !== undefined) { S.tokens = rows(h.t); S.d = S.tokens.length ? S.tokens[0].length : S.d; }
   if (h.a) S.alpha = Number(h.a);
   if (h.L) S.layers = parseInt(h.L, 10);
   if (h.A) S.A = rows(h.A);
@@ -129,17 +129,28 @@ function accept(answer) {
 }
 
 function fitView() {
-  const pts = [];
-  if (path) for (let k = 0; k <= data.layers; k++) for (let i = 0; i < path.shape[1]; i++) pts.push(Hx.point(path, k, i));
-  else pts.push(...S.tokens);
-  if (S.d === 3) {  // a box that holds every rotation: the bounding sphere of the points
-    const c = [0, 1, 2].map((a) => pts.reduce((s, p) => s + p[a], 0) / Math.max(pts.length, 1));
-    const r = Math.max(1e-9, ...pts.map((p) => Math.hypot(p[0] - c[0], p[1] - c[1], p[2] - c[2])));
-    const cc = project(c);
-    frame.set([cc[0] - 1.15 * r, cc[1] - 1.15 * r], [cc[0] + 1.15 * r, cc[1] + 1.15 * r]);
+  const pts = [];  // every stored layer once (a path stops at its last moving layer)
+  const stored = path ? path.shape[0] : 0;
+  if (path) for (let k = 0; k < stored; k++) for (let i = 0; i < path.shape[1]; i++) pts.push(Hx.point(path, k, i));
+  else for (const p of S.tokens) pts.push(p);
+  if (S.d === 3) {  // a box that holds every rotation: the bounding sphere of the points, about their centre
+    const c = [0, 0, 0];
+    for (const p of pts) for (let a = 0; a < 3; a++) c[a] += p[a] / Math.max(pts.length, 1);
+    let r = 1e-9;
+    for (const p of pts) r = Math.max(r, Math.hypot(p[0] - c[0], p[1] - c[1], p[2] - c[2]));
+    centre3 = c; radius3 = r;
+    placeFrame3();
   } else {
-    frame.fit(pts.concat(data ? data.vertices.concat(data.limit) : []));
+    for (const p of data ? data.vertices.concat(data.limit) : []) pts.push(p);
+    frame.fit(pts);
   }
+}
+
+// In 3-D the view turns about the cloud's centre: the frame follows the centre's projection under the camera.
+let centre3 = [0, 0, 0], radius3 = 2;
+function placeFrame3() {
+  const cc = project(centre3), r = 1.15 * radius3;
+  frame.set([cc[0] - r, cc[1] - r], [cc[0] + r, cc[1] + r]);
 }
 
 function showTheorem() {
@@ -301,6 +312,7 @@ svg.addEventListener("pointermove", (ev) => {
   } else if (S.d === 3) {
     S.yaw = drag.yaw + (pix[0] - drag.start[0]) * 0.01;
     S.pitch = Math.max(-1.5, Math.min(1.5, drag.pitch + (pix[1] - drag.start[1]) * 0.01));
+    placeFrame3();
     saveHash(); render();
   }
 });
@@ -369,6 +381,14 @@ function wire() {
   });
   $("export").addEventListener("click", exportView);
   window.addEventListener("resize", () => render());
+  // A link pasted into this tab changes only the fragment: load its state (the page's own writes do not fire this).
+  window.addEventListener("hashchange", () => {
+    if (embedded) return;
+    loadHash(Hx.readHash());
+    S.d = S.tokens.length ? S.tokens[0].length : S.d;
+    if (S.A.length !== S.d) S.A = identity(S.d);
+    selected = -1; syncControls(); changed({ fit: true });
+  });
 }
 
 function step(delta) {
@@ -408,12 +428,16 @@ async function start() {
     const d0 = embedded.data;
     document.body.classList.add("embedded");
     loadHash(Object.fromEntries(new URLSearchParams(embedded.state || "")));
-    S.d = d0.d; S.A = d0.A; S.alpha = d0.alpha[0]; S.layers = d0.layers; S.rule = d0.rule;
+    S.d = d0.shown || d0.d; S.A = d0.A; S.alpha = d0.alpha[0]; S.layers = d0.layers; S.rule = d0.rule;
     const p0 = Hx.decode(d0.path);
     S.tokens = Array.from({ length: p0.shape[1] }, (_, i) => Hx.point(p0, 0, i));
     syncControls(); pendingFit = true; accept(d0);
     for (const id of ["edit-controls", "dynamics-controls"]) $(id).disabled = true;
-    if (!d0.attention) { $("show-attention").disabled = true; $("show-attention").parentNode.title = "too large to embed"; }
+    if (!d0.attention) {
+      $("show-attention").disabled = true;
+      $("show-attention").parentNode.title = d0.d > 3 || d0.d < 2 ? "drawn in projection: the sets are of R^" + d0.d
+        : "not embedded: too many tokens × layers for one file";
+    }
     $("export").hidden = true;
     $("hint").textContent = "Exported view: play the layers back; edit with `hardmax explore`.";
     $("status").textContent = "exported view (read-only, offline)";
