@@ -271,7 +271,7 @@ def _hull_check(out: _Seq, Z, A, exact: bool) -> None:
         # outside it (by more than the slack) is measured again against a new hull of Z^k.
         slack = 1e-3 * out.atol
         layers = after
-        i, test, drift = 0, None, np.zeros(n)
+        i, test, drift, size = 0, None, np.zeros(n), _HULL_BLOCK
         while i < len(layers):
             k = int(layers[i])
             if test is None:  # a hull of Z^k, and layer k measured against it exactly
@@ -282,24 +282,25 @@ def _hull_check(out: _Seq, Z, A, exact: bool) -> None:
                 i += 1
                 if violation > slack:
                     test = None
-            else:  # the kept hull tests a block of layers at once
-                block = layers[i:i + _HULL_BLOCK]
+            else:  # the kept hull tests a block of layers at once (the block doubles while the hull holds)
+                block = layers[i:i + size]
                 moves, moved = steps[block], steps[block] > 0
                 # the vertices' drift since the hull was built, before each layer of the block
                 before = drift[test.vertices] + np.cumsum(moves[:, test.vertices], axis=0) - moves[:, test.vertices]
-                kept = before.max(axis=1) <= slack
-                violation = test.violations(Z[block + 1], moved)  # (b,) against the hull as it was built
+                kept = before.max(axis=1) <= slack  # a prefix of the block: the drift only grows
+                violation = np.full(len(block), np.inf)
+                if kept.any():  # against the hull as it was built
+                    violation[kept] = test.violations(Z[block[kept] + 1], moved[kept])
                 if test.simplices is not None and not kept.all():  # full-dimensional: its facets through the
-                    # vertices' positions now, where they moved
-                    violation = np.where(kept, violation, test.through_violations(Z[block], Z[block + 1], moved))
-                elif not kept.all():  # lower-dimensional: rebuilt once its vertices drifted
-                    violation = np.where(kept, violation, np.inf)
+                    rest = ~kept  # vertices' positions now, where they moved (lower-dimensional: rebuilt)
+                    violation[rest] = test.through_violations(Z[block[rest]], Z[block[rest] + 1], moved[rest])
                 bad = np.nonzero(violation > slack)[0]
                 j = int(bad[0]) if len(bad) else len(block)
                 if j:
                     growth = max(growth, float(violation[:j].max()))
                     drift += moves[:j].sum(axis=0)
                 i += j
+                size = min(2 * size, _HULL_BLOCK) if not len(bad) else 2
                 if len(bad):  # layer block[j] is measured again against a new hull of its own
                     test = None
     out.hull = growth
