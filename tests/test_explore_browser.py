@@ -252,6 +252,19 @@ def test_playground_in_3d_and_presets(page, tmp_path):
     assert np.allclose([r["final"] for r in rows][4:], [[0.5 + 0.5, 0.0], [-1.0, 0.0]], atol=1e-9)
 
 
+def _open_offline(browser, saved: Path):
+    """An exported file opened from file:// in a context with the network off; every other request is recorded
+    and blocked. Returns (context, the requests made elsewhere, the page once drawn)."""
+    offline = browser.new_context(offline=True)
+    outside: list[str] = []
+    offline.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://")
+                  else (outside.append(route.request.url), route.abort()))
+    view = offline.new_page()
+    view.goto(saved.as_uri())
+    view.wait_for_selector("body[data-state=ready]")
+    return offline, outside, view
+
+
 def test_export_opens_offline_from_a_file(page, tmp_path, browser):
     page.goto(page.base + "/playground")
     _idle(page)
@@ -260,13 +273,7 @@ def test_export_opens_offline_from_a_file(page, tmp_path, browser):
     saved = tmp_path / "export.html"
     download.value.save_as(saved)
     expected = _shown(page)
-    offline = browser.new_context(offline=True)
-    outside = []
-    offline.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://")
-                  else (outside.append(route.request.url), route.abort()))
-    view = offline.new_page()
-    view.goto(saved.as_uri())
-    view.wait_for_selector("body[data-state=ready]")
+    offline, outside, view = _open_offline(browser, saved)
     shown = _shown(view)
     assert shown["rows"] == expected["rows"] and shown["verdict"] == expected["verdict"]
     view.check("#show-attention")  # the export carries every layer's attention sets
@@ -311,13 +318,7 @@ def test_classifier_shows_what_explain_says(page, runs, tmp_path):
     download.value.save_as(saved)
     data = json.loads(saved.read_text().split("window.HARDMAX_EMBEDDED = ", 1)[1].split(";</script>", 1)[0])
     assert data["data"]["leaders"] == expected.leaders
-    offline = page.context.browser.new_context(offline=True)
-    outside = []
-    offline.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://")
-                  else (outside.append(route.request.url), route.abort()))
-    view = offline.new_page()
-    view.goto(saved.as_uri())
-    view.wait_for_selector("body[data-state=ready]")
+    offline, outside, view = _open_offline(page.context.browser, saved)
     assert view.inner_text("#label") == expected.label
     assert view.eval_on_selector_all("#words span.leader", "s => s.map(e => Number(e.dataset.i))") == shown
     assert view.locator("#plane .token").count() == len(expected.words)
