@@ -408,7 +408,7 @@ def explain_text(run: Run, text: str) -> Explanation:
 
 def explain_texts(run: Run, texts: Sequence[str], *, batch_size: int = 256) -> list[Explanation]:
     """Explain many texts with a trained run (`explain_text` of each, `batch_size` texts per hardmax pass)."""
-    from hardmax.data import DataError, clean_text, encode_texts
+    from hardmax.data import DataError, clean_text
 
     if isinstance(texts, str):
         raise ValueError("texts must be a sequence of texts; for one text use explain_text")
@@ -426,8 +426,7 @@ def explain_texts(run: Run, texts: Sequence[str], *, batch_size: int = 256) -> l
     for start in range(0, len(texts), batch_size):  # batches of texts, each one hardmax pass
         part = list(texts[start:start + batch_size])
         try:
-            encoded = encode_texts(part, run.vocab, max_len=data.max_len, truncation=data.truncation,
-                                   **data.clean_options())
+            encoded = run.encode(part)
         except DataError:
             empty = next((i for i, text in enumerate(part) if not clean_text(text, **data.clean_options())), None)
             if empty is None:

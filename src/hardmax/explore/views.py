@@ -201,13 +201,6 @@ def attention_view(request: AttentionRequest, *, top: int = 6, share: float = 0.
     return {"weights": weights}
 
 
-def _encoded(run: Run, text: str):
-    from hardmax.data import encode_texts
-
-    data = run.data_config
-    return encode_texts([text], run.vocab, max_len=data.max_len, truncation=data.truncation, **data.clean_options())
-
-
 def _probability(logit: float) -> float:
     return 1.0 / (1.0 + math.exp(-logit)) if logit > -700 else 0.0
 
@@ -226,8 +219,6 @@ def review_view(run: Run, text: str, *, decisive: float = 2.0) -> dict:
 
     start = time.perf_counter()
     model = run.model
-    if run.vocab is None:
-        raise ValueError(f"{run.path.name} has no vocabulary: its reviews cannot be encoded")
     if isinstance(model, CrateClassifier):
         return _crate_view(run, text, start)
     from hardmax.experiments.rate import layer_rates
@@ -237,7 +228,7 @@ def review_view(run: Run, text: str, *, decisive: float = 2.0) -> dict:
 
     explanation = explain_text(run, text)
     projection = project_review(explanation, model)
-    encoded = _encoded(run, text)
+    encoded = run.encode([text])
     soft_logit = float(predict(model, encoded.ids, encoded.mask, rule=None)[0])
     trace = explanation.trace
     tokens = trace.tokens[:, 0].detach()  # (layers + 1, m, d)
@@ -280,7 +271,7 @@ def _crate_view(run: Run, text: str, start: float) -> dict:
     from hardmax.experiments.rate import crate_measures
     from hardmax.training import predict
 
-    encoded = _encoded(run, text)
+    encoded = run.encode([text])
     hard = float(predict(run.model, encoded.ids, encoded.mask, rule=Hardmax())[0])
     soft = float(predict(run.model, encoded.ids, encoded.mask, rule=None)[0])
     measures = crate_measures(run.model, encoded.ids, encoded.mask, eps=RATE_EPS)

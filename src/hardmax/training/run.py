@@ -252,6 +252,21 @@ class Run:
 
         return DataConfig.from_record(self.record.get("data") or {})
 
+    def encode(self, texts: Sequence[str]):
+        """`texts` cleaned and encoded as the run's training reviews were (`hardmax.data.encode_texts` with the
+        run's vocabulary, max_len, truncation and cleaning): an `EncodedTexts` of ids (n, max_len) and mask.
+
+        Raises:
+            ValueError: a run without a vocabulary; `hardmax.data.DataError` for a text empty after cleaning.
+        """
+        from hardmax.data import encode_texts
+
+        if self.vocab is None:
+            raise ValueError(f"{self.path} has no vocab.json (trained without a vocabulary): text cannot be encoded")
+        data = self.data_config
+        return encode_texts(list(texts), self.vocab, max_len=data.max_len, truncation=data.truncation,
+                            **data.clean_options())
+
     def load_data(self, path: str | Path | None = None, *, progress: bool = True):
         """The data the run was trained on (`hardmax.data.load_imdb` with `data_config`; `path` the archive or
         folder, None: the usual search), checked to give the run's vocabulary, so ids mean the same words.
