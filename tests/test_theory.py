@@ -581,6 +581,65 @@ def test_exact_hull_check_sees_a_late_escape_of_a_slow_run(d):
     assert check_theorem(trajectory, exact_hull=True)["hull"].passed
 
 
+def _hand_made(frames) -> object:
+    """A trajectory whose layers are the given (L, n, d) positions (what a doctored run looks like)."""
+    Z = np.asarray(frames, dtype=np.float64)
+    return dataclasses.replace(simulate(Z[0], alpha=0.5, layers=len(Z) - 1), tokens=torch.tensor(Z))
+
+
+def test_hull_check_is_not_fooled_by_a_folded_hull():
+    """A kite whose far corner moves onto another corner: the old hull's edges through it fold onto the new
+    triangle's sides (every vertex still inside every edge's line, yet they bound a quadrant); a token then leaves
+    the triangle by 0.01 across its long side, and is caught (review of the kept-hull test)."""
+    a, b, c, d, e = np.array([[0, 0], [2, 0], [3, 3], [0, 2], [0.5, 0.5]], dtype=np.float64) + 2.0
+    Z0 = np.stack([a, b, c, d, e])
+    Z1 = Z0.copy()
+    Z1[2] = a
+    Z2 = Z1.copy()
+    Z2[4] = (b + d) / 2 + 0.01 * np.array([1.0, 1.0]) / math.sqrt(2)
+    hull = check_theorem(_hand_made([Z0, Z1, Z2]), exact_hull=True)["hull"]
+    assert hull.status == "failed" and hull.numbers["growth"] == pytest.approx(0.01, rel=1e-6)
+
+
+def test_hull_check_is_not_fooled_by_a_flattened_hull():
+    """A square pyramid whose apex drops into its base: every facet of the old hull lies in one plane; a token
+    leaving the new hull in that plane is caught."""
+    Z0 = np.array([[0, 0, 0], [2, 0, 0], [2, 2, 0], [0, 2, 0], [1, 1, 1], [1, 1, 0.3]], dtype=np.float64) + 2.0
+    Z1 = Z0.copy()
+    Z1[4] = np.array([1, 1, 0]) + 2.0
+    Z2 = Z1.copy()
+    Z2[5] = np.array([1, -0.1, 0]) + 2.0
+    assert check_theorem(_hand_made([Z0, Z1, Z2]), exact_hull=True)["hull"].status == "failed"
+
+
+def test_hull_check_sees_a_point_beyond_a_sharp_edge():
+    """Beyond the sharp edge of a thin blade a facet's distance is a sliver of the true one; the support test in
+    the directions A z_i sees it (it runs with the exact test too)."""
+    Z0 = np.array([[-1, 2, 0], [1, 2, 0], [0, 1, 1e-3], [0, 1, -1e-3], [0, 1.5, 0]], dtype=np.float64)
+    atol = check_theorem(_hand_made([Z0, Z0])).atol
+    Z1 = Z0.copy()
+    Z1[4] = [0, 2 + 100 * atol, 0]
+    hull = check_theorem(_hand_made([Z0, Z1]), exact_hull=True)["hull"]
+    assert hull.status == "failed" and hull.numbers["growth"] == pytest.approx(100 * atol, rel=1e-3)
+
+
+def test_leader_history_is_recomputed_after_a_write_through_numpy():
+    """The checks share one leader history per trajectory; a write through a NumPy view (which torch's version
+    counter does not see) must not leave them a stale one."""
+    trajectory = run(by_name("figure2_square"), layers=30)
+    assert check_theorem(trajectory).passed
+    trajectory.tokens.numpy()[-1, 5] = [-1.5, 1.0]  # a token outside K at the last layer
+    fresh = check_theorem(dataclasses.replace(trajectory, tokens=trajectory.tokens.clone()))
+    again = check_theorem(trajectory)
+    assert [c.status for c in again.checks] == [c.status for c in fresh.checks] and not again.passed
+
+
+def test_checks_of_a_trajectory_made_in_inference_mode():
+    with torch.inference_mode():
+        trajectory = simulate(SQUARE, alpha=0.5, layers=10)
+    assert check_theorem(trajectory).passed and leader_layers(trajectory).tolist()[:4] == [0, 0, 0, 0]
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_facets_through_moved_vertices_only_certify_points_of_the_hull(seed):
     """`HullTest.through` is an inner test: whatever the moves, a point it finds inside is inside conv(P now)."""

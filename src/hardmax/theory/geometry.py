@@ -229,6 +229,7 @@ class HullTest:
     span: tuple[float, float]
     vertices: np.ndarray
     simplices: np.ndarray | None = None  # (F, d) qhull's facets as indices of P, when the hull is full-dimensional
+    orientation: np.ndarray | None = None  # (F,) ±1: each facet's orientation seen from the vertices' centroid
 
     @staticmethod
     def of(P: np.ndarray, atol: float) -> HullTest:
@@ -246,14 +247,19 @@ class HullTest:
             hull = ConvexHull(Y)
         except QhullError:  # nearly flat within a few atol: joggle (perturbs by ~1e-11 relative)
             hull = ConvexHull(Y, qhull_options="QJ")
-        full = r == P.shape[1] and r in (2, 3)
-        return HullTest(c, Q, hull.equations, (0.0, 0.0), hull.vertices, hull.simplices if full else None)
+        if not (r == P.shape[1] and r in (2, 3)):
+            return HullTest(c, Q, hull.equations, (0.0, 0.0), hull.vertices)
+        simplices = hull.simplices
+        volume = np.linalg.det(P[simplices] - P[hull.vertices].mean(axis=0))  # (F,) signed, seen from the centroid
+        return HullTest(c, Q, hull.equations, (0.0, 0.0), hull.vertices, simplices, np.sign(volume))
 
     def through(self, P: np.ndarray) -> Facets | None:
         """The same facets through the current positions P (n, d) of the same points, when they still bound a
         convex polytope: then that polytope is conv(P[vertices]) ⊆ conv(P), so a point inside it is inside conv(P)
-        (an inner test, sound without a new hull). None when the hull was not full-dimensional (d = 2 or 3), a
-        facet degenerates, or a vertex now lies outside another facet's plane (the structure changed)."""
+        (an inner test, sound without a new hull). They do when every vertex lies inside every facet's plane, every
+        facet keeps its orientation seen from the vertices' centroid with a volume far from 0, and the facets wind
+        once around it (total angle 2π, solid angle 4π): a facet structure that folded onto itself or went flat
+        is refused. None when the hull was not full-dimensional (d = 2 or 3) or any of that fails."""
         if self.simplices is None:
             return None
         normal, offset, valid = self._facets(P[None])
@@ -299,7 +305,24 @@ class HullTest:
         offset = -(normal * corners[:, :, 0]).sum(-1)
         bound = 64 * np.finfo(P.dtype).eps * scale
         spread = (P[:, self.vertices] @ normal.transpose(0, 2, 1) + offset[:, None, :]).max(axis=(1, 2))
-        return normal, offset, ~degenerate & (spread <= bound)
+        # Seen from the centroid of the vertices: each facet keeps its orientation with a volume far from 0, and
+        # together they wind once around it (no fold, no flattening).
+        rel = corners - P[:, self.vertices].mean(axis=1)[:, None, None, :]  # (b, F, d, d)
+        volume = np.linalg.det(rel)  # (b, F)
+        d = P.shape[-1]
+        upright = ((np.sign(volume) == self.orientation) & (np.abs(volume) > 1e-9 * scale[:, None] ** d)).all(axis=1)
+        if d == 2:
+            dot = (rel[..., 0, :] * rel[..., 1, :]).sum(-1)
+            angle = np.arctan2(volume * self.orientation, dot)  # signed, in (−π, π]
+            full = 2 * np.pi
+        else:
+            a, b, c = rel[..., 0, :], rel[..., 1, :], rel[..., 2, :]
+            na, nb, nc = (np.linalg.norm(x, axis=-1) for x in (a, b, c))
+            denominator = (na * nb * nc + (a * b).sum(-1) * nc + (a * c).sum(-1) * nb + (b * c).sum(-1) * na)
+            angle = 2 * np.arctan2(volume * self.orientation, denominator)  # solid angle (Van Oosterom–Strackee)
+            full = 4 * np.pi
+        winds_once = np.abs(angle.sum(axis=1) - full) <= 1e-6 * full
+        return normal, offset, ~degenerate & (spread <= bound) & upright & winds_once
 
     def outside(self, X: np.ndarray) -> float:
         """Largest distance-like violation of X (n, d) outside the hull (≤ 0 inside)."""

@@ -10,7 +10,6 @@ is checked by `hardmax.dynamics.Hardmax`, the score matrix A by `hardmax.dynamic
 from __future__ import annotations
 
 import math
-import weakref
 
 import numpy as np
 import torch
@@ -52,17 +51,8 @@ def check_trajectory(trajectory) -> Trajectory:
         raise ValueError(f"expected a hardmax.dynamics.Trajectory (the result of simulate), got "
                          f"{type(trajectory).__name__}; for one configuration of tokens use find_leaders or "
                          "attention_sets")
-    tokens = trajectory.tokens
-    last = _CHECKED.get("tokens")
-    if last is None or last[0]() is not tokens or last[1] != tokens._version:
-        as_tokens(tokens, "the trajectory's tokens")
-        _CHECKED["tokens"] = (weakref.ref(tokens), tokens._version)
+    as_tokens(trajectory.tokens, "the trajectory's tokens")
     return trajectory
-
-
-# The last trajectory's positions found finite (a weak reference and torch's in-place version counter): the
-# theory functions called one after the other on one trajectory scan it once, not once each.
-_CHECKED: dict = {}
 
 
 def check_atol(atol: float | None) -> float | None:

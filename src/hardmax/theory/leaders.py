@@ -8,6 +8,7 @@ geometry of K and S is in `theory.geometry`, the theorem check in `theory.check`
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 import threading
 import weakref
@@ -322,17 +323,23 @@ def scaled_path(trajectory: Trajectory, atol: float | None) -> ScaledPath:
                       exponents=exponents, a_exponent=a_exponent)
 
 
-# The last `leader_history` computed, reused while its trajectory object and its tensors are unchanged:
+# The last `leader_history` computed, reused for the same trajectory object with the same contents:
 # `check_theorem`, `find_clusters` and `leader_layers` of one trajectory (what a picture or the explorer asks
-# for together) then share one pass. Keyed by identity and torch's in-place version counters, so a tensor
-# modified in place, or another trajectory at a reused address, is computed afresh.
+# for together) then share one pass. Keyed by identity and a digest of the tokens, A and the mask (a write
+# through any alias, NumPy's included, changes it), on the CPU only (elsewhere the digest would copy the tokens).
 _LAST_HISTORY: dict = {}
 _HISTORY_LOCK = threading.Lock()
 
 
-def _history_key(trajectory: Trajectory, same: Tensor) -> tuple:
-    return (id(trajectory), trajectory.tokens._version, trajectory.A._version, trajectory.mask._version,
-            tuple(same.detach().cpu().tolist()), same.dtype)
+def _history_key(trajectory: Trajectory, same: Tensor) -> tuple | None:
+    tensors = (trajectory.tokens, trajectory.A, trajectory.mask, same)
+    if any(t.device.type != "cpu" for t in tensors):
+        return None
+    digest = hashlib.blake2b(digest_size=16)
+    for t in tensors:
+        digest.update(np.ascontiguousarray(t.detach().numpy()).data)
+        digest.update(repr((t.dtype, tuple(t.shape))).encode())
+    return id(trajectory), digest.digest()
 
 
 def leader_history(trajectory: Trajectory, same: Tensor) -> tuple[Tensor, Tensor]:
@@ -343,6 +350,8 @@ def leader_history(trajectory: Trajectory, same: Tensor) -> tuple[Tensor, Tensor
     leader becomes numerically a copy of it, but in exact arithmetic it never reaches it.
     """
     key = _history_key(trajectory, same)
+    if key is None:
+        return _leader_history(trajectory, same)
     with _HISTORY_LOCK:
         hit = _LAST_HISTORY.get("entry")
     if hit is not None and hit[0] == key and hit[1]() is trajectory:
