@@ -326,16 +326,7 @@ class HullTest:
 
     def outside(self, X: np.ndarray) -> float:
         """Largest distance-like violation of X (n, d) outside the hull (≤ 0 inside)."""
-        c, Q = self.center, self.frame
-        off = float(np.linalg.norm((X - c) - (X - c) @ Q @ Q.T, axis=1).max())
-        Yx = (X - c) @ Q
-        if Q.shape[1] == 0:
-            return off
-        if Q.shape[1] == 1:
-            low, high = self.span
-            return max(off, float((Yx[:, 0] - high).max()), float((low - Yx[:, 0]).max()))
-        eq = self.equations
-        return max(off, float((Yx @ eq[:, :-1].T + eq[:, -1]).max()))
+        return float(self.violations(X[None], np.ones((1, len(X)), dtype=bool))[0])
 
 
 @dataclass(frozen=True)
