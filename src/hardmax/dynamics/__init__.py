@@ -17,7 +17,13 @@ order of dependence:
   default on a CPU when no gradient or attention matrix is needed (3-4× the torch engine); the torch
   step stays the reference, and the tests hold the two to each other.
 - `simulator`: `simulate(tokens, rule, *, alpha, layers, A, mask, store, engine)` (input validation,
-  the choice of engine, what is stored) and the `Trajectory`.
+  the choice of engine, what is stored) and the `Trajectory`: the paper's layers, on the fast engines.
+- `field`: the vector field of every attention dynamics, `Field(rule, scores, value, manifold)`, with
+  scores `Bilinear(A)`, `QK(Q, K)`, `Rescaled(scores, V)` and manifolds `Flat()`, `Sphere()`.
+- `solvers`: `Euler(dt)` (`Euler.layers(α)` = the paper's layer), `RK4(dt)`, `Renormalised(dt)` (the sphere
+  codes' step-then-normalise), `Adaptive(rtol, atol)` (torchdiffeq).
+- `flow`: `solve(field, solver, tokens, *, steps | t1, save, mask)` → `Solution` (tokens and their times);
+  the paper's field with `Euler.layers` runs on `simulate`'s engines, everything else as one batched loop.
 
 The dynamics (Alcalde, Fantuzzi, Zuazua 2024, eq. 1.1) for tokens z_1..z_n in R^d:
 
@@ -36,16 +42,44 @@ Geometry and theorem checks live in `hardmax.theory`; pictures in `hardmax.plots
 from __future__ import annotations
 
 from hardmax.dynamics.dedup import Deduplicated, deduplicate, take_rows
+from hardmax.dynamics.field import QK, Bilinear, Field, Flat, Rescaled, Scores, Sphere
+from hardmax.dynamics.flow import Save, Solution, solve
 from hardmax.dynamics.inputs import as_floating, as_tensor
 from hardmax.dynamics.layers import hardmax_layers
-from hardmax.dynamics.rules import RULES, AttentionRule, Hardmax, Softmax, rule_from_dict, rule_to_dict
+from hardmax.dynamics.rules import (
+                                    RULES,
+                                    AttentionRule,
+                                    Hardmax,
+                                    Localmax,
+                                    Softmax,
+                                    Unnormalised,
+                                    rule_from_dict,
+                                    rule_to_dict,
+)
 from hardmax.dynamics.select import score_bias
 from hardmax.dynamics.simulator import ENGINES, Engine, Store, Trajectory, simulate, validate_A, validate_alpha
+from hardmax.dynamics.solvers import RK4, Adaptive, Euler, Renormalised
 from hardmax.dynamics.step import HARDMAX, attention_matrix, attention_step, scores
 from hardmax.dynamics.ties import default_tie_rtol
 
 __all__ = [
     "ENGINES",
+    "QK",
+    "RK4",
+    "Adaptive",
+    "Bilinear",
+    "Euler",
+    "Field",
+    "Flat",
+    "Localmax",
+    "Renormalised",
+    "Rescaled",
+    "Save",
+    "Scores",
+    "Solution",
+    "Sphere",
+    "Unnormalised",
+    "solve",
     "HARDMAX",
     "RULES",
     "AttentionRule",

@@ -8,6 +8,11 @@ attention matrix P (batch, m, m) and the targets Σ_j P_ij z_j (batch, m, d). `a
     Hardmax(tie_rtol):  P_ij = w_j 1[j ∈ C_i] / Σ_{l ∈ C_i} w_l,  C_i = argmax_j ⟨A z_i, z_j⟩, every
                         maximiser kept, ties decided by rule (★) of `ties`            (paper, eq. 1.1)
     Softmax(beta):      P_ij = w_j exp(β⟨A z_i, z_j⟩) / Σ_l w_l exp(β⟨A z_i, z_l⟩)     (paper, Sec. 4)
+    Localmax(theta):    P_ij = w_j 1[s_ij ≥ max_l s_il − θ] / Σ_l w_l 1[s_il ≥ max s_i − θ], s_ij = ⟨A z_i, z_j⟩:
+                        uniform over the tokens within θ of the best score (Cimetière, Chiri, Gharesifard
+                        2025, arXiv 2509.15958: between softmax and hardmax; θ → 0 is hardmax)
+    Unnormalised(beta): P_ij = w_j exp(β⟨A z_i, z_j⟩) / Σ_l w_l                      (USA: rows do not sum to 1;
+                        Geshkovski, Letrouit, Polyanskiy, Rigollet 2023, the gradient flow of E_β on the sphere)
 
 w_j is the multiplicity of token j (identical tokens merged into one; 0 = absent, e.g. padding).
 Rows of absent tokens are 0.
@@ -104,13 +109,82 @@ class Softmax:
         ).squeeze(1)
 
 
+def _beta(b, what: str) -> None:
+    if isinstance(b, bool) or not isinstance(b, int | float) or not (math.isfinite(b) and b >= 0):
+        raise ValueError(f"{what} needs a finite inverse temperature beta ≥ 0, got {b!r}")
+
+
+def _queries(tokens: Tensor, A: Tensor | None) -> Tensor:
+    return tokens if A is None else tokens @ A
+
+
+@dataclass(frozen=True)
+class Localmax:
+    """Localmax attention: each token attends uniformly (with multiplicity) to every token whose score is
+    within θ of its best, C_i^θ = {j : ⟨A z_i, z_j⟩ ≥ max_l ⟨A z_i, z_l⟩ − θ}.
+
+    Between softmax (every token weighs) and hardmax (θ = 0: the maximisers only; use `Hardmax` there, whose
+    tie rule makes θ = 0 exact). The weights are a convex combination, so the convex hull of the tokens
+    shrinks layer by layer and converges to a polytope (Cimetière, Chiri, Gharesifard 2025,
+    arXiv 2509.15958; `hardmax.theory.check_flow` measures it). A need not be symmetric.
+
+    Args:
+        theta: the alignment sensitivity θ > 0, in units of the scores.
+    """
+
+    theta: float
+
+    def __post_init__(self):
+        t = self.theta
+        if isinstance(t, bool) or not isinstance(t, int | float) or not (math.isfinite(t) and t > 0):
+            raise ValueError(f"localmax attention needs a finite alignment sensitivity theta > 0, got {t!r} "
+                             "(theta = 0 is Hardmax())")
+
+    def matrix(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
+        present = multiplicity > 0
+        s = (_queries(tokens, A) @ tokens.transpose(-1, -2)).masked_fill(~present.unsqueeze(-2), -math.inf)
+        near = s >= s.amax(-1, keepdim=True) - float(self.theta)
+        p = near.to(tokens.dtype) * multiplicity.unsqueeze(-2)
+        p = p / p.sum(-1, keepdim=True).clamp(min=torch.finfo(tokens.dtype).tiny)
+        return _absent_rows_zero(p, multiplicity)
+
+    def targets(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
+        return self.matrix(tokens, multiplicity, A) @ tokens
+
+
+@dataclass(frozen=True)
+class Unnormalised:
+    """Unnormalised softmax weights (the USA model): P_ij = w_j exp(β⟨A z_i, z_j⟩) / Σ_l w_l.
+
+    Rows do not sum to 1: on the sphere, ẋ_i = P⊥_{x_i}((1/n) Σ_j e^{β⟨x_i, x_j⟩} x_j) is the gradient
+    ascent of E_β = (1/(2βn²)) Σ_ij e^{β⟨x_i, x_j⟩} (Geshkovski, Letrouit, Polyanskiy, Rigollet,
+    "A mathematical perspective on Transformers"). β = 0 is allowed (P_ij = w_j / n).
+
+    Args:
+        beta: inverse temperature β ≥ 0, finite.
+    """
+
+    beta: float
+
+    def __post_init__(self):
+        _beta(self.beta, "unnormalised attention")
+
+    def matrix(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
+        logits = float(self.beta) * (_queries(tokens, A) @ tokens.transpose(-1, -2)) + _key_bias(multiplicity)
+        p = torch.exp(logits) / multiplicity.sum(-1).clamp(min=1).view(*multiplicity.shape[:-1], 1, 1)
+        return _absent_rows_zero(p, multiplicity)
+
+    def targets(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
+        return self.matrix(tokens, multiplicity, A) @ tokens
+
+
 def _key_bias(multiplicity: Tensor) -> Tensor:
     """(batch, 1, m) additive bias: log-multiplicity, -inf for absent tokens (multiplicity 0)."""
     return torch.log(multiplicity).unsqueeze(-2)
 
 
 # The rules by the name their JSON spelling uses: a new rule registers here (CONTRIBUTING.md).
-RULES: dict[str, type] = {"hardmax": Hardmax, "softmax": Softmax}
+RULES: dict[str, type] = {"hardmax": Hardmax, "softmax": Softmax, "localmax": Localmax, "unnormalised": Unnormalised}
 
 
 def rule_to_dict(rule: AttentionRule) -> dict:

@@ -9,6 +9,8 @@ deduplicated tokens), so theory and dynamics always agree on who attends to whom
     geometry.py   the polytope K, its faces and the set S (NumPy float64, SciPy qhull / NNLS)
     check.py      check_theorem -> TheoremReport: a tuple of named `Check`s (passed / failed / not tested)
     figure2.py    the paper's Figure 2 configurations
+    flows.py      the particle-system papers' claims on a `Solution` of `solve` (check_flow -> FlowReport),
+                  batched cluster counts, the interaction energy E_β
 
 Theorem 2.1 (Alcalde, Fantuzzi, Zuazua 2024). Let α > 0, A symmetric positive definite, and z_1^0..z_n^0
 nonzero distinct tokens. Under z_i ← z_i + α/(1+α)(mean_{j∈C_i} z_j − z_i), C_i = argmax_j ⟨A z_i, z_j⟩:
@@ -41,6 +43,7 @@ Numerical conventions (why there are tolerances at all):
 
 from hardmax.theory.check import Check, TheoremReport, check_theorem
 from hardmax.theory.figure2 import FIGURE2_ALPHA, FIGURE2_SEED, figure2_configurations, paper_figure2_configurations
+from hardmax.theory.flows import FlowReport, check_flow, cluster_counts, energy
 from hardmax.theory.geometry import Polytope, limit_set, polytope
 from hardmax.theory.leaders import Clusters, attention_sets, find_clusters, find_leaders, leader_layers
 
@@ -50,9 +53,13 @@ __all__ = [
     "Clusters",
     "Polytope",
     "Check",
+    "FlowReport",
     "TheoremReport",
     "attention_sets",
+    "check_flow",
     "check_theorem",
+    "cluster_counts",
+    "energy",
     "figure2_configurations",
     "paper_figure2_configurations",
     "find_clusters",

@@ -1,0 +1,273 @@
+"""The vector field of attention dynamics: a rule, scores, a value matrix and a manifold, combined at the call site.
+
+    flat   (R^d):  ż_i = V (Σ_j P_ij z_j − z_i)            the paper's layer is its Euler step of size α/(1+α)
+    sphere (S^{d−1}): ẋ_i = P⊥_{x_i} (V Σ_j P_ij x_j),   P⊥_x y = y − ⟨x, y⟩ x   (the layer-norm models SA / USA)
+
+P is the attention `rule`'s matrix (`Hardmax`, `Softmax`, `Localmax`, `Unnormalised`, `hardmax.dynamics.rules`)
+computed from the scores s_ij = ⟨Q z_i, K z_j⟩ = z_iᵀ A z_j that a `Scores` object gives at time t:
+
+- `Bilinear(A)`: a fixed A (None: the identity). A may be (d, d) or one per sequence, (batch, d, d) — a whole
+  ensemble of parameter values (the phase diagram's β I, say) runs as one batch.
+- `QK(Q, K)`: A = QᵀK, not symmetric in general (softmax rules; hardmax needs a symmetric positive definite A).
+- `Rescaled(scores, V)`: A(t) = e^{tVᵀ} A e^{tV}, the scores of the rescaled tokens z = e^{−tV} x of the
+  unnormalised flow ẋ_i = Σ_j P_ij V x_j (Geshkovski, Letrouit, Polyanskiy, Rigollet 2023, "The emergence of
+  clusters in self-attention dynamics", where z_i clusters towards polytopes and hyperplanes).
+
+A new field is a new `Scores`, rule or manifold class, and nothing else changes (CONTRIBUTING.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import torch
+from torch import Tensor
+
+from hardmax.dynamics.inputs import as_tensor
+from hardmax.dynamics.rules import AttentionRule, Hardmax, Softmax
+
+
+@runtime_checkable
+class Scores(Protocol):
+    """What a field needs from its scores: the bilinear form A(t) with s_ij = z_iᵀ A(t) z_j."""
+
+    def matrix(self, t: float | Tensor, like: Tensor) -> Tensor | None:
+        """(d, d) or (batch, d, d) A(t) in `like`'s dtype and device; None for the identity."""
+        ...
+
+    @property
+    def symmetric(self) -> bool:
+        """Whether A(t) is symmetric (hardmax needs it)."""
+        ...
+
+    def rows(self, rows: slice) -> Scores:
+        """The scores of a slice of the sequences (itself unless it holds one matrix per sequence)."""
+        ...
+
+
+def _matrix(x, name: str) -> Tensor:
+    t = as_tensor(x, name)
+    if not t.is_floating_point():
+        t = t.to(torch.float64)
+    if t.dim() not in (2, 3) or t.shape[-1] != t.shape[-2]:
+        raise ValueError(f"{name} must be a square (d, d) matrix or a (batch, d, d) stack, got {tuple(t.shape)}")
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f"{name} contains NaN or inf")
+    return t
+
+
+@dataclass(frozen=True, eq=False)
+class Bilinear:
+    """Scores s_ij = z_iᵀ A z_j with a fixed A: (d, d), (batch, d, d) (one per sequence), or None (identity)."""
+
+    A: Tensor | None = None
+
+    def __post_init__(self):
+        if self.A is not None:
+            object.__setattr__(self, "A", _matrix(self.A, "A"))
+
+    def matrix(self, t, like: Tensor) -> Tensor | None:
+        return None if self.A is None else self.A.to(dtype=like.dtype, device=like.device)
+
+    def rows(self, rows: slice) -> Bilinear:
+        return self if self.A is None or self.A.dim() == 2 else Bilinear(self.A[rows])
+
+    @property
+    def symmetric(self) -> bool:
+        return self.A is None or bool(torch.equal(self.A, self.A.transpose(-1, -2)))
+
+
+@dataclass(frozen=True, eq=False)
+class QK:
+    """Scores s_ij = ⟨Q z_i, K z_j⟩ = z_iᵀ QᵀK z_j from query and key matrices Q, K (d', d)."""
+
+    Q: Tensor
+    K: Tensor
+
+    def __post_init__(self):
+        q, k = as_tensor(self.Q, "Q").to(torch.float64), as_tensor(self.K, "K").to(torch.float64)
+        if q.dim() != 2 or q.shape != k.shape:
+            raise ValueError(f"Q and K must be matrices of one shape (d', d), got {tuple(q.shape)} and "
+                             f"{tuple(k.shape)}")
+        object.__setattr__(self, "Q", q)
+        object.__setattr__(self, "K", k)
+
+    def matrix(self, t, like: Tensor) -> Tensor:
+        return (self.Q.T @ self.K).to(dtype=like.dtype, device=like.device)
+
+    def rows(self, rows: slice) -> QK:
+        return self
+
+    @property
+    def symmetric(self) -> bool:
+        a = self.Q.T @ self.K
+        return bool(torch.allclose(a, a.T, rtol=0, atol=1e3 * torch.finfo(a.dtype).eps * float(a.abs().max())))
+
+
+@dataclass(frozen=True, eq=False)
+class Rescaled:
+    """Scores of the rescaled tokens: A(t) = e^{tVᵀ} A e^{tV}, A from `scores` (2023 clustering paper, eq. (2.4)).
+
+    Solving ż_i = V(Σ_j P_ij z_j − z_i) with these scores gives z_i(t) = e^{−tV} x_i(t) for the unnormalised
+    flow ẋ_i = Σ_j P_ij V x_j with the fixed scores of `scores`: pair it with `Field(value=V)`.
+    """
+
+    scores: Scores
+    V: Tensor
+
+    def __post_init__(self):
+        v = _matrix(self.V, "V")
+        if v.dim() != 2:
+            raise ValueError("Rescaled needs one (d, d) value matrix V")
+        object.__setattr__(self, "V", v)
+
+    def matrix(self, t, like: Tensor) -> Tensor:
+        e = torch.linalg.matrix_exp(torch.as_tensor(t, dtype=torch.float64) * self.V).to(like.dtype).to(like.device)
+        inner = self.scores.matrix(t, like)
+        a = e.T @ e if inner is None else e.T @ inner @ e
+        return 0.5 * (a + a.transpose(-1, -2)) if self.scores.symmetric else a
+
+    @property
+    def symmetric(self) -> bool:
+        return self.scores.symmetric
+
+    def rows(self, rows: slice) -> Rescaled:
+        return Rescaled(self.scores.rows(rows), self.V)
+
+
+@dataclass(frozen=True)
+class Flat:
+    """Tokens in R^d: velocity V(Σ_j P_ij z_j − z_i); nothing to retract."""
+
+    def velocity(self, z: Tensor, target: Tensor, V: Tensor | None) -> Tensor:
+        v = target - z
+        return v if V is None else v @ V.transpose(-1, -2)
+
+    def retract(self, z: Tensor) -> Tensor:
+        return z
+
+    def check(self, z: Tensor) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class Sphere:
+    """Tokens on the unit sphere S^{d−1}: velocity P⊥_{x_i}(V Σ_j P_ij x_j); a step is retracted by x / |x|."""
+
+    def velocity(self, z: Tensor, target: Tensor, V: Tensor | None) -> Tensor:
+        drift = target if V is None else target @ V.transpose(-1, -2)
+        return drift - (drift * z).sum(-1, keepdim=True) * z
+
+    def retract(self, z: Tensor) -> Tensor:
+        return z / torch.linalg.vector_norm(z, dim=-1, keepdim=True)
+
+    def check(self, z: Tensor) -> None:
+        norms = torch.linalg.vector_norm(z.detach(), dim=-1)
+        if not bool(((norms - 1).abs() <= 1e3 * torch.finfo(z.dtype).eps).all()):
+            raise ValueError("tokens on the sphere must have norm 1; normalise them (z / |z|) first")
+
+
+Manifold = Flat | Sphere
+
+
+@dataclass(frozen=True, eq=False)
+class Field:
+    """The vector field of the dynamics: `rule` (P), `scores` (A(t)), `value` V (None: the identity), `manifold`.
+
+    Field(Hardmax()) with the defaults is the paper's: ż_i = Σ_j P_ij z_j − z_i, P the hardmax matrix of
+    ⟨z_i, z_j⟩, in R^d. `velocity(t, z, w)` maps tokens (batch, n, d) and multiplicities (batch, n) to the
+    velocity (batch, n, d); absent tokens (w = 0) do not move.
+    """
+
+    rule: AttentionRule
+    scores: Scores = field(default_factory=Bilinear)
+    value: Tensor | None = None
+    manifold: Manifold = field(default_factory=Flat)
+
+    def __post_init__(self):
+        if isinstance(self.rule, type) or not isinstance(self.rule, AttentionRule):
+            raise ValueError("rule must be an attention rule such as Hardmax() or Softmax(beta=...), "
+                             f"got {self.rule!r}")
+        if not isinstance(self.scores, Scores):
+            raise ValueError(f"scores must be Bilinear(A), QK(Q, K) or Rescaled(...), got {self.scores!r}")
+        if not isinstance(self.manifold, Flat | Sphere):
+            raise ValueError(f"manifold must be Flat() or Sphere(), got {self.manifold!r}")
+        if self.value is not None:
+            v = _matrix(self.value, "value")
+            if v.dim() != 2:
+                raise ValueError(f"value must be one (d, d) matrix, got {tuple(v.shape)}")
+            object.__setattr__(self, "value", v)
+        if isinstance(self.rule, Hardmax) and not self.scores.symmetric:
+            raise ValueError("hardmax attention needs symmetric scores (A = Aᵀ, positive definite); "
+                             "QᵀK is not: use a softmax or localmax rule")
+
+    def validate(self, d: int) -> None:
+        """Refuse matrices of the wrong size for tokens of dimension d (one-line ValueError)."""
+        for name, m in (("value", self.value), ("A", _probe(self.scores, d))):
+            if m is not None and tuple(m.shape[-2:]) != (d, d):
+                raise ValueError(f"{name} must be ({d}, {d}) to match tokens of dimension {d}, "
+                                 f"got {tuple(m.shape[-2:])}")
+        if isinstance(self.manifold, Sphere) and d < 2:
+            raise ValueError("tokens on the sphere need dimension d ≥ 2")
+
+    def rows(self, rows: slice) -> Field:
+        """The field of a slice of the sequences (scores with one matrix per sequence are sliced)."""
+        return Field(self.rule, self.scores.rows(rows), self.value, self.manifold)
+
+    def V(self, like: Tensor) -> Tensor | None:
+        return None if self.value is None else self.value.to(dtype=like.dtype, device=like.device)
+
+    def attention(self, t, z: Tensor, w: Tensor) -> Tensor:
+        """(batch, n, n) the attention matrix P at time t."""
+        return self.rule.matrix(z, w, self.scores.matrix(t, z))
+
+    def targets(self, t, z: Tensor, w: Tensor) -> Tensor:
+        """(batch, n, d) Σ_j P_ij z_j at time t."""
+        A = self.scores.matrix(t, z)
+        if type(self.rule) is Softmax and not (torch.is_grad_enabled() and z.requires_grad):
+            return _softmax_targets(z, w, A, float(self.rule.beta))
+        return self.rule.targets(z, w, A)
+
+    def velocity(self, t, z: Tensor, w: Tensor) -> Tensor:
+        """(batch, n, d) ż at time t; 0 for absent tokens."""
+        v = self.manifold.velocity(z, self.targets(t, z, w), self.V(z))
+        return v if bool((w > 0).all()) else v * (w > 0).unsqueeze(-1).to(v.dtype)
+
+    @property
+    def paper(self) -> bool:
+        """Whether this is the paper's field (V = I, fixed symmetric A, R^d, hardmax or softmax): the fast
+        engines of `simulate` serve it."""
+        return (self.value is None and isinstance(self.manifold, Flat) and type(self.scores) is Bilinear
+                and self.scores.symmetric and (self.scores.A is None or self.scores.A.dim() == 2)
+                and isinstance(self.rule, Hardmax | Softmax))
+
+
+def _softmax_targets(z: Tensor, w: Tensor, A: Tensor | None, beta: float) -> Tensor:
+    """Σ_j P_ij z_j for softmax P without autograd: one fused score product (log w_j as its bias), the row
+    maximum subtracted, exp in place, one product and a division (2x the fused attention kernel of the
+    classifier for the short sequences and d ≤ 16 of particle systems, 1.5x torch.softmax)."""
+    q = queries(z, A)
+    zt = z.transpose(-1, -2).contiguous()  # (batch, d, n): both products run faster with d on the rows
+    if bool((w == 1).all()):  # no padding, no merged tokens: no bias to add (and to copy)
+        s = torch.bmm(q, zt)
+        s = s.mul_(beta) if beta != 1 else s
+    else:
+        s = torch.baddbmm(torch.log(w).unsqueeze(-2), q, zt, alpha=beta)
+    s = s.sub_(s.amax(-1, keepdim=True)).exp_()
+    return torch.bmm(zt, s.transpose(-1, -2)).transpose(-1, -2) / s.sum(-1, keepdim=True)
+
+
+def queries(z: Tensor, A: Tensor | None) -> Tensor:
+    """(batch, n, d) the queries z A (row vectors), s_ij = ⟨queries_i, z_j⟩. A diagonal A (one per sequence:
+    the β I of a phase diagram) is applied as a product by its diagonal, exactly what z @ A computes."""
+    if A is None:
+        return z
+    diagonal = torch.diagonal(A, dim1=-2, dim2=-1)
+    if bool(torch.equal(torch.diag_embed(diagonal), A)):
+        return z * diagonal.unsqueeze(-2)
+    return z @ A
+
+
+def _probe(scores: Scores, d: int) -> Tensor | None:
+    return scores.matrix(0.0, torch.empty(0, dtype=torch.float64))

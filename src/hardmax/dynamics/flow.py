@@ -1,0 +1,236 @@
+"""`solve(field, solver, tokens, ...)`: one verb for every attention dynamics, and the `Solution` with its times.
+
+    field  = Field(rule, scores, value, manifold)        what moves the tokens    (`hardmax.dynamics.field`)
+    solver = Euler(dt) | Euler.layers(α) | RK4(dt) | Renormalised(dt) | Adaptive(rtol, atol)   (`solvers`)
+    save   = Save(every=k) | Save.final() | Save(times=...), attention=True to keep P      what to keep
+
+The engines say which cases they serve: the paper's field (`Field.paper`) with `Euler.layers(α)` runs on
+`simulate`'s engines (the compiled kernel and the compact hardmax path: exact ties, bit for bit today's
+layers); every other case runs as one batched torch loop over steps (CPU or CUDA, any rule, differentiable).
+All initial conditions of a batch (batch, n, d) advance together: no Python loop over starts or tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from hardmax.dynamics.field import Field, Sphere
+from hardmax.dynamics.inputs import as_floating, as_tensor
+from hardmax.dynamics.simulator import simulate
+from hardmax.dynamics.solvers import Adaptive, Euler, Solver
+from hardmax.memory import require_memory
+
+
+@dataclass(frozen=True)
+class Save:
+    """What `solve` keeps: every k-th step and the last (`every`), or the states at given `times` (the only
+    choice of an adaptive solver), and the attention matrix P at each saved state (`attention`)."""
+
+    every: int | None = 1
+    times: tuple[float, ...] | None = None
+    attention: bool = False
+
+    def __post_init__(self):
+        e = self.every
+        if e is not None and (isinstance(e, bool) or not isinstance(e, int | np.integer) or e < 1):
+            raise ValueError(f"Save(every=k) needs an integer k ≥ 1 (or Save.final()), got {e!r}")
+        if self.times is not None:
+            t = tuple(float(x) for x in self.times)
+            increasing = all(b > a for a, b in zip(t, t[1:], strict=False))
+            if not t or not all(math.isfinite(x) for x in t) or not increasing or t[0] < 0:
+                raise ValueError("Save(times=...) needs increasing finite times ≥ 0")
+            object.__setattr__(self, "times", t)
+
+    @classmethod
+    def final(cls, attention: bool = False) -> Save:
+        """Keep the start and the end only."""
+        return cls(every=None, attention=attention)
+
+    def indices(self, steps: int) -> tuple[int, ...]:
+        if self.every is None:
+            return (0, steps) if steps else (0,)
+        return tuple(sorted({*range(0, steps + 1, int(self.every)), steps}))
+
+
+@dataclass(frozen=True)
+class Solution:
+    """Tokens of a solved dynamics at the saved times.
+
+    Attributes:
+        tokens: (saved, *input_shape) positions.
+        times: (saved,) the time of each saved state (for `Euler.layers`: Σ_k α_k/(1+α_k), the layers' time).
+        steps: (saved,) the solver step of each saved state (adaptive: None).
+        field, solver: what produced it. mask: (*input_shape[:-1]) bool, True for real tokens.
+        attention: (saved, *input_shape[:-1], n) P at each saved state, when asked for.
+    """
+
+    tokens: Tensor
+    times: Tensor
+    field: Field
+    solver: Solver
+    mask: Tensor
+    steps: tuple[int, ...] | None = None
+    attention: Tensor | None = None
+
+    @property
+    def final(self) -> Tensor:
+        """(*input_shape) the last saved state."""
+        return self.tokens[-1]
+
+    def at(self, t: float) -> Tensor:
+        """(*input_shape) the saved state nearest to time t."""
+        return self.tokens[int(torch.argmin((self.times - t).abs()))]
+
+
+def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1: float | None = None,
+          save: Save | None = None, mask=None, chunk_size: int = 1024) -> Solution:
+    """Solve the attention dynamics `field` from `tokens` with `solver`.
+
+    Args:
+        field: `Field(rule, scores, value, manifold)`.
+        solver: `Euler(dt)`, `Euler.layers(alpha)`, `RK4(dt)`, `Renormalised(dt)` or `Adaptive(rtol, atol)`.
+        tokens: (n, d) or (batch, n, d): NumPy array (float64 unless floating) or tensor (dtype, device kept).
+            On the sphere each token must have norm 1.
+        steps: number of steps of a fixed-step solver (or give t1: steps = t1 / dt, which must be whole).
+        t1: final time (an adaptive solver needs it, or Save(times=...)).
+        save: `Save()` (every step, the default), `Save(every=k)`, `Save.final()`, `Save(times=...)`.
+        mask: (n,) or (batch, n) bool, True for real tokens (padding neither attends nor moves).
+        chunk_size: sequences advanced together through all steps (the batched loop), so that each step's
+            (chunk, n, n) scores stay in cache; a whole phase diagram is a few such chunks.
+
+    Returns:
+        `Solution` with tokens of shape (saved, *tokens.shape) and their times.
+
+    Raises:
+        ValueError: one line naming the problem: shapes, NaN/inf, tokens off the sphere, matrices of the
+            wrong size, hardmax with non-symmetric scores, a step count that is not whole, an unknown solver.
+    """
+    save = Save() if save is None else save
+    if not isinstance(field, Field):
+        raise ValueError(f"field must be a hardmax.dynamics.Field, got {type(field).__name__}")
+    z = as_floating(tokens, "tokens")
+    if z.dim() not in (2, 3) or z.shape[-1] == 0 or z.shape[-2] == 0:
+        raise ValueError(f"tokens must have shape (n, d) or (batch, n, d) with n, d ≥ 1, got {tuple(z.shape)}")
+    if not bool(torch.isfinite(z).all()):
+        raise ValueError("tokens contain NaN or inf")
+    single = z.dim() == 2
+    zb = (z.unsqueeze(0) if single else z).contiguous()
+    batch, n, d = zb.shape
+    field.validate(d)
+    A0 = field.scores.matrix(0.0, zb)
+    if A0 is not None and A0.dim() == 3 and A0.shape[0] != batch:
+        raise ValueError(f"a stack of score matrices needs one per sequence ({batch}), got {A0.shape[0]}")
+    m = _mask(mask, single, batch, n, zb.device)
+    if isinstance(field.manifold, Sphere):
+        field.manifold.check(zb.masked_fill(~m.unsqueeze(-1), 1.0) if not bool(m.all()) else zb)
+    w = m.to(zb.dtype)
+
+    if isinstance(solver, Adaptive):
+        times = _adaptive_times(save, t1)
+        require_memory(float(len(times)) * zb.numel() * zb.element_size() * 8,
+                       f"solve of tokens of shape {tuple(z.shape)}", device=zb.device)
+        out = torch.where(m.unsqueeze(-1), solver.solve(field, zb, w, times.to(zb.dtype)), zb)
+        attention = (torch.stack([field.attention(float(t), x, w) for t, x in zip(times, out, strict=True)])
+                     if save.attention else None)
+        return _solution(out, times.to(zb.dtype), field, solver, m, None, attention, single)
+    if not hasattr(solver, "step"):
+        raise ValueError(f"solver must be Euler, RK4, Renormalised or Adaptive, got {type(solver).__name__}")
+    if save.times is not None:
+        raise ValueError("Save(times=...) is for an adaptive solver; a fixed-step one saves Save(every=k)")
+    count = _step_count(solver, steps, t1)
+    dts = solver.steps(count, zb.dtype, zb.device)
+    kept = save.indices(count)
+    times = torch.cat([dts.new_zeros(1), torch.cumsum(dts, 0)])[list(kept)]
+    if field.paper and isinstance(solver, Euler) and solver.alpha is not None:
+        # The fast path: the paper's layers on `simulate`'s engines (exact ties, bit for bit).
+        run = simulate(zb, field.rule, alpha=solver.alpha, layers=count, A=field.scores.A, mask=m,
+                       store="all" if save.every == 1 else ("final" if save.every is None else int(save.every)),
+                       keep_attention=save.attention)
+        attention = None
+        if save.attention:  # simulate keeps P of layers 0..count-1; the last saved state's P is computed here
+            last = field.attention(0.0, run.tokens[-1], w)
+            attention = torch.cat([run.attention, last.unsqueeze(0)])[list(kept)]
+        return _solution(run.tokens, times, field, solver, m, kept, attention, single)
+    require_memory(float(len(kept)) * zb.numel() * zb.element_size() + 8.0 * zb.numel() * zb.element_size()
+                   + 4.0 * batch * n * n * zb.element_size(), f"solve of tokens of shape {tuple(z.shape)}",
+                   device=zb.device)
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int | np.integer) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be an integer ≥ 1, got {chunk_size!r}")
+    out = zb.new_empty(len(kept), batch, n, d)
+    attention = zb.new_empty(len(kept), batch, n, n) if save.attention else None
+    slot = {k: i for i, k in enumerate(kept)}
+    grad = _needs_grad(zb, field)
+    if grad:
+        chunk_size = batch  # one graph
+    for start in range(0, batch, int(chunk_size)):  # blocks of sequences, each through every step
+        rows = slice(start, start + int(chunk_size))
+        part = field if A0 is None or A0.dim() == 2 else field.rows(rows)
+        x, xw, t = zb[rows], w[rows], 0.0
+        saved = []
+        with torch.enable_grad() if grad else torch.no_grad():
+            for k in range(count + 1):
+                if k in slot:
+                    saved.append(x)
+                    if attention is not None:
+                        attention[slot[k], rows] = part.attention(t, x, xw)
+                if k == count:
+                    break
+                x = solver.step(part, t, x, xw, dts[k])
+                t = t + float(dts[k])
+        if grad:
+            out = torch.stack(saved)
+        else:
+            for i, x in enumerate(saved):
+                out[i, rows] = x
+    return _solution(out, times, field, solver, m, kept, attention, single)
+
+
+def _needs_grad(z: Tensor, field: Field) -> bool:
+    return torch.is_grad_enabled() and (z.requires_grad or (field.value is not None and field.value.requires_grad))
+
+
+def _solution(out, times, field, solver, m, kept, attention, single) -> Solution:
+    if single:
+        out, m = out[:, 0], m[0]
+        attention = None if attention is None else attention[:, 0]
+    return Solution(tokens=out, times=times, field=field, solver=solver, mask=m, steps=kept, attention=attention)
+
+
+def _step_count(solver, steps, t1) -> int:
+    if steps is not None:
+        if isinstance(steps, bool) or not isinstance(steps, int | np.integer) or steps < 0:
+            raise ValueError(f"steps must be an integer ≥ 0, got {steps!r}")
+        return int(steps)
+    if t1 is None or getattr(solver, "dt", None) is None:
+        raise ValueError("give steps=..., or t1=... with a solver of fixed step dt")
+    t1 = float(t1)
+    count = round(t1 / solver.dt)
+    if not (math.isfinite(t1) and t1 >= 0) or abs(count * solver.dt - t1) > 1e-9 * max(1.0, t1):
+        raise ValueError(f"t1 = {t1} is not a whole number of steps dt = {solver.dt}")
+    return int(count)
+
+
+def _adaptive_times(save: Save, t1) -> Tensor:
+    if save.times is not None:
+        times = save.times if save.times[0] == 0 else (0.0, *save.times)
+        return torch.tensor(times, dtype=torch.float64)
+    if t1 is None or not (isinstance(t1, int | float) and math.isfinite(t1) and t1 > 0):
+        raise ValueError(f"an adaptive solver needs t1 > 0 (or Save(times=...)), got {t1!r}")
+    return torch.linspace(0.0, float(t1), 101, dtype=torch.float64)
+
+
+def _mask(mask, single: bool, batch: int, n: int, device) -> Tensor:
+    if mask is None:
+        return torch.ones(batch, n, dtype=torch.bool, device=device)
+    m = as_tensor(mask, "mask", device=device)
+    if m.dtype != torch.bool:
+        raise ValueError(f"mask must be boolean (True = real token), got dtype {m.dtype}")
+    expected = (n,) if single else (batch, n)
+    if tuple(m.shape) != expected:
+        raise ValueError(f"mask must have shape {expected}, got {tuple(m.shape)}")
+    return m.reshape(batch, n)

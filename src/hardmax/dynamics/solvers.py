@@ -1,0 +1,159 @@
+"""Solvers: how a `Field` is advanced in time. Small immutable objects, chosen at the call site.
+
+    Euler(dt):         z ← R(z + dt · f(t, z))                                      order 1
+    Euler.layers(α):   the paper's layers, dt_k = α_k / (1 + α_k) (bit for bit `simulate`'s)
+    RK4(dt):           z ← R(z + dt/6 (k1 + 2k2 + 2k3 + k4))                        order 4
+    Renormalised(dt):  x ← (x + dt · V Σ_j P_ij x_j) / |…|   the "step then renormalise" scheme of the
+                       sphere codes (Geshkovski, Koubbi, Polyanskiy, Rigollet 2024): not projected first
+    Adaptive(rtol, atol, method):  an embedded Runge–Kutta pair with step-size control (torchdiffeq's
+                       `odeint`, dopri5 by default), saved at given times
+
+R is the manifold's retraction (identity in R^d, x / |x| on the sphere), so fixed-step solutions on the sphere
+have norm 1 to rounding at every step. A new solver is a class with `step` (fixed step) or `solve` (its own
+time stepping) — CONTRIBUTING.md shows one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from hardmax.dynamics.field import Field, Sphere
+
+
+def _positive(x, name: str) -> float:
+    if isinstance(x, bool) or not isinstance(x, int | float) or not (math.isfinite(x) and x > 0):
+        raise ValueError(f"{name} must be a finite number > 0, got {x!r}")
+    return float(x)
+
+
+@dataclass(frozen=True)
+class Euler:
+    """Explicit Euler, z ← R(z + dt f(t, z)); order 1. `Euler.layers(alpha)` is the paper's layer.
+
+    Args:
+        dt: the step, > 0 (`Euler.layers`: None, the steps come from α).
+        alpha: α > 0, or one α_k per layer: step dt_k = α_k / (1 + α_k), computed as `simulate` computes it.
+    """
+
+    dt: float | None = None
+    alpha: float | tuple[float, ...] | None = None
+    order = 1
+
+    def __post_init__(self):
+        if (self.dt is None) == (self.alpha is None):
+            raise ValueError("Euler needs a step dt, or use Euler.layers(alpha) for the paper's layers")
+        if self.dt is not None:
+            object.__setattr__(self, "dt", _positive(self.dt, "dt"))
+        else:
+            a = tuple(self.alpha) if isinstance(self.alpha, Sequence) else (self.alpha,)
+            object.__setattr__(self, "alpha", tuple(_positive(x, "alpha") for x in a) if len(a) > 1
+                               else _positive(a[0], "alpha"))
+
+    @classmethod
+    def layers(cls, alpha) -> Euler:
+        """The paper's layers z ← z + α/(1+α)(Σ_j P_ij z_j − z): Euler steps of size α_k/(1+α_k)."""
+        return cls(alpha=alpha)
+
+    def steps(self, count: int, dtype: torch.dtype, device) -> Tensor:
+        """(count,) the step of each layer, in the tokens' dtype."""
+        if self.dt is not None:
+            return torch.full((count,), self.dt, dtype=dtype, device=device)
+        a = torch.as_tensor(self.alpha, dtype=dtype, device=device).reshape(-1)
+        if a.numel() not in (1, count):
+            raise ValueError(f"alpha must be a scalar or have one value per layer ({count}), got {a.numel()}")
+        a = a.expand(count) if a.numel() == 1 else a
+        return a / (1 + a)
+
+    def step(self, field: Field, t, z: Tensor, w: Tensor, dt) -> Tensor:
+        return field.manifold.retract(z + dt * field.velocity(t, z, w))
+
+
+@dataclass(frozen=True)
+class RK4:
+    """The classical fourth-order Runge–Kutta method, retracted after each step; order 4."""
+
+    dt: float
+    order = 4
+
+    def __post_init__(self):
+        object.__setattr__(self, "dt", _positive(self.dt, "dt"))
+
+    def steps(self, count: int, dtype: torch.dtype, device) -> Tensor:
+        return torch.full((count,), self.dt, dtype=dtype, device=device)
+
+    def step(self, field: Field, t, z: Tensor, w: Tensor, dt) -> Tensor:
+        f = field.velocity
+        k1 = f(t, z, w)
+        k2 = f(t + dt / 2, z + (dt / 2) * k1, w)
+        k3 = f(t + dt / 2, z + (dt / 2) * k2, w)
+        k4 = f(t + dt, z + dt * k3, w)
+        return field.manifold.retract(z + (dt / 6) * (k1 + 2 * k2 + 2 * k3 + k4))
+
+
+@dataclass(frozen=True)
+class Renormalised:
+    """x ← (x + dt V Σ_j P_ij x_j) / |x + dt V Σ_j P_ij x_j|: the sphere codes' explicit scheme (sphere only).
+
+    Not projected before the step: it is an Euler step of the projected field with a per-token step
+    dt / (1 + dt⟨x_i, V Σ_j P_ij x_j⟩), so it agrees with `Euler` to O(dt²) per step.
+    """
+
+    dt: float
+    order = 1
+
+    def __post_init__(self):
+        object.__setattr__(self, "dt", _positive(self.dt, "dt"))
+
+    def steps(self, count: int, dtype: torch.dtype, device) -> Tensor:
+        return torch.full((count,), self.dt, dtype=dtype, device=device)
+
+    def step(self, field: Field, t, z: Tensor, w: Tensor, dt) -> Tensor:
+        if not isinstance(field.manifold, Sphere):
+            raise ValueError("Renormalised is a scheme on the sphere: use Field(..., manifold=Sphere())")
+        drift = field.targets(t, z, w)
+        V = field.V(z)
+        drift = drift if V is None else drift @ V.transpose(-1, -2)
+        moved = field.manifold.retract(z + dt * drift)
+        return torch.where((w > 0).unsqueeze(-1), moved, z)
+
+
+@dataclass(frozen=True)
+class Adaptive:
+    """An adaptive embedded Runge–Kutta solver (torchdiffeq's `odeint`): error control by rtol and atol.
+
+    The state is integrated in R^{n·d}; on the sphere the exact flow stays on it, the numerical one to the
+    tolerance, and the saved states are retracted (x / |x|).
+
+    Args:
+        rtol, atol: relative and absolute tolerances (> 0). method: a torchdiffeq adaptive method
+            ("dopri5", "bosh3", "dopri8", "adaptive_heun", "fehlberg2").
+    """
+
+    rtol: float = 1e-7
+    atol: float = 1e-9
+    method: str = "dopri5"
+
+    METHODS = ("dopri5", "dopri8", "bosh3", "adaptive_heun", "fehlberg2")
+
+    def __post_init__(self):
+        _positive(self.rtol, "rtol")
+        _positive(self.atol, "atol")
+        if self.method not in self.METHODS:
+            raise ValueError(f"method must be one of {self.METHODS}, got {self.method!r}")
+
+    def solve(self, field: Field, z: Tensor, w: Tensor, times: Tensor) -> Tensor:
+        """(len(times), batch, n, d) the states at `times` (increasing, times[0] the start)."""
+        from torchdiffeq import odeint  # imported here: only this solver needs it
+
+        out = odeint(lambda t, y: field.velocity(t, y, w), z, times, rtol=self.rtol, atol=self.atol,
+                     method=self.method)
+        return field.manifold.retract(out)
+
+
+FixedStep = Euler | RK4 | Renormalised
+Solver = FixedStep | Adaptive

@@ -1,0 +1,301 @@
+"""The claims of the particle-system papers as checks on a `Solution`, cluster counts and the interaction energy.
+
+    cluster_counts(tokens, tol)   (..., n, d) -> (...): connected components of "|z_i − z_j| ≤ tol", batched
+    energy(tokens, beta)          E_β = (1/(2βn²)) Σ_ij e^{β⟨x_i, x_j⟩}   (β = 0: |mean|²/2, its β → 0 limit up to
+                                  a constant), the energy USA ascends and SA increases (GLPR, "A mathematical
+                                  perspective on Transformers", Sec. 3)
+    check_flow(solution)          -> FlowReport of named `Check`s (passed / failed / not tested)
+
+The checks (each says "not tested", never "passed", where its hypotheses do not hold or the horizon is too short):
+
+- norms: on the sphere every saved token has norm 1 to rounding.
+- hull: with V = I in R^d and a row-stochastic rule, conv(Z(t)) is nested in time (the support function in 64
+  directions never grows beyond rounding and the solver's error): the hull converges to a polytope
+  (GLPR 2023 Thm 3.1; localmax, arXiv 2509.15958).
+- polytope: V = I and the rescaled scores of the 2023 paper: every token converges to a vertex of a convex
+  polytope (GLPR 2023, Theorem 3.1), measured as the distance of each final token to the vertices of the final
+  convex hull, once the tokens have settled.
+- hyperplanes: V with a simple positive dominant eigenvalue and the rescaled scores: the coordinates ⟨φ, z_i⟩
+  along the dominant left eigenvector φ take at most three values — the tokens cluster towards at most three
+  parallel hyperplanes (GLPR 2023, Theorem 4.1).
+- single_cluster: on the sphere with V = I and A = β I (β ≥ 0): one cluster for β = 0, and for d ≥ 3 for every β,
+  from almost every start (GLPR 2025, Theorems 4.1 and 5.x); a sequence still in several clusters when the
+  tokens have not settled is "not tested", not failed.
+- energy: on the sphere with V = I, A = β I: E_β never decreases along the saved states (USA: gradient ascent; SA:
+  a gradient flow for another metric).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from hardmax.dynamics import Bilinear, Field, Flat, Hardmax, Localmax, Rescaled, Softmax, Solution, Sphere, Unnormalised
+from hardmax.tables import markdown_table
+from hardmax.theory.check import Check
+
+_DIRECTIONS = 64
+
+
+def cluster_counts(tokens: Tensor, tol: float, mask: Tensor | None = None) -> Tensor:
+    """Number of clusters of each sequence: connected components of the graph |z_i − z_j| ≤ tol, batched.
+
+    Args:
+        tokens: (..., n, d). tol: distance ≥ 0 below which two tokens are in one cluster.
+        mask: (..., n) bool, True for real tokens (None: all).
+    Returns:
+        (...) int64 counts. Labels spread by min over neighbours until nothing changes (at most n rounds
+        of one batched product each), so there is no Python loop over sequences.
+    """
+    z = torch.as_tensor(tokens)
+    shape, n = z.shape[:-2], z.shape[-2]
+    z = z.reshape(-1, n, z.shape[-1]).to(torch.float64)
+    m = torch.ones(z.shape[:2], dtype=torch.bool, device=z.device) if mask is None else \
+        torch.as_tensor(mask, device=z.device).reshape(-1, n)
+    near = (torch.cdist(z, z) <= tol) & m.unsqueeze(1) & m.unsqueeze(2)
+    big = n + 1
+    label = torch.where(m, torch.arange(n, device=z.device).expand_as(m), torch.full_like(m, big, dtype=torch.long))
+    for _ in range(n):
+        spread = torch.where(near, label.unsqueeze(1), torch.full_like(near, big, dtype=torch.long)).amin(-1)
+        new = torch.minimum(label, spread)
+        if torch.equal(new, label):
+            break
+        label = new
+    roots = (label == torch.arange(n, device=z.device)) & m
+    return roots.sum(-1).reshape(shape)
+
+
+def energy(tokens: Tensor, beta: float | Tensor) -> Tensor:
+    """E_β = (1/(2βn²)) Σ_ij e^{β⟨x_i, x_j⟩} of each sequence; β = 0 gives (1/(2n²)) Σ_ij ⟨x_i, x_j⟩ = |x̄|²/2.
+
+    Args:
+        tokens: (..., n, d). beta: a number or a tensor broadcasting against tokens.shape[:-2].
+    Returns:
+        (...) the energy, in the tokens' dtype.
+    """
+    z = torch.as_tensor(tokens)
+    n = z.shape[-2]
+    g = z @ z.transpose(-1, -2)
+    b = torch.as_tensor(beta, dtype=z.dtype, device=z.device)
+    b_ = b.reshape(*b.shape, 1, 1) if b.dim() else b
+    safe = torch.where(b_ > 0, b_, torch.ones_like(b_))
+    e = torch.where(b_ > 0, torch.expm1(safe * g) / (2 * safe), g / 2).sum((-1, -2)) / n**2
+    return e + torch.where(b > 0, 1 / (2 * torch.where(b > 0, b, torch.ones_like(b))), torch.zeros_like(b))
+
+
+@dataclass(frozen=True)
+class FlowReport:
+    """The checks of `check_flow`, with the size of what was checked."""
+
+    checks: tuple[Check, ...]
+    sequences: int
+    saved: int
+
+    @property
+    def passed(self) -> bool:
+        return all(c.status != "failed" for c in self.checks)
+
+    def __getitem__(self, name: str) -> Check:
+        for c in self.checks:
+            if c.name == name:
+                return c
+        raise KeyError(f"no check named {name!r}; checks: {', '.join(c.name for c in self.checks)}")
+
+    def table(self) -> str:
+        head = (f"Claims of the particle-system papers on {self.sequences} sequence(s), {self.saved} saved states: "
+                f"{'PASSED' if self.passed else 'FAILED'}")
+        rows = [(c.claim, c.value, c.expected, c.status) for c in self.checks]
+        return "\n".join([head, "", *markdown_table(("check", "value", "expected", "status"), rows),
+                          *[f"- {m}" for c in self.checks for m in c.messages]])
+
+
+def check_flow(solution: Solution, *, tol: float | None = None) -> FlowReport:
+    """Check the claims that apply to `solution`'s field (see the module docstring).
+
+    Args:
+        solution: from `hardmax.dynamics.solve`, with several saved states (Save(every=k)).
+        tol: distance at which two points are the same (None: 1e-3 of the initial diameter, 1e-2 on the sphere).
+    Returns:
+        `FlowReport`: `report["energy"].status`, `report.table()`.
+    """
+    double = solution.tokens.dtype == torch.float64  # tolerances of rounding follow the solved dtype
+    Z = solution.tokens.detach().to(torch.float64)
+    if Z.dim() == 3:
+        Z, mask = Z.unsqueeze(1), solution.mask.unsqueeze(0)
+    else:
+        mask = solution.mask
+    if not bool(mask.all()):
+        raise ValueError("check_flow checks sequences without padding; pass the real tokens only")
+    field = solution.field
+    sphere = isinstance(field.manifold, Sphere)
+    diam = float(torch.cdist(Z[0], Z[0]).amax()) or 1.0
+    tol = (1e-2 if sphere else 1e-3 * diam) if tol is None else float(tol)
+    moved = (Z[-1] - Z[-2]).norm(dim=-1).amax(-1) if Z.shape[0] > 1 else torch.full(Z.shape[1:2], math.inf)
+    settled = moved <= tol * 1e-2  # (batch,) the last saved step moved the tokens by < 1 % of tol
+    checks = (_norms(Z, sphere, double), _hull(Z, field, tol), _polytope(Z, field, tol, settled),
+              _hyperplanes(Z, field, tol, settled), _single_cluster(Z, field, tol, settled), _energy(Z, field, double))
+    return FlowReport(checks=checks, sequences=Z.shape[1], saved=Z.shape[0])
+
+
+def _identity_value(field: Field) -> bool:
+    v = field.value
+    return v is None or bool(torch.equal(v, torch.eye(v.shape[0], dtype=v.dtype)))
+
+
+def _scaled_identity(field: Field) -> Tensor | None:
+    """(batch,) or () β with A = β I, or None when the scores are not of that form."""
+    if type(field.scores) is not Bilinear:
+        return None
+    A = field.scores.A
+    if A is None:
+        return torch.tensor(1.0, dtype=torch.float64)
+    d = A.shape[-1]
+    beta = A[..., 0, 0].to(torch.float64)
+    eye = torch.eye(d, dtype=torch.float64)
+    scaled = torch.allclose(A.to(torch.float64), beta.reshape(*beta.shape, 1, 1) * eye, rtol=0, atol=1e-12)
+    return beta if scaled else None
+
+
+def _norms(Z: Tensor, sphere: bool, double: bool) -> Check:
+    claim = "on the sphere, every token keeps norm 1"
+    if not sphere:
+        return Check("norms", claim, "not tested", "tokens in R^d", "norm 1")
+    worst = float((Z.norm(dim=-1) - 1).abs().amax())
+    ok = worst <= (1e3 * torch.finfo(torch.float64).eps if double else 1e-5)
+    return Check("norms", claim, "passed" if ok else "failed", f"max |‖x‖ − 1| = {worst:.1e}", "rounding",
+                 () if ok else (f"all sequences: max |‖x‖ − 1| = {worst:.1e}",), {"max_error": worst})
+
+
+def _hull(Z: Tensor, field: Field, tol: float) -> Check:
+    claim = "V = I in R^d: the convex hull of the tokens is nested in time and converges to a polytope"
+    stochastic = isinstance(field.rule, Hardmax | Softmax | Localmax)
+    if not (isinstance(field.manifold, Flat) and _identity_value(field) and stochastic):
+        return Check("hull", claim, "not tested", "the field is not V = I, flat, row-stochastic", "nested hulls")
+    u = torch.randn(_DIRECTIONS, Z.shape[-1], dtype=Z.dtype, generator=torch.Generator().manual_seed(0))
+    u = u / u.norm(dim=-1, keepdim=True)
+    support = (Z @ u.T).amax(-2)  # (saved, batch, directions)
+    growth = float((support[1:] - support[:-1]).amax()) if Z.shape[0] > 1 else 0.0
+    allowed = 1e-2 * tol
+    ok = growth <= allowed
+    return Check("hull", claim, "passed" if ok else "failed",
+                 f"largest growth of the support function ({_DIRECTIONS} directions): {growth:.1e}",
+                 f"≤ {allowed:.1e}", () if ok else (f"all sequences: the hull grew by {growth:.1e}",),
+                 {"growth": growth})
+
+
+def _rescaled_V(field: Field) -> Tensor | None:
+    if isinstance(field.scores, Rescaled) and isinstance(field.manifold, Flat) and field.value is not None \
+            and torch.equal(field.scores.V, field.value) and isinstance(field.rule, Softmax):
+        return field.value.to(torch.float64)
+    return None
+
+
+def _polytope(Z: Tensor, field: Field, tol: float, settled: Tensor) -> Check:
+    claim = "V = I (rescaled, 2023): every token converges to a vertex of a convex polytope"
+    V = _rescaled_V(field)
+    if V is None or not torch.equal(V, torch.eye(V.shape[0], dtype=V.dtype)):
+        return Check("polytope", claim, "not tested", "not the 2023 paper's field with V = I", "")
+    from scipy.spatial import ConvexHull, QhullError
+
+    distances, messages = [], []
+    for b in torch.nonzero(settled).flatten().tolist():
+        final = Z[-1, b].numpy()
+        try:
+            vertices = (final[ConvexHull(final).vertices] if final.shape[1] > 1
+                        else final[[final.argmin(), final.argmax()]])
+        except QhullError:  # flat (degenerate) configurations: every token is a candidate vertex
+            vertices = final
+        dist = float(np.linalg.norm(final[:, None] - vertices[None], axis=-1).min(1).max())
+        distances.append(dist)
+        if dist > tol:
+            messages.append(f"sequence {b}: a token is {dist:.2e} from every vertex of the final hull")
+    if not distances:
+        return Check("polytope", claim, "not tested", "no sequence settled within the horizon", f"≤ {tol:.1e}")
+    worst = max(distances)
+    return Check("polytope", claim, "failed" if messages else "passed",
+                 f"farthest token from a vertex: {worst:.1e} ({len(distances)} settled sequence(s))", f"≤ {tol:.1e}",
+                 tuple(messages), {"distance": worst, "settled": float(len(distances))})
+
+
+def _dominant(V: Tensor) -> Tensor | None:
+    """The left eigenvector of V's simple positive dominant eigenvalue, unit length, or None."""
+    values, vectors = np.linalg.eig(V.numpy().T)
+    order = np.argsort(-values.real)
+    top = values[order[0]]
+    if abs(top.imag) > 1e-12 or top.real <= 0 or (len(values) > 1 and values[order[1]].real >= top.real - 1e-9):
+        return None
+    phi = vectors[:, order[0]].real
+    return torch.from_numpy(phi / np.linalg.norm(phi))
+
+
+def _hyperplanes(Z: Tensor, field: Field, tol: float, settled: Tensor) -> Check:
+    claim = "V with a simple positive dominant eigenvalue (rescaled, 2023): at most three parallel hyperplanes"
+    V = _rescaled_V(field)
+    phi = None if V is None or Z.shape[-1] < 2 else _dominant(V)
+    if phi is None:
+        return Check("hyperplanes", claim, "not tested",
+                     "not the 2023 paper's field with such a V (d ≥ 2)", "")
+    coordinates = Z[-1] @ phi  # (batch, n)
+    counts = cluster_counts(coordinates.unsqueeze(-1), tol)
+    # Tokens may keep moving inside their hyperplanes: settled means the coordinates along φ stopped.
+    settled = (coordinates - Z[-2] @ phi).abs().amax(-1) <= tol * 1e-2 if Z.shape[0] > 1 else settled
+    chosen = counts[settled]
+    if chosen.numel() == 0:
+        return Check("hyperplanes", claim, "not tested", "no sequence settled within the horizon", "≤ 3")
+    worst = int(chosen.max())
+    messages = tuple(f"sequence {b}: {int(counts[b])} distinct values of ⟨φ, z_i⟩"
+                     for b in torch.nonzero(settled & (counts > 3)).flatten().tolist())
+    return Check("hyperplanes", claim, "failed" if messages else "passed",
+                 f"at most {worst} value(s) of ⟨φ, z_i⟩ ({chosen.numel()} settled sequence(s))", "≤ 3", messages,
+                 {"hyperplanes": float(worst)})
+
+
+def _sphere_beta(field: Field) -> Tensor | None:
+    if not (isinstance(field.manifold, Sphere) and _identity_value(field)
+            and isinstance(field.rule, Softmax | Unnormalised)):
+        return None
+    beta = _scaled_identity(field)
+    return None if beta is None else beta * float(field.rule.beta)
+
+
+def _single_cluster(Z: Tensor, field: Field, tol: float, settled: Tensor) -> Check:
+    claim = "sphere, V = I: one cluster for β = 0, and for d ≥ 3 for every β (almost every start)"
+    beta = _sphere_beta(field)
+    if beta is None:
+        return Check("single_cluster", claim, "not tested", "not SA or USA on the sphere with A = β I", "1 cluster")
+    d = Z.shape[-1]
+    beta = beta.expand(Z.shape[1]) if beta.dim() == 0 else beta
+    applies = (beta == 0) | torch.tensor(d >= 3)
+    counts = cluster_counts(Z[-1], tol)
+    single = counts == 1
+    judged = applies & (single | settled)  # several clusters still moving: asymptotic claim, not yet judged
+    if not bool(judged.any()):
+        return Check("single_cluster", claim, "not tested",
+                     "no sequence it applies to reached one cluster or settled within the horizon", "1 cluster")
+    bad = judged & ~single
+    messages = tuple(f"sequence {b}: {int(counts[b])} clusters, settled (β = {float(beta[b]):g})"
+                     for b in torch.nonzero(bad).flatten().tolist()[:20])
+    frac = float(single[judged].double().mean())
+    return Check("single_cluster", claim, "failed" if messages else "passed",
+                 f"{int(judged.sum())} sequence(s) judged, {frac:.0%} in one cluster "
+                 f"({int((applies & ~judged).sum())} still moving: not judged)", "1 cluster", messages,
+                 {"single": frac, "judged": float(judged.sum())})
+
+
+def _energy(Z: Tensor, field: Field, double: bool) -> Check:
+    claim = "sphere, V = I: the energy E_β never decreases"
+    beta = _sphere_beta(field)
+    if beta is None:
+        return Check("energy", claim, "not tested", "not SA or USA on the sphere with A = β I", "non-decreasing")
+    e = energy(Z, beta)  # (saved, batch)
+    drop = ((e[:-1] - e[1:]) / e[:-1].abs().clamp(min=1e-300)).amax() if Z.shape[0] > 1 else torch.tensor(0.0)
+    drop = float(drop)
+    allowed = 1e-9 if double else 1e-5
+    ok = drop <= allowed
+    return Check("energy", claim, "passed" if ok else "failed",
+                 f"largest relative decrease between saved states: {max(drop, 0.0):.1e}", f"≤ {allowed:.0e}",
+                 () if ok else (f"all sequences: E_β decreased by {drop:.1e} (relative)",), {"decrease": drop})
