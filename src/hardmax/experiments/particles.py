@@ -1,0 +1,175 @@
+"""The particle-system papers' experiments on `hardmax.dynamics.solve`: their clustering pictures, the
+metastability picture and the phase diagram of a single cluster.
+
+    clustering_2023(kind)  the four pictures of Geshkovski, Letrouit, Polyanskiy, Rigollet (2023), "The emergence
+                           of clusters in self-attention dynamics": "polytope" (V = I), "hyperplanes" (V with a
+                           simple positive dominant eigenvalue), "polytope x hyperplanes" (V = diag(1, −1/2)),
+                           "boolean" (d = 1, V = 1: the attention matrix becomes Boolean)
+    metastability()        n = 5 tokens on the circle, SA at β = 4, T = 400, dt = 0.1 ("step then renormalise"):
+                           plateaus of the cluster count and the staircase of E_β (Geshkovski, Koubbi,
+                           Polyanskiy, Rigollet 2024)
+    phase_diagram(betas)   P(one cluster) over (t, β) for n tokens on S^{d−1}, every start and every β one batch
+
+Every run is one batched `solve`: no loop over starts, β values or tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from hardmax.dynamics import RK4, Bilinear, Field, Renormalised, Rescaled, Save, Softmax, Solution, Sphere, solve
+from hardmax.theory import cluster_counts, energy
+
+KINDS_2023 = ("polytope", "hyperplanes", "polytope x hyperplanes", "boolean")
+# The value matrix of the 2023 paper's two-dimensional hyperplane picture (its code's example).
+HYPERPLANES_V = ((0.64709742, 0.81911926), (0.61210449, 0.63263484))
+
+
+def clustering_2023(kind: str, *, n: int = 20, t1: float = 8.0, dt: float = 0.01, seed: int = 0,
+                    save_every: int = 10) -> Solution:
+    """One of the 2023 paper's clustering pictures: rescaled tokens z_i = e^{−tV} x_i of ẋ_i = Σ_j P_ij V x_j,
+    P = softmax(⟨z_i, z_j⟩ in the unrescaled frame), solved with RK4 from n uniform tokens in [−5, 5]^d.
+
+    Returns the `Solution` (saved every `save_every` steps); `hardmax.theory.check_flow` checks its claim.
+    """
+    if kind not in KINDS_2023:
+        raise ValueError(f"kind must be one of {KINDS_2023}, got {kind!r}")
+    d = 1 if kind == "boolean" else 2
+    V = {"polytope": torch.eye(2), "hyperplanes": torch.tensor(HYPERPLANES_V),
+         "polytope x hyperplanes": torch.diag(torch.tensor([1.0, -0.5])), "boolean": torch.eye(1)}[kind]
+    V = V.to(torch.float64)
+    g = torch.Generator().manual_seed(seed)
+    z = torch.rand(n, d, dtype=torch.float64, generator=g) * 10 - 5
+    field = Field(Softmax(1.0), scores=Rescaled(Bilinear(), V), value=V)
+    return solve(field, RK4(dt), z, t1=t1, save=Save(every=save_every, attention=kind == "boolean"))
+
+
+@dataclass(frozen=True)
+class Metastability:
+    """A metastable run: the solution, the cluster count and the energy at each saved time."""
+
+    solution: Solution
+    clusters: Tensor  # (saved,) clusters at each saved time
+    energy: Tensor  # (saved,) E_β at each saved time
+    beta: float
+
+
+def metastability(*, n: int = 5, beta: float = 4.0, t1: float = 400.0, dt: float = 0.1, d: int = 2, seed: int = 0,
+                  tol: float = 1e-2, save_every: int = 10) -> Metastability:
+    """n tokens uniform on S^{d−1} under SA (softmax, A = β I, V = I) with the "step then renormalise" scheme."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.nn.functional.normalize(torch.randn(n, d, dtype=torch.float64, generator=g), dim=-1)
+    field = Field(Softmax(beta), manifold=Sphere())
+    sol = solve(field, Renormalised(dt), x, t1=t1, save=Save(every=save_every))
+    return Metastability(sol, cluster_counts(sol.tokens, tol), energy(sol.tokens, beta), beta)
+
+
+@dataclass(frozen=True)
+class PhaseDiagram:
+    """P(one cluster) over (t, β): `single[b, k]` is the fraction of starts in one cluster at times[k], β = betas[b]."""
+
+    betas: Tensor  # (B,)
+    times: Tensor  # (saved,)
+    single: Tensor  # (B, saved) float64
+    mean_clusters: Tensor  # (B, saved) float64
+    starts: int
+    n: int
+    d: int
+    seconds: float
+
+
+def phase_diagram(betas, *, starts: int = 1000, n: int = 32, d: int = 3, steps: int = 300, dt: float = 0.1,
+                  save_every: int = 10, seed: int = 0, dtype: torch.dtype = torch.float32, device=None,
+                  tol: float = 1e-2, chunk_size: int = 1024) -> PhaseDiagram:
+    """The phase diagram of a single cluster for SA on S^{d−1}: every (β, start) pair in one batch.
+
+    Tokens start uniform on the sphere (Gaussian, normalised); β enters as the scores A = β I, one per sequence,
+    so that all β values run together; RK4 with step dt; clusters are counted at every saved step (tokens
+    within chord distance `tol`) for the whole batch at once.
+
+    Args:
+        betas: the β values (≥ 0). starts: random starts per β. n, d: tokens and dimension (d ≥ 2).
+        steps, dt: RK4 steps and their size (t1 = steps · dt). dtype, device: of the run.
+    """
+    import time
+
+    betas = torch.as_tensor(betas, dtype=torch.float64).reshape(-1)
+    if betas.numel() == 0 or not bool(torch.isfinite(betas).all()) or bool((betas < 0).any()):
+        raise ValueError("betas must be finite numbers ≥ 0")
+    if starts < 1 or n < 1 or d < 2:
+        raise ValueError(f"phase_diagram needs starts ≥ 1, n ≥ 1 and d ≥ 2, got {starts}, {n}, {d}")
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(betas.numel() * starts, n, d, dtype=torch.float64, generator=g)
+    x = torch.nn.functional.normalize(x, dim=-1).to(dtype=dtype, device=device)
+    A = betas.repeat_interleave(starts).reshape(-1, 1, 1) * torch.eye(d, dtype=torch.float64)
+    field = Field(Softmax(1.0), scores=Bilinear(A.to(dtype=dtype, device=device)), manifold=Sphere())
+    start = time.perf_counter()
+    sol = solve(field, RK4(dt), x, steps=steps, save=Save(every=save_every), chunk_size=chunk_size)
+    counts = cluster_counts(sol.tokens, tol).reshape(len(sol.times), betas.numel(), starts)
+    if x.is_cuda:
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    return PhaseDiagram(betas=betas, times=sol.times.cpu().to(torch.float64),
+                        single=(counts == 1).double().mean(-1).T.cpu(),
+                        mean_clusters=counts.double().mean(-1).T.cpu(), starts=starts, n=n, d=d, seconds=seconds)
+
+
+def phase_table(diagram: PhaseDiagram, columns: int = 6) -> str:
+    """A markdown table of P(one cluster) at a few times (rows: β)."""
+    from hardmax.tables import markdown_table
+
+    picks = np.unique(np.linspace(0, len(diagram.times) - 1, columns).round().astype(int))
+    head = ("β \\ t", *(f"{float(diagram.times[k]):g}" for k in picks))
+    rows = [(f"{float(b):g}", *(f"{float(diagram.single[i, k]):.2f}" for k in picks))
+            for i, b in enumerate(diagram.betas)]
+    return "\n".join(markdown_table(head, rows))
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    """What `reproduce` wrote and measured."""
+
+    files: tuple[Path, ...]
+    tables: dict[str, str]
+
+
+def reproduce(out, *, quick: bool = False, gifs: bool = True, seed: int = 0, progress=None) -> Reproduction:
+    """Write the particle-system papers' pictures into `out`: the 2023 clustering pictures (PNG and GIF), the
+    metastability picture, and the phase diagrams on S¹ and S² (n = 32, 20 β values, 1,000 starts per β;
+    `quick`: 50 starts), with `check_flow` tables of each clustering picture.
+
+    progress: called with a line of text per step (None: silent).
+    """
+    from hardmax.plots.flows import animate_flow, flow_figure, metastability_figure, phase_figure
+    from hardmax.plots.save import save_figure
+    from hardmax.theory import check_flow
+
+    say = progress or (lambda line: None)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    files: list[Path] = []
+    tables: dict[str, str] = {}
+    for kind in KINDS_2023:
+        sol = clustering_2023(kind, seed=seed)
+        name = "clusters_2023_" + kind.replace(" x ", "_x_")
+        title = f"2023, {kind}"
+        files += save_figure(flow_figure(sol, (0, len(sol.times) // 5, -1), title=title), out / name, ("png",))
+        if gifs:
+            files.append(animate_flow(sol, out / f"{name}.gif", title=title))
+        tables[kind] = check_flow(sol).table()
+        say(f"2023 {kind}: {check_flow(sol).passed and 'claims hold' or 'a claim FAILED'}")
+    meta = metastability(seed=1)
+    files += save_figure(metastability_figure(meta), out / "metastability", ("png",))
+    say(f"metastability: clusters {meta.clusters[0]} -> {meta.clusters[-1]} by t = {float(meta.solution.times[-1]):g}")
+    betas = torch.linspace(0.0, 9.5, 20)
+    for d in (2, 3):
+        diagram = phase_diagram(betas, starts=50 if quick else 1000, d=d, seed=seed)
+        files += save_figure(phase_figure(diagram), out / f"phase_diagram_S{d - 1}", ("png",))
+        tables[f"phase S{d - 1}"] = phase_table(diagram)
+        say(f"phase diagram on S^{d - 1}: {diagram.starts} starts x {len(betas)} β in {diagram.seconds:.1f} s")
+    return Reproduction(tuple(files), tables)
