@@ -229,7 +229,8 @@ def _polytope(Z: Tensor, field: Field, tol: float, settled: Tensor) -> Check:
     worst = max(distances)
     return Check("polytope", claim, "failed" if messages else "passed",
                  f"farthest token from a vertex: {worst:.1e} ({judged} of {Z.shape[1]} sequence(s) judged; "
-                 "the others still moving)", f"≤ {tol:.1e}", tuple(messages), {"distance": worst, "judged": float(judged)})
+                 "the others still moving)", f"≤ {tol:.1e}", tuple(messages),
+                 {"distance": worst, "judged": float(judged)})
 
 
 def _dominant(V: Tensor) -> Tensor | None:
