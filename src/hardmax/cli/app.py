@@ -21,7 +21,7 @@ from hardmax.cli.sentiment import (
     run_reproduce,
     run_train,
 )
-from hardmax.cli.simulate import add_simulate, run_simulate
+from hardmax.cli.simulate import add_particles, add_simulate, run_particles, run_simulate
 from hardmax.cli.svm import add_svm, run_svm
 
 # --------------------------------------------------------------------------------------------
@@ -40,6 +40,7 @@ class Command:
 
 COMMANDS: tuple[Command, ...] = (
     Command("simulate", add_simulate, run_simulate),
+    Command("particles", add_particles, run_particles),
     Command("train", add_train, run_train),
     Command("evaluate", add_evaluate, run_evaluate),
     Command("explain", add_explain, run_explain),

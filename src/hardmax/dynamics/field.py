@@ -157,7 +157,7 @@ class Sphere:
 
     def velocity(self, z: Tensor, target: Tensor, V: Tensor | None) -> Tensor:
         drift = target if V is None else target @ V.transpose(-1, -2)
-        return drift - (drift * z).sum(-1, keepdim=True) * z
+        return drift.addcmul(torch.linalg.vecdot(drift, z).unsqueeze(-1), z, value=-1)
 
     def retract(self, z: Tensor) -> Tensor:
         return z / torch.linalg.vector_norm(z, dim=-1, keepdim=True)
@@ -177,7 +177,7 @@ class Field:
 
     Field(Hardmax()) with the defaults is the paper's: ż_i = Σ_j P_ij z_j − z_i, P the hardmax matrix of
     ⟨z_i, z_j⟩, in R^d. `velocity(t, z, w)` maps tokens (batch, n, d) and multiplicities (batch, n) to the
-    velocity (batch, n, d); absent tokens (w = 0) do not move.
+    velocity (batch, n, d); absent tokens (w = 0) do not move; w = None: every token present, multiplicity 1.
     """
 
     rule: AttentionRule
@@ -218,21 +218,21 @@ class Field:
     def V(self, like: Tensor) -> Tensor | None:
         return None if self.value is None else self.value.to(dtype=like.dtype, device=like.device)
 
-    def attention(self, t, z: Tensor, w: Tensor) -> Tensor:
+    def attention(self, t, z: Tensor, w: Tensor | None) -> Tensor:
         """(batch, n, n) the attention matrix P at time t."""
-        return self.rule.matrix(z, w, self.scores.matrix(t, z))
+        return self.rule.matrix(z, _ones(z) if w is None else w, self.scores.matrix(t, z))
 
-    def targets(self, t, z: Tensor, w: Tensor) -> Tensor:
+    def targets(self, t, z: Tensor, w: Tensor | None) -> Tensor:
         """(batch, n, d) Σ_j P_ij z_j at time t."""
         A = self.scores.matrix(t, z)
         if type(self.rule) is Softmax and not (torch.is_grad_enabled() and z.requires_grad):
             return _softmax_targets(z, w, A, float(self.rule.beta))
-        return self.rule.targets(z, w, A)
+        return self.rule.targets(z, _ones(z) if w is None else w, A)
 
-    def velocity(self, t, z: Tensor, w: Tensor) -> Tensor:
+    def velocity(self, t, z: Tensor, w: Tensor | None) -> Tensor:
         """(batch, n, d) ż at time t; 0 for absent tokens."""
         v = self.manifold.velocity(z, self.targets(t, z, w), self.V(z))
-        return v if bool((w > 0).all()) else v * (w > 0).unsqueeze(-1).to(v.dtype)
+        return v if w is None else v * (w > 0).unsqueeze(-1).to(v.dtype)
 
     @property
     def paper(self) -> bool:
@@ -243,17 +243,24 @@ class Field:
                 and isinstance(self.rule, Hardmax | Softmax))
 
 
-def _softmax_targets(z: Tensor, w: Tensor, A: Tensor | None, beta: float) -> Tensor:
-    """Σ_j P_ij z_j for softmax P without autograd: one fused score product (log w_j as its bias), the row
-    maximum subtracted, exp in place, one product and a division (2x the fused attention kernel of the
-    classifier for the short sequences and d ≤ 16 of particle systems, 1.5x torch.softmax)."""
+def _ones(z: Tensor) -> Tensor:
+    return torch.ones(z.shape[:-1], dtype=z.dtype, device=z.device)
+
+
+def _softmax_targets(z: Tensor, w: Tensor | None, A: Tensor | None, beta: float) -> Tensor:
+    """Σ_j P_ij z_j for softmax P without autograd: one score product (log w_j as its bias where some token is
+    absent or merged), then torch.softmax (float32) or the row maximum subtracted, exp in place and a division
+    (float64), and one product with the tokens laid out (batch, d, n). For the short sequences and small d of
+    particle systems this is 2-3x the fused attention kernel the classifier uses (benchmarks/bench_flows.py)."""
     q = queries(z, A)
     zt = z.transpose(-1, -2).contiguous()  # (batch, d, n): both products run faster with d on the rows
-    if bool((w == 1).all()):  # no padding, no merged tokens: no bias to add (and to copy)
+    if w is None:  # no padding, no merged tokens: no bias to add (and to copy)
         s = torch.bmm(q, zt)
         s = s.mul_(beta) if beta != 1 else s
     else:
         s = torch.baddbmm(torch.log(w).unsqueeze(-2), q, zt, alpha=beta)
+    if s.dtype == torch.float32:  # torch.softmax is vectorised for float32 (1.5x the steps below), not float64 (0.5x)
+        return torch.bmm(zt, torch.softmax(s, -1).transpose(-1, -2)).transpose(-1, -2)
     s = s.sub_(s.amax(-1, keepdim=True)).exp_()
     return torch.bmm(zt, s.transpose(-1, -2)).transpose(-1, -2) / s.sum(-1, keepdim=True)
 
@@ -264,7 +271,7 @@ def queries(z: Tensor, A: Tensor | None) -> Tensor:
     if A is None:
         return z
     diagonal = torch.diagonal(A, dim1=-2, dim2=-1)
-    if bool(torch.equal(torch.diag_embed(diagonal), A)):
+    if A.shape[-1] == 1 or not bool(torch.count_nonzero(A - torch.diag_embed(diagonal))):
         return z * diagonal.unsqueeze(-2)
     return z @ A
 

@@ -69,7 +69,7 @@ class Euler:
         a = a.expand(count) if a.numel() == 1 else a
         return a / (1 + a)
 
-    def step(self, field: Field, t, z: Tensor, w: Tensor, dt) -> Tensor:
+    def step(self, field: Field, t, z: Tensor, w: Tensor | None, dt: float) -> Tensor:
         return field.manifold.retract(z + dt * field.velocity(t, z, w))
 
 
@@ -86,13 +86,13 @@ class RK4:
     def steps(self, count: int, dtype: torch.dtype, device) -> Tensor:
         return torch.full((count,), self.dt, dtype=dtype, device=device)
 
-    def step(self, field: Field, t, z: Tensor, w: Tensor, dt) -> Tensor:
+    def step(self, field: Field, t, z: Tensor, w: Tensor | None, dt: float) -> Tensor:
         f = field.velocity
         k1 = f(t, z, w)
-        k2 = f(t + dt / 2, z + (dt / 2) * k1, w)
-        k3 = f(t + dt / 2, z + (dt / 2) * k2, w)
-        k4 = f(t + dt, z + dt * k3, w)
-        return field.manifold.retract(z + (dt / 6) * (k1 + 2 * k2 + 2 * k3 + k4))
+        k2 = f(t + dt / 2, torch.add(z, k1, alpha=dt / 2), w)
+        k3 = f(t + dt / 2, torch.add(z, k2, alpha=dt / 2), w)
+        k4 = f(t + dt, torch.add(z, k3, alpha=dt), w)
+        return field.manifold.retract(torch.add(z, k1.add_(k2, alpha=2).add_(k3, alpha=2).add_(k4), alpha=dt / 6))
 
 
 @dataclass(frozen=True)
@@ -112,14 +112,14 @@ class Renormalised:
     def steps(self, count: int, dtype: torch.dtype, device) -> Tensor:
         return torch.full((count,), self.dt, dtype=dtype, device=device)
 
-    def step(self, field: Field, t, z: Tensor, w: Tensor, dt) -> Tensor:
+    def step(self, field: Field, t, z: Tensor, w: Tensor | None, dt: float) -> Tensor:
         if not isinstance(field.manifold, Sphere):
             raise ValueError("Renormalised is a scheme on the sphere: use Field(..., manifold=Sphere())")
         drift = field.targets(t, z, w)
         V = field.V(z)
         drift = drift if V is None else drift @ V.transpose(-1, -2)
         moved = field.manifold.retract(z + dt * drift)
-        return torch.where((w > 0).unsqueeze(-1), moved, z)
+        return moved if w is None else torch.where((w > 0).unsqueeze(-1), moved, z)
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,7 @@ class Adaptive:
         if self.method not in self.METHODS:
             raise ValueError(f"method must be one of {self.METHODS}, got {self.method!r}")
 
-    def solve(self, field: Field, z: Tensor, w: Tensor, times: Tensor) -> Tensor:
+    def solve(self, field: Field, z: Tensor, w: Tensor | None, times: Tensor) -> Tensor:
         """(len(times), batch, n, d) the states at `times` (increasing, times[0] the start)."""
         from torchdiffeq import odeint  # imported here: only this solver needs it
 

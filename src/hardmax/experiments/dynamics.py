@@ -15,6 +15,7 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from dataclasses import field as dataclasses_field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -43,6 +44,16 @@ class SimulateConfig:
     fps: int = 8  # frames per second of the GIF
     configurations: Literal["paper", "dyadic"] = "paper"  # Figure 2's tokens: the authors' notebook (random
     # followers drawn with a fixed seed) or the library's dyadic variants (exact ties, known limits)
+    rule: Literal["hardmax", "softmax", "localmax", "unnormalised"] = "hardmax"  # attention rule (softmax and
+    # unnormalised take --beta, localmax --theta); anything but the paper's layer is solved by `solve`
+    beta: float | None = None  # inverse temperature of softmax / unnormalised attention
+    theta: float | None = None  # alignment sensitivity θ > 0 of localmax attention
+    value: str | None = None  # value matrix V: .npy/.csv file or literal "1,0;0,-0.5"; None = identity
+    sphere: bool = False  # tokens on the unit sphere (normalised first): SA / USA, ẋ = P⊥(V Σ P x)
+    solver: Literal["layers", "euler", "rk4", "renormalised", "adaptive"] = "layers"  # layers: the paper's
+    # layer (α); euler / rk4 / renormalised: --layers steps of --dt; adaptive: dopri5 up to --time
+    dt: float | None = None  # step of the euler, rk4 and renormalised solvers (default 0.1)
+    time: float | None = None  # final time of the adaptive solver (default 10)
 
     def __post_init__(self) -> None:
         if self.tokens is not None and self.random is not None:
@@ -64,6 +75,18 @@ class SimulateConfig:
             raise ValueError(f"seed must be an integer from 0 to 2^63 - 1, got {self.seed}")
         if self.configurations not in ("paper", "dyadic"):
             raise ValueError(f"configurations must be 'paper' or 'dyadic', got {self.configurations!r}")
+        if (self.beta is None) == (self.rule in ("softmax", "unnormalised")):
+            raise ValueError("--beta goes with --rule softmax or unnormalised, and they need it"
+                             if self.beta is None else "--beta is for --rule softmax or unnormalised")
+        if (self.theta is None) == (self.rule == "localmax"):
+            raise ValueError("--rule localmax needs --theta" if self.theta is None
+                             else "--theta is for --rule localmax")
+        if self.dt is not None and self.solver in ("layers", "adaptive"):
+            raise ValueError(f"--dt is for the euler, rk4 and renormalised solvers, not {self.solver}")
+        if self.time is not None and self.solver != "adaptive":
+            raise ValueError("--time is for --solver adaptive (fixed-step solvers run --layers steps of --dt)")
+        if self.solver == "renormalised" and not self.sphere:
+            raise ValueError("--solver renormalised is the sphere's scheme: add --sphere")
         if self.random is not None:  # before any token is drawn
             self.require_memory(self.random, self.dim or 2, f"--random {self.random} --dim {self.dim or 2}")
 
@@ -76,6 +99,11 @@ class SimulateConfig:
         require_memory(trajectory + 4.0 * n * n * 8 + 3.0 * d * d * 8,
                        f"{source} with --layers {self.layers} (a trajectory of {self.layers + 1:,} layers × "
                        f"{n:,} tokens × {d:,} float64, {n:,}² pairwise scores)")
+
+    @property
+    def flow(self) -> bool:
+        """True when anything but the paper's layer is asked for: the run goes through `dynamics.solve`."""
+        return self.rule != "hardmax" or self.value is not None or self.sphere or self.solver != "layers"
 
     @property
     def figure2(self) -> bool:
@@ -104,20 +132,33 @@ class SimulationResult:
     notes: tuple[str, ...] = ()
     seconds: float = 0.0
     A_given: bool = False  # whether a score matrix A was given (the figures' titles say so)
+    solutions: Mapping[str, object] = dataclasses_field(default_factory=dict)  # name -> `Solution` (flows)
+    flow_reports: Mapping[str, object] = dataclasses_field(default_factory=dict)  # name -> `FlowReport` (flows)
 
     @property
     def passed(self) -> bool:
-        """Whether every trajectory passed the theorem check."""
-        return all(report.passed for report in self.reports.values())
+        """Whether every trajectory passed the theorem check (flows: every claim of `check_flow`)."""
+        return all(report.passed for report in (*self.reports.values(), *self.flow_reports.values()))
 
     def table(self) -> str:
         """The theorem tables (one section per configuration for Figure 2)."""
+        if self.flow_reports:
+            return "\n\n".join(f"## {name}\n\n{report.table()}" if len(self.flow_reports) > 1 else report.table()
+                               for name, report in self.flow_reports.items())
         if self.config.figure2:
             return "\n\n".join(f"## {name}\n\n{report.table()}" for name, report in self.reports.items())
         return next(iter(self.reports.values())).table()
 
     def describe(self) -> str:
         """One line: what was simulated and how long it took."""
+        if self.solutions:
+            c = self.config
+            first = next(iter(self.solutions.values()))
+            n, d = first.tokens.shape[-2:]
+            return (f"solved {len(self.solutions)} configuration(s) of n = {n} tokens "
+                    f"{'on S^' + str(d - 1) if c.sphere else 'in R^' + str(d)}, {c.rule} attention, "
+                    f"{'V given' if c.value else 'V = I'}, {c.solver} solver, up to t = {float(first.times[-1]):g}: "
+                    f"{self.seconds:.2f} s")
         if self.config.figure2:
             return (f"simulated the {len(self.trajectories)} configurations of Figure 2, {self.config.layers} "
                     f"layers, α = {self.config.alpha:g}: {self.seconds:.2f} s")
@@ -129,6 +170,13 @@ class SimulationResult:
         """The run as plain JSON values: config, source, notes, trajectories and theorem reports."""
         from hardmax.io import to_jsonable
 
+        if self.solutions:
+            return {"config": to_jsonable(self.config), "source": self.source, "notes": list(self.notes),
+                    "passed": self.passed, "seconds": self.seconds,
+                    "claims": {name: [to_jsonable(c.__dict__) for c in r.checks]
+                               for name, r in self.flow_reports.items()},
+                    "solutions": {name: {"times": s.times.tolist(), "tokens": s.tokens.tolist()}
+                                  for name, s in self.solutions.items()}}
         return {"config": to_jsonable(self.config), "source": self.source, "notes": list(self.notes),
                 "passed": self.passed, "seconds": self.seconds,
                 "theorem": {name: report.to_dict() for name, report in self.reports.items()},
@@ -174,11 +222,70 @@ def run_simulation(config: SimulateConfig) -> SimulationResult:
     if config.A is not None:
         given = read_matrix(config.A, "A")
         A, notes = given.array, [*notes, *given.notes()]
+    if config.flow:
+        return _run_flow(config, configurations, source, notes, A, start)
     trajectories = {name: simulate(tokens, alpha=config.alpha, layers=config.layers, A=A)
                     for name, tokens in configurations.items()}
     reports = {name: check_theorem(trajectory) for name, trajectory in trajectories.items()}
     return SimulationResult(config=config, trajectories=trajectories, reports=reports, source=source,
                             notes=tuple(notes), seconds=time.perf_counter() - start, A_given=A is not None)
+
+
+def flow_parts(config: SimulateConfig, A=None, V=None):
+    """The `Field` and solver a config asks for (`hardmax.dynamics`): the options as library objects."""
+    from hardmax.dynamics import (
+        RK4,
+        Adaptive,
+        Bilinear,
+        Euler,
+        Field,
+        Flat,
+        Hardmax,
+        Localmax,
+        Renormalised,
+        Softmax,
+        Sphere,
+        Unnormalised,
+    )
+
+    rule = {"hardmax": lambda: Hardmax(), "softmax": lambda: Softmax(config.beta),
+            "localmax": lambda: Localmax(config.theta),
+            "unnormalised": lambda: Unnormalised(config.beta)}[config.rule]()
+    field = Field(rule, scores=Bilinear(A), value=V, manifold=Sphere() if config.sphere else Flat())
+    dt = 0.1 if config.dt is None else config.dt
+    solver = {"layers": lambda: Euler.layers(config.alpha), "euler": lambda: Euler(dt), "rk4": lambda: RK4(dt),
+              "renormalised": lambda: Renormalised(dt), "adaptive": lambda: Adaptive()}[config.solver]()
+    return field, solver
+
+
+def _run_flow(config: SimulateConfig, configurations: dict, source: str, notes: list, A, start: float):
+    import numpy as np
+
+    from hardmax.dynamics import Save, solve
+    from hardmax.inputs import read_matrix
+    from hardmax.theory import check_flow
+
+    V = None
+    if config.value is not None:
+        given = read_matrix(config.value, "value")
+        V, notes = given.array, [*notes, *given.notes()]
+    field, solver = flow_parts(config, A, V)
+    solutions = {}
+    for name, tokens in configurations.items():
+        z = np.asarray(tokens, dtype=np.float64)
+        if config.sphere:
+            norms = np.linalg.norm(z, axis=1, keepdims=True)
+            if (norms == 0).any():
+                raise ValueError(f"{name}: a token at the origin cannot be put on the sphere")
+            z = z / norms
+        if config.solver == "adaptive":
+            solutions[name] = solve(field, solver, z, t1=10.0 if config.time is None else config.time)
+        else:
+            solutions[name] = solve(field, solver, z, steps=config.layers, save=Save())
+    reports = {name: check_flow(solution) for name, solution in solutions.items()}
+    return SimulationResult(config=config, trajectories={}, reports={}, source=source, notes=tuple(notes),
+                            seconds=time.perf_counter() - start, A_given=A is not None, solutions=solutions,
+                            flow_reports=reports)
 
 
 def save_simulation(result: SimulationResult, out: str | Path | None = None, *,
@@ -208,6 +315,9 @@ def save_simulation(result: SimulationResult, out: str | Path | None = None, *,
             on_file(what, paths, time.perf_counter() - start)
         return paths
 
+    if result.solutions:
+        return _save_flow(result, out, timed)
+
     report = {"config": to_jsonable(config),
               "theorem": ({name: r.to_dict() for name, r in result.reports.items()} if config.figure2
                           else next(iter(result.reports.values())).to_dict())}
@@ -232,4 +342,34 @@ def save_simulation(result: SimulationResult, out: str | Path | None = None, *,
                *timed("figure", lambda: save_figure(plot_trajectory(trajectory, title=title), out / "figure"))]
     if config.gif:
         written += timed("GIF", lambda: [animate(trajectory, out / "animation.gif", fps=config.fps, title=title)])
+    return written
+
+
+def _save_flow(result: SimulationResult, out: Path, timed) -> list[Path]:
+    """report.txt, report.json, and per configuration a figure (first, a fifth, last state), its GIF and, for the
+    user's tokens, solution.npy (saved states × n × d) with times.npy."""
+    import numpy as np
+
+    from hardmax.io import atomic_write, write_json, write_text
+    from hardmax.plots.flows import animate_flow, flow_figure
+    from hardmax.plots.save import save_figure
+
+    config = result.config
+    written = [write_text(out / "report.txt", result.table() + "\n"),
+               write_json(out / "report.json", {k: v for k, v in result.to_dict().items() if k != "solutions"})]
+    single = len(result.solutions) == 1
+    for name, solution in result.solutions.items():
+        stem = "" if single else f"_{name}"
+        title = f"{name}: {config.rule}, {config.solver}" + (", sphere" if config.sphere else "")
+        written += timed("figure", lambda s=solution, st=stem, t=title: save_figure(
+            flow_figure(s, (0, len(s.times) // 5, -1), title=t), out / f"figure{st}"))
+        if config.gif:
+            written += timed("GIF", lambda s=solution, st=stem, t=title: [
+                animate_flow(s, out / f"animation{st}.gif", fps=config.fps, title=t)])
+        if single:
+            for key, array in (("solution", solution.tokens), ("times", solution.times)):
+                def write(tmp: str, a=array) -> None:
+                    with open(tmp, "wb") as f:
+                        np.save(f, a.detach().cpu().numpy())
+                written.append(atomic_write(out / f"{key}.npy", write))
     return written

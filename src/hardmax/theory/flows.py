@@ -55,25 +55,31 @@ def cluster_counts(tokens: Tensor, tol: float, mask: Tensor | None = None) -> Te
     z = torch.as_tensor(tokens)
     shape, n = z.shape[:-2], z.shape[-2]
     z = z.reshape(-1, n, z.shape[-1])
+    z = z if z.dtype in (torch.float32, torch.float64) else z.to(torch.float64)
     m = torch.ones(z.shape[:2], dtype=torch.bool, device=z.device) if mask is None else \
         torch.as_tensor(mask, device=z.device).expand(*shape, n).reshape(-1, n)
     block = max(1, _COUNT_BLOCK // (n * n))  # sequences per block: bounded memory for any batch
-    counts = [_components(z[s:s + block].to(torch.float64), m[s:s + block], tol) for s in range(0, z.shape[0], block)]
+    counts = [_components(z[s:s + block], m[s:s + block], tol) for s in range(0, z.shape[0], block)]
     return (torch.cat(counts) if counts else torch.zeros(0, dtype=torch.long, device=z.device)).reshape(shape)
 
 
 def _components(z: Tensor, m: Tensor, tol: float) -> Tensor:
+    """(b,) connected components of "|z_i − z_j| ≤ tol" among real tokens; z (b, n, d), m (b, n)."""
     n = z.shape[1]
     near = (torch.cdist(z, z) <= tol) & m.unsqueeze(1) & m.unsqueeze(2)
-    big = n + 1
-    label = torch.where(m, torch.arange(n, device=z.device).expand_as(m), torch.full_like(m, big, dtype=torch.long))
+    near.diagonal(dim1=1, dim2=2).copy_(m)
+    kind = torch.uint8 if n < 255 else (torch.int16 if n < 32767 else torch.int32)
+    big = torch.tensor(n, dtype=kind, device=z.device)
+    # Start from each token's first neighbour (final already when clusters are cliques, the usual case), then
+    # spread the smallest label over neighbours until nothing changes.
+    label = torch.where(m, near.to(torch.uint8).argmax(-1).to(kind), big)
     for _ in range(n):
-        spread = torch.where(near, label.unsqueeze(1), torch.full_like(near, big, dtype=torch.long)).amin(-1)
-        new = torch.minimum(label, spread)
+        new = torch.where(near, label.unsqueeze(1), big).amin(-1)
+        new = torch.where(m, torch.minimum(label, new), big)
         if torch.equal(new, label):
             break
         label = new
-    roots = (label == torch.arange(n, device=z.device)) & m
+    roots = (label.long() == torch.arange(n, device=z.device)) & m
     return roots.sum(-1)
 
 

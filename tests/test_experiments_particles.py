@@ -1,0 +1,55 @@
+"""`hardmax.experiments.particles`: the phase diagram as one batch equals its β values run apart, the
+metastable run shows its plateaus, the 2023 pictures satisfy their claims, and `reproduce` writes its files."""
+
+from __future__ import annotations
+
+import torch
+
+from hardmax.dynamics import RK4, Bilinear, Field, Save, Softmax, Sphere, solve
+from hardmax.experiments.particles import KINDS_2023, clustering_2023, metastability, phase_diagram, phase_table
+from hardmax.theory import check_flow, cluster_counts
+
+
+def test_the_phase_diagram_batch_is_each_beta_run_on_its_own():
+    betas = [0.0, 2.0, 6.0]
+    diagram = phase_diagram(betas, starts=12, n=6, d=3, steps=100, dt=0.2, save_every=25, dtype=torch.float64)
+    assert diagram.single.shape == (3, 5)
+    assert torch.allclose(diagram.times, torch.tensor([0.0, 5.0, 10.0, 15.0, 20.0], dtype=torch.float64))
+    g = torch.Generator().manual_seed(0)
+    x = torch.nn.functional.normalize(torch.randn(3 * 12, 6, 3, dtype=torch.float64, generator=g), dim=-1)
+    for b, beta in enumerate(betas):
+        field = Field(Softmax(1.0), scores=Bilinear(beta * torch.eye(3, dtype=torch.float64)), manifold=Sphere())
+        sol = solve(field, RK4(0.2), x[b * 12:(b + 1) * 12], steps=100, save=Save(every=25))
+        single = (cluster_counts(sol.tokens, 1e-2) == 1).double().mean(-1)
+        assert torch.equal(diagram.single[b], single)
+    assert float(diagram.single[0, -1]) == 1.0  # β = 0: consensus
+    assert "| β \\ t |" in phase_table(diagram)
+
+
+def test_metastability_has_plateaus_and_a_staircase_of_energy():
+    run = metastability(seed=1, t1=300.0)
+    counts = run.clusters.tolist()
+    assert counts[0] == 5 and counts[-1] == 1
+    assert all(b <= a for a, b in zip(counts, counts[1:], strict=False))  # clusters only merge
+    two = [i for i, c in enumerate(counts) if c == 2]
+    assert float(run.solution.times[two[-1]] - run.solution.times[two[0]]) > 100  # a long plateau at 2 clusters
+    energy = run.energy
+    assert bool((energy[1:] >= energy[:-1] - 1e-12).all())
+    jumps = energy.diff()
+    quarter = (two[-1] - two[0]) // 4  # the middle of the plateau: flat; the merges: sharp rises
+    assert float(jumps.max()) > 100 * float(jumps[two[0] + quarter:two[-1] - quarter].abs().max())
+    assert check_flow(run.solution)["energy"].status == "passed"
+
+
+def test_the_2023_pictures_satisfy_their_claims():
+    for kind in KINDS_2023:
+        report = check_flow(clustering_2023(kind, n=10, seed=2))
+        assert report.passed, report.table()
+        claim = "polytope" if kind in ("polytope", "boolean") else "hyperplanes"
+        assert report[claim].status == "passed", (kind, report.table())
+
+
+def test_the_one_dimensional_attention_becomes_boolean():
+    sol = clustering_2023("boolean", n=8, seed=4)
+    P = sol.attention[-1]
+    assert float(torch.minimum(P, 1 - P).max()) < 1e-3

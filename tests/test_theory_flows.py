@@ -1,0 +1,116 @@
+"""`hardmax.theory.flows`: batched cluster counts against a graph library, the energy's closed forms, and
+`check_flow` passing, failing and saying "not tested" where it should."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.sparse.csgraph import connected_components
+
+from hardmax.dynamics import RK4, Bilinear, Euler, Field, Hardmax, Rescaled, Save, Softmax, Solution, Sphere, solve
+from hardmax.theory import check_flow, cluster_counts, energy
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(1, 12), tol=st.floats(0.05, 1.5))
+def test_cluster_counts_are_connected_components(seed, n, tol):
+    rng = np.random.default_rng(seed)
+    z = rng.integers(-3, 4, size=(5, n, 2)) * 0.5  # repeats and chains at exactly the tolerance
+    mask = rng.random((5, n)) < 0.8
+    got = cluster_counts(torch.from_numpy(z), tol, torch.from_numpy(mask))
+    for b in range(5):
+        real = z[b][mask[b]]
+        if len(real) == 0:
+            assert int(got[b]) == 0
+            continue
+        graph = np.linalg.norm(real[:, None] - real[None], axis=-1) <= tol
+        assert int(got[b]) == connected_components(graph, directed=False)[0]
+
+
+def test_cluster_counts_keep_the_batch_shape_and_bound_memory():
+    z = torch.zeros(3, 4, 5, 2)
+    z[..., 0] = torch.arange(5.0)
+    assert cluster_counts(z, 0.5).shape == (3, 4) and bool((cluster_counts(z, 0.5) == 5).all())
+    assert bool((cluster_counts(z, 1.0) == 1).all())
+
+
+def test_the_energy_of_one_point_and_at_beta_zero():
+    x = torch.nn.functional.normalize(torch.randn(4, 3, dtype=torch.float64), dim=-1)
+    same = x[:1].expand(4, 3)
+    for beta in (0.5, 2.0, 7.0):
+        assert math.isclose(float(energy(same, beta)), math.exp(beta) / (2 * beta), rel_tol=1e-13)
+    assert math.isclose(float(energy(x, 0.0)), float(x.mean(0).square().sum()) / 2, rel_tol=1e-13)
+    assert math.isclose(float(energy(x, 1e-9)) - 1 / (2e-9), float(energy(x, 0.0)), abs_tol=1e-6)
+
+
+def _fake(tokens, field) -> Solution:
+    tokens = torch.as_tensor(tokens, dtype=torch.float64)
+    return Solution(tokens=tokens, times=torch.arange(len(tokens), dtype=torch.float64), field=field,
+                    solver=Euler(1.0), mask=torch.ones(tokens.shape[1:-1], dtype=torch.bool))
+
+
+def test_sa_on_the_sphere_passes_its_claims():
+    z = torch.nn.functional.normalize(torch.randn(30, 8, 3, dtype=torch.float64), dim=-1)
+    sol = solve(Field(Softmax(1.0), scores=Bilinear(2.0 * torch.eye(3, dtype=torch.float64)), manifold=Sphere()),
+                RK4(0.1), z, steps=400, save=Save(every=20))
+    report = check_flow(sol)
+    assert report.passed
+    assert {c.name: c.status for c in report.checks} == {
+        "norms": "passed", "hull": "not tested", "polytope": "not tested", "hyperplanes": "not tested",
+        "single_cluster": "passed", "energy": "passed"}
+    assert "| check |" in report.table()
+
+
+def test_a_settled_antipodal_pair_fails_the_single_cluster_claim():
+    """x and −x are an equilibrium of SA (a start of measure zero): settled in two clusters, so the check fails."""
+    x = torch.tensor([[0.0, 0.0, 1.0], [0.0, 0.0, -1.0]], dtype=torch.float64)
+    sol = solve(Field(Softmax(1.0), manifold=Sphere()), RK4(0.1), x, steps=20, save=Save(every=10))
+    check = check_flow(sol)["single_cluster"]
+    assert check.status == "failed" and "2 clusters" in check.messages[0]
+
+
+def test_time_reversed_flows_fail_the_energy_and_hull_claims():
+    z = torch.nn.functional.normalize(torch.randn(8, 3, dtype=torch.float64), dim=-1)
+    sol = solve(Field(Softmax(3.0), manifold=Sphere()), RK4(0.1), z, steps=50, save=Save(every=5))
+    assert check_flow(_fake(sol.tokens.flip(0), sol.field))["energy"].status == "failed"
+    flat = solve(Field(Softmax(1.0)), RK4(0.1), torch.randn(10, 2, dtype=torch.float64), steps=50, save=Save(every=5))
+    assert check_flow(flat)["hull"].status == "passed"
+    assert check_flow(_fake(flat.tokens.flip(0), flat.field))["hull"].status == "failed"
+
+
+def test_the_2023_polytope_claim_passes_and_a_token_off_the_vertices_fails():
+    V = torch.eye(2, dtype=torch.float64)
+    field = Field(Softmax(1.0), scores=Rescaled(Bilinear(), V), value=V)
+    z = torch.rand(12, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(3)) * 10 - 5
+    sol = solve(field, RK4(0.01), z, t1=8.0, save=Save(every=50))
+    assert check_flow(sol)["polytope"].status == "passed"
+    square = torch.tensor([[1.0, 1.0], [-1.0, 1.0], [-1.0, -1.0], [1.0, -1.0], [0.2, 0.1]], dtype=torch.float64)
+    settled = _fake(square.expand(3, 5, 2), field)  # a token inside the square, not moving
+    assert check_flow(settled)["polytope"].status == "failed"
+    moving = _fake(torch.stack([square, square, square * 1.1]), field)  # far from the vertices, still moving
+    assert check_flow(moving)["polytope"].status == "not tested"
+
+
+def test_the_2023_hyperplanes_claim():
+    V = torch.tensor([[0.64709742, 0.81911926], [0.61210449, 0.63263484]], dtype=torch.float64)
+    field = Field(Softmax(1.0), scores=Rescaled(Bilinear(), V), value=V)
+    z = torch.rand(3, 15, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) * 10 - 5
+    report = check_flow(solve(field, RK4(0.01), z, t1=8.0, save=Save(every=50)))
+    assert report["hyperplanes"].status == "passed" and report["polytope"].status == "not tested"
+    phi = torch.linalg.eig(V.T)[1][:, 0].real
+    phi = phi / phi.norm()
+    four = torch.stack([c * phi for c in (-2.0, -1.0, 1.0, 2.0)])  # on four parallel hyperplanes
+    assert check_flow(_fake(four.expand(3, 4, 2), field))["hyperplanes"].status == "failed"
+
+
+@pytest.mark.parametrize("field", [Field(Hardmax()), Field(Softmax(1.0), value=-torch.eye(2))])
+def test_claims_that_do_not_apply_are_not_tested(field):
+    sol = solve(field, Euler(0.1), torch.randn(6, 2, dtype=torch.float64), steps=10, save=Save(every=5))
+    report = check_flow(sol)
+    for name in ("norms", "polytope", "hyperplanes", "single_cluster", "energy"):
+        assert report[name].status == "not tested"
