@@ -282,6 +282,25 @@ def test_gradients_flow_through_the_general_loop():
     assert z.grad is not None and bool(torch.isfinite(z.grad).all()) and float(z.grad.abs().sum()) > 0
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_runs_every_solver_as_the_cpu_does():
+    z = _sphere_tokens(7, 3, 21, batch=5)
+    for field, solver in ((Field(Softmax(3.0), manifold=Sphere()), RK4(0.05)),
+                          (Field(Unnormalised(2.0), manifold=Sphere()), Renormalised(0.05)),
+                          (Field(Localmax(0.3), value=torch.eye(3) * 0.5), Euler(0.1)),
+                          (Field(Hardmax(), manifold=Sphere()), Euler(0.1)),
+                          (Field(Softmax(1.0), manifold=Sphere()), Adaptive(rtol=1e-9, atol=1e-11))):
+        kwargs = {"t1": 2.0} if isinstance(solver, Adaptive) else {"steps": 40}
+        cpu = solve(field, solver, z, **kwargs).tokens
+        gpu = solve(field, solver, z.cuda(), **kwargs).tokens
+        assert gpu.device.type == "cuda"
+        np.testing.assert_allclose(gpu.cpu().numpy(), cpu.numpy(), rtol=0, atol=1e-9)
+    from hardmax.theory import check_flow
+
+    assert check_flow(solve(Field(Softmax(1.0), manifold=Sphere()), RK4(0.1), z.cuda(), steps=50,
+                            save=Save(every=10))).passed
+
+
 @pytest.mark.parametrize("make,message", [
     (lambda: Field(Hardmax(), scores=QK(torch.eye(2), torch.tensor([[1.0, 2.0], [0.0, 1.0]]))), "symmetric"),
     (lambda: Localmax(0.0), "theta > 0"),

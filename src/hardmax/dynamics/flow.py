@@ -88,7 +88,7 @@ class Solution:
 
 
 def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1: float | None = None,
-          save: Save | None = None, mask=None, chunk_size: int = 1024) -> Solution:
+          save: Save | None = None, mask=None, chunk_size: int | None = None) -> Solution:
     """Solve the attention dynamics `field` from `tokens` with `solver`.
 
     Args:
@@ -100,8 +100,9 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
         t1: final time (an adaptive solver needs it, or Save(times=...)).
         save: `Save()` (every step, the default), `Save(every=k)`, `Save.final()`, `Save(times=...)`.
         mask: (n,) or (batch, n) bool, True for real tokens (padding neither attends nor moves).
-        chunk_size: sequences advanced together through all steps (the batched loop), so that each step's
-            (chunk, n, n) scores stay in cache; a whole phase diagram is a few such chunks.
+        chunk_size: sequences advanced together through all steps (the batched loop). None: 1,024 on a CPU, so
+            that each step's (chunk, n, n) scores stay in cache, and the whole batch on a GPU, which wants large
+            launches.
 
     Returns:
         `Solution` with tokens of shape (saved, *tokens.shape) and their times.
@@ -134,7 +135,7 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
         times = _adaptive_times(save, t1)
         require_memory(float(len(times)) * zb.numel() * zb.element_size() * 8,
                        f"solve of tokens of shape {tuple(z.shape)}", device=zb.device)
-        out = torch.where(m.unsqueeze(-1), solver.solve(field, zb, w, times.to(zb.dtype)), zb)
+        out = torch.where(m.unsqueeze(-1), solver.solve(field, zb, w, times.to(dtype=zb.dtype, device=zb.device)), zb)
         attention = (torch.stack([field.attention(float(t), x, w) for t, x in zip(times, out, strict=True)])
                      if save.attention else None)
         return _solution(out, times.to(zb.dtype), field, solver, m, None, attention, single)
@@ -159,6 +160,8 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
     require_memory(float(len(kept)) * zb.numel() * zb.element_size() + 8.0 * zb.numel() * zb.element_size()
                    + 4.0 * batch * n * n * zb.element_size(), f"solve of tokens of shape {tuple(z.shape)}",
                    device=zb.device)
+    if chunk_size is None:
+        chunk_size = 1024 if zb.device.type == "cpu" else max(1, batch)
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int | np.integer) or chunk_size < 1:
         raise ValueError(f"chunk_size must be an integer ≥ 1, got {chunk_size!r}")
     out = zb.new_empty(len(kept), batch, n, d)

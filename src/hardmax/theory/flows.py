@@ -137,11 +137,11 @@ def check_flow(solution: Solution, *, tol: float | None = None) -> FlowReport:
         `FlowReport`: `report["energy"].status`, `report.table()`.
     """
     double = solution.tokens.dtype == torch.float64  # tolerances of rounding follow the solved dtype
-    Z = solution.tokens.detach().to(torch.float64)
+    Z = solution.tokens.detach().cpu().to(torch.float64)
     if Z.dim() == 3:
-        Z, mask = Z.unsqueeze(1), solution.mask.unsqueeze(0)
+        Z, mask = Z.unsqueeze(1), solution.mask.cpu().unsqueeze(0)
     else:
-        mask = solution.mask
+        mask = solution.mask.cpu()
     if not bool(mask.all()):
         raise ValueError("check_flow checks sequences without padding; pass the real tokens only")
     field = solution.field
