@@ -409,3 +409,61 @@ def test_other_runtime_errors_are_not_taken_for_memory(tmp_path, monkeypatch):
     monkeypatch.setattr(hardmax.dynamics, "simulate", fail)
     with pytest.raises(RuntimeError, match="a bug"):
         main(["simulate", "--random", "3", "--no-gif", "--out", str(tmp_path / "run")])
+
+
+def test_simulate_reaches_the_particle_models(tmp_path, capsys):
+    """--rule/--beta/--sphere/--solver/--dt run `solve` (SA on the sphere here) and check the papers' claims."""
+    from hardmax.dynamics import RK4, Field, Softmax, Sphere, solve
+
+    np.save(tmp_path / "tokens.npy", TOKENS)
+    out_dir = tmp_path / "sa"
+    code, out, err = _run(capsys, "--tokens", str(tmp_path / "tokens.npy"), "--rule", "softmax", "--beta", "2",
+                          "--sphere", "--solver", "rk4", "--dt", "0.1", "--layers", "40", "--fps", "4",
+                          "--out", str(out_dir))
+    assert code == 0, err
+    on_sphere = TOKENS / np.linalg.norm(TOKENS, axis=1, keepdims=True)
+    expected = solve(Field(Softmax(2.0), manifold=Sphere()), RK4(0.1), on_sphere, steps=40)
+    np.testing.assert_array_equal(np.load(out_dir / "solution.npy"), expected.tokens.numpy())
+    np.testing.assert_allclose(np.load(out_dir / "times.npy"), expected.times.numpy())
+    for name in ("figure.png", "animation.gif", "report.txt", "report.json"):
+        assert (out_dir / name).stat().st_size > 0, name
+    assert "energy" in (out_dir / "report.txt").read_text() and "| check |" in out
+    report = json.loads((out_dir / "report.json").read_text())
+    assert report["config"]["rule"] == "softmax" and report["passed"]
+    assert "on S^1" in err and "softmax attention" in err
+
+
+def test_simulate_with_a_value_matrix_and_localmax(tmp_path, capsys):
+    code, out, err = _run(capsys, "--random", "7", "--rule", "localmax", "--theta", "0.3", "--value", "1,0;0,-0.5",
+                          "--solver", "euler", "--dt", "0.2", "--layers", "10", "--no-gif", "--out", str(tmp_path))
+    assert code == 0, err
+    assert np.load(tmp_path / "solution.npy").shape == (11, 7, 2)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--rule", "softmax"], "--beta goes with --rule softmax"),
+    (["--beta", "2"], "--beta is for --rule softmax"),
+    (["--rule", "localmax"], "needs --theta"),
+    (["--dt", "0.1"], "--dt is for the euler"),
+    (["--solver", "rk4", "--time", "3"], "--time is for --solver adaptive"),
+    (["--solver", "renormalised"], "add --sphere"),
+    (["--rule", "softmax", "--beta", "1", "--value", "1,2,3"], "value"),
+])
+def test_simulate_refuses_particle_options_that_do_not_fit(capsys, argv, message):
+    code, out, err = _run(capsys, "--random", "4", *argv)
+    assert code == 2 and message in err and err.count("\n") == 1, err
+
+
+def test_particles_writes_the_reproductions(tmp_path, capsys, monkeypatch):
+    import hardmax.experiments.particles as particles
+
+    real = particles.phase_diagram
+    monkeypatch.setattr(particles, "phase_diagram", lambda betas, **kw: real(betas[:3], **{**kw, "starts": 4}))
+    code = main(["particles", "--quick", "--no-gif", "--out", str(tmp_path)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == sorted(["clusters_2023_polytope.png", "clusters_2023_hyperplanes.png",
+                            "clusters_2023_polytope_x_hyperplanes.png", "clusters_2023_boolean.png",
+                            "metastability.png", "phase_diagram_S1.png", "phase_diagram_S2.png"])
+    assert "## polytope" in captured.out and "## phase S2" in captured.out and "PASSED" in captured.out

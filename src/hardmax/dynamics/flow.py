@@ -20,8 +20,8 @@ import torch
 from torch import Tensor
 
 from hardmax.dynamics.field import Field, Sphere
-from hardmax.dynamics.inputs import as_floating, as_tensor
-from hardmax.dynamics.simulator import simulate
+from hardmax.dynamics.inputs import as_floating
+from hardmax.dynamics.simulator import simulate, validate_mask
 from hardmax.dynamics.solvers import Adaptive, Euler, Solver
 from hardmax.memory import require_memory
 
@@ -126,7 +126,7 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
     A0 = field.scores.matrix(0.0, zb)
     if A0 is not None and A0.dim() == 3 and A0.shape[0] != batch:
         raise ValueError(f"a stack of score matrices needs one per sequence ({batch}), got {A0.shape[0]}")
-    m = _mask(mask, single, batch, n, zb.device)
+    m = validate_mask(mask, single, batch, n, zb.device)
     if isinstance(field.manifold, Sphere):
         field.manifold.check(zb.masked_fill(~m.unsqueeze(-1), 1.0) if not bool(m.all()) else zb)
     w = None if bool(m.all()) else m.to(zb.dtype)  # None: every token present (no masking in the hot loop)
@@ -226,15 +226,3 @@ def _adaptive_times(save: Save, t1) -> Tensor:
     if t1 is None or not (isinstance(t1, int | float) and math.isfinite(t1) and t1 > 0):
         raise ValueError(f"an adaptive solver needs t1 > 0 (or Save(times=...)), got {t1!r}")
     return torch.linspace(0.0, float(t1), 101, dtype=torch.float64)
-
-
-def _mask(mask, single: bool, batch: int, n: int, device) -> Tensor:
-    if mask is None:
-        return torch.ones(batch, n, dtype=torch.bool, device=device)
-    m = as_tensor(mask, "mask", device=device)
-    if m.dtype != torch.bool:
-        raise ValueError(f"mask must be boolean (True = real token), got dtype {m.dtype}")
-    expected = (n,) if single else (batch, n)
-    if tuple(m.shape) != expected:
-        raise ValueError(f"mask must have shape {expected}, got {tuple(m.shape)}")
-    return m.reshape(batch, n)

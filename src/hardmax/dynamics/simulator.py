@@ -250,7 +250,7 @@ def simulate(
     batched = (z.unsqueeze(0) if single else z).contiguous()  # NumPy views, transposes, Fortran order
     A_t = validate_A(A, d, z.dtype, z.device)
     alphas = validate_alpha(alpha, layers, z.dtype, z.device)
-    m_t = _validate_mask(mask, single, batch, n, z.device)
+    m_t = validate_mask(mask, single, batch, n, z.device)
     if batch == 0:
         return Trajectory(tokens=z.new_empty(len(stored), 0, n, d), alpha=alphas, A=A_t, rule=rule, mask=m_t,
                           stored=stored, attention=z.new_empty(layers, 0, n, n) if keep_attention else None)
@@ -336,7 +336,8 @@ def _stored_layers(store, layers: int) -> tuple[int, ...]:
     raise ValueError(f"store must be 'all', 'final' or an integer k ≥ 1 (every k-th layer), got {store!r}")
 
 
-def _validate_mask(mask, single: bool, batch: int, n: int, device) -> Tensor:
+def validate_mask(mask, single: bool, batch: int, n: int, device) -> Tensor:
+    """(batch, n) bool mask (all True when None), or a one-line ValueError for a wrong dtype or shape."""
     if mask is None:
         return torch.ones(batch, n, dtype=torch.bool, device=device)
     m_t = as_tensor(mask, "mask", device=device)
