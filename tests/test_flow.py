@@ -280,6 +280,52 @@ def test_gradients_flow_through_the_general_loop():
     z = _random((5, 2), 14).requires_grad_(True)
     solve(Field(Softmax(1.0)), RK4(0.1), z, steps=5).final.square().sum().backward()
     assert z.grad is not None and bool(torch.isfinite(z.grad).all()) and float(z.grad.abs().sum()) > 0
+    A = torch.eye(2, dtype=torch.float64).requires_grad_(True)  # the scores' and the value's matrices too
+    V = torch.eye(2, dtype=torch.float64).requires_grad_(True)
+    out = solve(Field(Softmax(1.0), scores=Bilinear(A), value=V), RK4(0.1), z.detach(), steps=5).final
+    out.square().sum().backward()
+    assert A.grad is not None and V.grad is not None and float(A.grad.abs().sum()) > 0
+
+
+def test_padding_on_the_sphere_and_sequences_of_padding_only():
+    z = _sphere_tokens(5, 3, 15, batch=3)
+    z[1, 3:] = 0.0  # padding may be anything, zeros included
+    mask = torch.ones(3, 5, dtype=torch.bool)
+    mask[1, 3:] = False
+    mask[2] = False  # a sequence of padding only
+    for solver in (Euler(0.1), RK4(0.1), Renormalised(0.1)):
+        sol = solve(Field(Softmax(2.0), manifold=Sphere()), solver, z, steps=10, mask=mask)
+        assert bool(torch.isfinite(sol.tokens).all())
+        assert torch.equal(sol.tokens[:, 1, 3:], z[1, 3:].expand(11, 2, 3)) and torch.equal(sol.tokens[:, 2],
+                                                                                           z[2].expand(11, 5, 3))
+        alone = solve(Field(Softmax(2.0), manifold=Sphere()), solver, z[1, :3], steps=10)
+        np.testing.assert_allclose(sol.tokens[:, 1, :3].numpy(), alone.tokens.numpy(), rtol=0, atol=1e-14)
+    flat = solve(Field(Softmax(1.0)), RK4(0.1), _random((2, 4, 2), 3), steps=3,
+                 mask=torch.tensor([[True] * 4, [False] * 4]))
+    assert bool(torch.isfinite(flat.tokens).all())
+
+
+def test_localmax_tends_to_uniform_weights_as_theta_grows():
+    z = _random((3, 8, 2), 16)
+    wide = solve(Field(Localmax(1e12)), Euler(0.3), z, steps=6).tokens
+    uniform = solve(Field(Unnormalised(0.0)), Euler(0.3), z, steps=6).tokens  # P_ij = 1/n
+    np.testing.assert_allclose(wide.numpy(), uniform.numpy(), rtol=0, atol=1e-13)
+
+
+def test_adaptive_saving_choices():
+    z = _sphere_tokens(4, 3, 17)
+    field = Field(Softmax(2.0), manifold=Sphere())
+    assert solve(field, Adaptive(), z, t1=1.0, save=Save.final()).times.tolist() == [0.0, 1.0]
+    assert len(solve(field, Adaptive(), z, t1=1.0).times) == 101
+    assert solve(field, Adaptive(), z, t1=1.0, save=Save(times=(0.5, 1.0))).times.tolist() == [0.0, 0.5, 1.0]
+
+
+def test_euler_layers_takes_arrays_as_simulate_does():
+    z = _random((6, 2), 18)
+    alphas = np.array([0.3, 0.7, 1.1])
+    for spelling in (alphas, torch.from_numpy(alphas), alphas.tolist()):
+        got = solve(Field(Hardmax()), Euler.layers(spelling), z, steps=3).tokens
+        assert torch.equal(got, simulate(z, alpha=alphas, layers=3).tokens)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -289,7 +335,9 @@ def test_cuda_runs_every_solver_as_the_cpu_does():
                           (Field(Unnormalised(2.0), manifold=Sphere()), Renormalised(0.05)),
                           (Field(Localmax(0.3), value=torch.eye(3) * 0.5), Euler(0.1)),
                           (Field(Hardmax(), manifold=Sphere()), Euler(0.1)),
-                          (Field(Softmax(1.0), manifold=Sphere()), Adaptive(rtol=1e-9, atol=1e-11))):
+                          (Field(Softmax(1.0), manifold=Sphere()), Adaptive(rtol=1e-9, atol=1e-11)),
+                          (Field(Softmax(1.0), scores=Rescaled(Bilinear(), torch.eye(3) * 0.5),
+                                 value=torch.eye(3) * 0.5), Adaptive(rtol=1e-9, atol=1e-11))):
         kwargs = {"t1": 2.0} if isinstance(solver, Adaptive) else {"steps": 40}
         cpu = solve(field, solver, z, **kwargs).tokens
         gpu = solve(field, solver, z.cuda(), **kwargs).tokens
@@ -299,6 +347,12 @@ def test_cuda_runs_every_solver_as_the_cpu_does():
 
     assert check_flow(solve(Field(Softmax(1.0), manifold=Sphere()), RK4(0.1), z.cuda(), steps=50,
                             save=Save(every=10))).passed
+    A = (2.0 * torch.eye(3, dtype=torch.float64)).expand(5, 3, 3).cuda()  # the field's matrices on the GPU too
+    assert check_flow(solve(Field(Softmax(1.0), scores=Bilinear(A), manifold=Sphere()), RK4(0.1), z.cuda(),
+                            steps=50, save=Save(every=10))).passed
+    V = torch.eye(2, dtype=torch.float64).cuda()
+    field = Field(Softmax(1.0), scores=Rescaled(Bilinear(), V), value=V)
+    assert check_flow(solve(field, RK4(0.01), _random((6, 2), 1).cuda() * 4, t1=6.0, save=Save(every=50))).passed
 
 
 @pytest.mark.parametrize("make,message", [
@@ -321,6 +375,18 @@ def test_cuda_runs_every_solver_as_the_cpu_does():
     (lambda: solve(Field(Softmax(1.0), scores=Bilinear(torch.eye(2).expand(3, 2, 2))), RK4(0.1),
                    torch.ones(2, 4, 2), steps=1), "one per sequence"),
     (lambda: Field(Softmax), "attention rule"),
+    (lambda: Field(Hardmax(), scores=Bilinear(-torch.eye(2))), "positive definite"),
+    (lambda: Field(Hardmax(), scores=Bilinear(torch.eye(2).expand(3, 2, 2))), "one per sequence"),
+    (lambda: Rescaled(Bilinear(torch.eye(2)), torch.eye(3)), r"V is \(3, 3\)"),
+    (lambda: Euler.layers([]), "empty"),
+    (lambda: Euler.layers("fast"), "alpha must be"),
+    (lambda: solve(Field(Softmax(1.0)), RK4(0.1), torch.ones(3, 2), t1=math.inf), "finite time"),
+    (lambda: solve(Field(Softmax(1.0)), Adaptive(), torch.ones(3, 2), t1=1.0, save=Save(every=3)), "fixed steps"),
+    (lambda: solve(Field(Softmax(1.0)), Adaptive(), torch.ones(3, 2), steps=4), "chooses its own steps"),
+    (lambda: solve(Field(Softmax(1.0)), Adaptive(), torch.ones(3, 2), t1=2.0, save=Save(times=(1.0,))),
+     "not the last"),
+    (lambda: solve(Field(Unnormalised(800.0), manifold=Sphere()), RK4(0.1), _sphere_tokens(3, 2, 0), steps=1),
+     "beyond the range"),
 ])
 def test_bad_input_gets_a_one_line_error(make, message):
     with pytest.raises(ValueError, match=message) as info:

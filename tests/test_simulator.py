@@ -6,6 +6,8 @@ The dynamics themselves (rules, ties, engines) are tested in test_dynamics, test
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import reference
@@ -296,6 +298,8 @@ simulate(z, {rule}, alpha=0.5, layers=200, engine="torch")
 print(status("VmHWM:") - before)
 """
     grown = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                               env={"OMP_NUM_THREADS": "1", "PATH": ""}).stdout.split()[-1])
+                               env={"OMP_NUM_THREADS": "1", "PATH": "",  # the package where the tests found it
+                                    **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}}
+                               ).stdout.split()[-1])
     assert grown > 50 * 2**20  # the run did allocate (a trajectory of 78.5 MiB)
     assert grown <= simulation_bytes(100, 64, 8, 200, 201, 8, torch_engine=True)

@@ -55,7 +55,8 @@ def _fake(tokens, field) -> Solution:
 
 
 def test_sa_on_the_sphere_passes_its_claims():
-    z = torch.nn.functional.normalize(torch.randn(30, 8, 3, dtype=torch.float64), dim=-1)
+    z = torch.nn.functional.normalize(torch.randn(30, 8, 3, dtype=torch.float64,
+                                                  generator=torch.Generator().manual_seed(0)), dim=-1)
     sol = solve(Field(Softmax(1.0), scores=Bilinear(2.0 * torch.eye(3, dtype=torch.float64)), manifold=Sphere()),
                 RK4(0.1), z, steps=400, save=Save(every=20))
     report = check_flow(sol)
@@ -83,20 +84,32 @@ def test_time_reversed_flows_fail_the_energy_and_hull_claims():
     assert check_flow(_fake(flat.tokens.flip(0), flat.field))["hull"].status == "failed"
 
 
-def test_the_2023_polytope_claim_passes_and_a_token_off_the_vertices_fails():
+def _at_rest(monkeypatch):
+    """Make every state an equilibrium of its field (velocity 0), so that the verdict logic can be exercised on
+    states a true theorem never reaches."""
+    monkeypatch.setattr(Field, "velocity", lambda self, t, z, w: torch.zeros_like(z))
+
+
+def test_the_2023_polytope_claim(monkeypatch):
     V = torch.eye(2, dtype=torch.float64)
     field = Field(Softmax(1.0), scores=Rescaled(Bilinear(), V), value=V)
     z = torch.rand(12, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(3)) * 10 - 5
     sol = solve(field, RK4(0.01), z, t1=8.0, save=Save(every=50))
     assert check_flow(sol)["polytope"].status == "passed"
     square = torch.tensor([[1.0, 1.0], [-1.0, 1.0], [-1.0, -1.0], [1.0, -1.0], [0.2, 0.1]], dtype=torch.float64)
-    settled = _fake(square.expand(3, 5, 2), field)  # a token inside the square, not moving
-    assert check_flow(settled)["polytope"].status == "failed"
-    moving = _fake(torch.stack([square, square, square * 1.1]), field)  # far from the vertices, still moving
+    moving = _fake(square.expand(3, 5, 2), field)  # the inner token still moves towards ∂K: not judged
     assert check_flow(moving)["polytope"].status == "not tested"
+    origin = _fake(torch.cat([square[:4], torch.zeros(1, 2, dtype=torch.float64)]).expand(3, 5, 2), field)
+    assert check_flow(origin)["polytope"].status == "passed"  # a token may converge to 0
+    _at_rest(monkeypatch)
+    report = check_flow(moving)["polytope"]
+    assert report.status == "failed" and "at rest" in report.messages[0]
+    segment = torch.tensor([[-1.0, 0.0], [1.0, 0.0], [0.5, 0.0]], dtype=torch.float64)  # flat: no 2-D hull
+    assert check_flow(_fake(segment.expand(3, 3, 2), field))["polytope"].status == "failed"
+    assert check_flow(_fake(segment[:2].expand(3, 2, 2), field))["polytope"].status == "passed"
 
 
-def test_the_2023_hyperplanes_claim():
+def test_the_2023_hyperplanes_claim(monkeypatch):
     V = torch.tensor([[0.64709742, 0.81911926], [0.61210449, 0.63263484]], dtype=torch.float64)
     field = Field(Softmax(1.0), scores=Rescaled(Bilinear(), V), value=V)
     z = torch.rand(3, 15, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) * 10 - 5
@@ -104,8 +117,29 @@ def test_the_2023_hyperplanes_claim():
     assert report["hyperplanes"].status == "passed" and report["polytope"].status == "not tested"
     phi = torch.linalg.eig(V.T)[1][:, 0].real
     phi = phi / phi.norm()
-    four = torch.stack([c * phi for c in (-2.0, -1.0, 1.0, 2.0)])  # on four parallel hyperplanes
-    assert check_flow(_fake(four.expand(3, 4, 2), field))["hyperplanes"].status == "failed"
+    four = _fake(torch.stack([c * phi for c in (-2.0, -1.0, 1.0, 2.0)]).expand(3, 4, 2), field)
+    assert check_flow(four)["hyperplanes"].status == "not tested"  # four hyperplanes, still moving
+    _at_rest(monkeypatch)
+    assert check_flow(four)["hyperplanes"].status == "failed"
+
+
+def test_metastable_clusters_are_not_judged_and_beta_below_zero_is_not_tested():
+    z = torch.nn.functional.normalize(torch.randn(40, 16, 3, dtype=torch.float64,
+                                                  generator=torch.Generator().manual_seed(5)), dim=-1)
+    sol = solve(Field(Softmax(9.0), manifold=Sphere()), RK4(0.1), z, t1=30.0, save=Save(every=50))
+    check = check_flow(sol)["single_cluster"]
+    assert check.status != "failed" and "metastable" in check.value
+    negative = solve(Field(Softmax(1.0), scores=Bilinear(-torch.eye(3, dtype=torch.float64)), manifold=Sphere()),
+                     RK4(0.1), z[:2], steps=5, save=Save(every=5))
+    report = check_flow(negative)
+    assert report["energy"].status == "not tested" and report["single_cluster"].status == "not tested"
+    assert report.verdict == "NOT TESTED" and "NOT TESTED" in report.table()
+
+
+def test_energy_below_zero_beta():
+    x = torch.nn.functional.normalize(torch.randn(5, 3, dtype=torch.float64), dim=-1)
+    g = x @ x.T
+    assert math.isclose(float(energy(x, -2.0)), float(torch.exp(-2.0 * g).sum()) / (2 * -2.0 * 25), rel_tol=1e-12)
 
 
 @pytest.mark.parametrize("field", [Field(Hardmax()), Field(Softmax(1.0), value=-torch.eye(2))])

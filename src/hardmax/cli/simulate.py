@@ -77,7 +77,9 @@ def add_particles(subparsers) -> None:
     p.add_argument("--out", metavar="DIR", default="runs/particles", help="output folder (default: runs/particles)")
     p.add_argument("--quick", action="store_true", help="50 starts per β instead of 1,000")
     p.add_argument("--no-gif", dest="gif", action="store_false", help="skip the GIF animations")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random starts (default: 0)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="seed of the clustering pictures' tokens and the phase diagrams' starts; the metastability "
+                        "picture keeps its own (default: 0)")
 
 
 def run_particles(args: argparse.Namespace) -> int:

@@ -120,10 +120,15 @@ class Rescaled:
         v = _matrix(self.V, "V")
         if v.dim() != 2:
             raise ValueError("Rescaled needs one (d, d) value matrix V")
+        inner = self.scores.matrix(0.0, torch.empty(0, dtype=torch.float64))
+        if inner is not None and tuple(inner.shape[-2:]) != tuple(v.shape):
+            raise ValueError(f"Rescaled: V is {tuple(v.shape)} but the scores' A is {tuple(inner.shape[-2:])}")
         object.__setattr__(self, "V", v)
 
     def matrix(self, t, like: Tensor) -> Tensor:
-        e = torch.linalg.matrix_exp(torch.as_tensor(t, dtype=torch.float64) * self.V).to(like.dtype).to(like.device)
+        # e^{tV} in float64 on the CPU (d × d), whatever the time's type (torchdiffeq passes a tensor) and device
+        e = torch.linalg.matrix_exp(float(t) * self.V.detach().cpu().to(torch.float64))
+        e = e.to(dtype=like.dtype, device=like.device)
         inner = self.scores.matrix(t, like)
         a = e.T @ e if inner is None else e.T @ inner @ e
         return 0.5 * (a + a.transpose(-1, -2)) if self.scores.symmetric else a
@@ -198,13 +203,20 @@ class Field:
             if v.dim() != 2:
                 raise ValueError(f"value must be one (d, d) matrix, got {tuple(v.shape)}")
             object.__setattr__(self, "value", v)
-        if isinstance(self.rule, Hardmax) and not self.scores.symmetric:
-            raise ValueError("hardmax attention needs symmetric scores (A = Aᵀ, positive definite); "
-                             "QᵀK is not: use a softmax or localmax rule")
+        if isinstance(self.rule, Hardmax):
+            if not self.scores.symmetric:
+                raise ValueError("hardmax attention needs symmetric scores (A = Aᵀ, positive definite); "
+                                 "QᵀK is not: use a softmax or localmax rule")
+            A = _probe(self.scores)
+            if A is not None and A.dim() == 3:
+                raise ValueError("hardmax attention takes one (d, d) score matrix, not one per sequence")
+            if A is not None and float(torch.linalg.eigvalsh(A.detach().cpu().to(torch.float64)).min()) <= 0:
+                raise ValueError("hardmax attention needs a positive definite A; its smallest eigenvalue is "
+                                 f"{float(torch.linalg.eigvalsh(A.detach().cpu().to(torch.float64)).min()):.3g}")
 
     def validate(self, d: int) -> None:
         """Refuse matrices of the wrong size for tokens of dimension d (one-line ValueError)."""
-        for name, m in (("value", self.value), ("A", _probe(self.scores, d))):
+        for name, m in (("value", self.value), ("A", _probe(self.scores))):
             if m is not None and tuple(m.shape[-2:]) != (d, d):
                 raise ValueError(f"{name} must be ({d}, {d}) to match tokens of dimension {d}, "
                                  f"got {tuple(m.shape[-2:])}")
@@ -225,14 +237,20 @@ class Field:
     def targets(self, t, z: Tensor, w: Tensor | None) -> Tensor:
         """(batch, n, d) Σ_j P_ij z_j at time t."""
         A = self.scores.matrix(t, z)
-        if type(self.rule) is Softmax and not (torch.is_grad_enabled() and z.requires_grad):
+        if type(self.rule) is Softmax and not torch.is_grad_enabled():  # in-place steps: no autograd
             return _softmax_targets(z, w, A, float(self.rule.beta))
         return self.rule.targets(z, _ones(z) if w is None else w, A)
 
     def velocity(self, t, z: Tensor, w: Tensor | None) -> Tensor:
         """(batch, n, d) ż at time t; 0 for absent tokens."""
         v = self.manifold.velocity(z, self.targets(t, z, w), self.V(z))
-        return v if w is None else v * (w > 0).unsqueeze(-1).to(v.dtype)
+        # where, not a product: a sequence of padding only has NaN targets (no key to attend to)
+        return v if w is None else torch.where((w > 0).unsqueeze(-1), v, v.new_zeros(()))
+
+    @property
+    def requires_grad(self) -> bool:
+        """Whether a matrix of the field (V, A, Q, K, a rescaling V) requires grad: `solve` then records the graph."""
+        return any(t.requires_grad for t in _tensors(self))
 
     @property
     def paper(self) -> bool:
@@ -276,5 +294,19 @@ def queries(z: Tensor, A: Tensor | None) -> Tensor:
     return z @ A
 
 
-def _probe(scores: Scores, d: int) -> Tensor | None:
+def _probe(scores: Scores) -> Tensor | None:
     return scores.matrix(0.0, torch.empty(0, dtype=torch.float64))
+
+
+def _tensors(obj) -> list[Tensor]:
+    """The tensors held by a field, its scores and their inner scores."""
+    import dataclasses
+
+    found = []
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, Tensor):
+            found.append(value)
+        elif dataclasses.is_dataclass(value):
+            found += _tensors(value)
+    return found

@@ -21,6 +21,7 @@ from torch import Tensor
 
 from hardmax.dynamics.field import Field, Sphere
 from hardmax.dynamics.inputs import as_floating
+from hardmax.dynamics.rules import Unnormalised
 from hardmax.dynamics.simulator import simulate, validate_mask
 from hardmax.dynamics.solvers import Adaptive, Euler, Solver
 from hardmax.memory import require_memory
@@ -127,15 +128,22 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
     if A0 is not None and A0.dim() == 3 and A0.shape[0] != batch:
         raise ValueError(f"a stack of score matrices needs one per sequence ({batch}), got {A0.shape[0]}")
     m = validate_mask(mask, single, batch, n, zb.device)
+    given = zb
     if isinstance(field.manifold, Sphere):
-        field.manifold.check(zb.masked_fill(~m.unsqueeze(-1), 1.0) if not bool(m.all()) else zb)
+        field.manifold.check(zb[m])  # the real tokens; padding is anything and is put back as given
+        if not bool(m.all()):  # padding rides along as a unit vector, so that retractions stay finite
+            zb = torch.where(m.unsqueeze(-1), zb, torch.nn.functional.one_hot(torch.tensor(0), d).to(zb))
+    _check_range(zb, m, field)
     w = None if bool(m.all()) else m.to(zb.dtype)  # None: every token present (no masking in the hot loop)
 
     if isinstance(solver, Adaptive):
+        if steps is not None:
+            raise ValueError("an adaptive solver chooses its own steps: give t1=... (or Save(times=...)), not steps")
         times = _adaptive_times(save, t1)
         require_memory(float(len(times)) * zb.numel() * zb.element_size() * 8,
                        f"solve of tokens of shape {tuple(z.shape)}", device=zb.device)
-        out = torch.where(m.unsqueeze(-1), solver.solve(field, zb, w, times.to(dtype=zb.dtype, device=zb.device)), zb)
+        out = torch.where(m.unsqueeze(-1), solver.solve(field, zb, w, times.to(dtype=zb.dtype, device=zb.device)),
+                          given)
         attention = (torch.stack([field.attention(float(t), x, w) for t, x in zip(times, out, strict=True)])
                      if save.attention else None)
         return _solution(out, times.to(zb.dtype), field, solver, m, None, attention, single)
@@ -191,11 +199,29 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
         else:
             for i, x in enumerate(saved):
                 out[i, rows] = x
+    if given is not zb and not grad:
+        out = torch.where(m.unsqueeze(-1), out, given)
     return _solution(out, times, field, solver, m, kept, attention, single)
 
 
 def _needs_grad(z: Tensor, field: Field) -> bool:
-    return torch.is_grad_enabled() and (z.requires_grad or (field.value is not None and field.value.requires_grad))
+    return torch.is_grad_enabled() and (z.requires_grad or field.requires_grad)
+
+
+def _check_range(z: Tensor, m: Tensor, field: Field) -> None:
+    """Exponential rules are not scale-free: refuse tokens whose scores β⟨A z_i, z_j⟩ at t = 0 overflow the dtype
+    (softmax subtracts the row maximum, but the unnormalised weights e^{β s} themselves must be finite)."""
+    beta = getattr(field.rule, "beta", None)
+    if beta is None:
+        return
+    norm2 = float((z.detach().to(torch.float64) ** 2).sum(-1).masked_fill(~m, 0).amax())
+    A = field.scores.matrix(0.0, z)
+    size = 1.0 if A is None else float(torch.linalg.matrix_norm(A.detach().to(torch.float64), ord=2).amax())
+    bound = float(beta) * norm2 * size
+    limit = math.log(torch.finfo(z.dtype).max) if isinstance(field.rule, Unnormalised) else torch.finfo(z.dtype).max / 4
+    if not bound < limit:
+        raise ValueError(f"attention scores β⟨A z_i, z_j⟩ reach {bound:.3g}, beyond the range of {z.dtype} for "
+                         f"{type(field.rule).__name__} (e^β s must be finite); scale the tokens or lower beta")
 
 
 def _solution(out, times, field, solver, m, kept, attention, single) -> Solution:
@@ -213,16 +239,27 @@ def _step_count(solver, steps, t1) -> int:
     if t1 is None or getattr(solver, "dt", None) is None:
         raise ValueError("give steps=..., or t1=... with a solver of fixed step dt")
     t1 = float(t1)
+    if not (math.isfinite(t1) and t1 >= 0):
+        raise ValueError(f"t1 must be a finite time ≥ 0, got {t1}")
     count = round(t1 / solver.dt)
-    if not (math.isfinite(t1) and t1 >= 0) or abs(count * solver.dt - t1) > 1e-9 * max(1.0, t1):
+    if abs(count * solver.dt - t1) > 1e-9 * max(1.0, t1):
         raise ValueError(f"t1 = {t1} is not a whole number of steps dt = {solver.dt}")
     return int(count)
 
 
 def _adaptive_times(save: Save, t1) -> Tensor:
+    """The times an adaptive solve saves: Save(times=...) (t1, if given, must be the last), Save.final() (0 and
+    t1), or the default Save() (101 evenly spaced times up to t1); Save(every=k > 1) means nothing here."""
     if save.times is not None:
+        if t1 is not None and float(t1) != save.times[-1]:
+            raise ValueError(f"t1 = {t1} is not the last of Save(times=...) ({save.times[-1]}); give one of them")
         times = save.times if save.times[0] == 0 else (0.0, *save.times)
         return torch.tensor(times, dtype=torch.float64)
-    if t1 is None or not (isinstance(t1, int | float) and math.isfinite(t1) and t1 > 0):
+    if t1 is None or isinstance(t1, bool) or not (isinstance(t1, int | float) and math.isfinite(t1) and t1 > 0):
         raise ValueError(f"an adaptive solver needs t1 > 0 (or Save(times=...)), got {t1!r}")
+    if save.every is None:
+        return torch.tensor([0.0, float(t1)], dtype=torch.float64)
+    if save.every != 1:
+        raise ValueError("an adaptive solver has no fixed steps to save every k of: use Save(times=...), "
+                         "Save.final() or the default Save() (101 times)")
     return torch.linspace(0.0, float(t1), 101, dtype=torch.float64)

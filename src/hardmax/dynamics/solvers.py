@@ -16,9 +16,9 @@ time stepping) — CONTRIBUTING.md shows one.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -50,7 +50,13 @@ class Euler:
         if self.dt is not None:
             object.__setattr__(self, "dt", _positive(self.dt, "dt"))
         else:
-            a = tuple(self.alpha) if isinstance(self.alpha, Sequence) else (self.alpha,)
+            try:
+                given = self.alpha.detach().cpu().numpy() if isinstance(self.alpha, torch.Tensor) else self.alpha
+                a = tuple(float(x) for x in np.asarray(given, dtype=np.float64).reshape(-1))
+            except (TypeError, ValueError, RuntimeError):
+                raise ValueError(f"alpha must be a number > 0 or one per layer, got {self.alpha!r}") from None
+            if not a:
+                raise ValueError("alpha must be a number > 0 or one per layer, got an empty array")
             object.__setattr__(self, "alpha", tuple(_positive(x, "alpha") for x in a) if len(a) > 1
                                else _positive(a[0], "alpha"))
 

@@ -27,6 +27,9 @@ from hardmax.dynamics import RK4, Bilinear, Field, Renormalised, Rescaled, Save,
 from hardmax.theory import cluster_counts, energy
 
 KINDS_2023 = ("polytope", "hyperplanes", "polytope x hyperplanes", "boolean")
+# The metastability picture's start: of seeds 0-11 (n = 5, β = 4), one whose two clusters last longest before
+# merging within T = 400 (t ≈ 7 to 214); `reproduce` keeps it whatever its `seed`, so that the docs' picture stays.
+METASTABLE_SEED = 1
 # The value matrix of the 2023 paper's two-dimensional hyperplane picture (its code's example).
 HYPERPLANES_V = ((0.64709742, 0.81911926), (0.61210449, 0.63263484))
 
@@ -147,7 +150,8 @@ class Reproduction:
 def reproduce(out, *, quick: bool = False, gifs: bool = True, seed: int = 0, progress=None) -> Reproduction:
     """Write the particle-system papers' pictures into `out`: the 2023 clustering pictures (PNG and GIF), the
     metastability picture, and the phase diagrams on S¹ and S² (n = 32, 20 β values, 1,000 starts per β;
-    `quick`: 50 starts), with `check_flow` tables of each clustering picture.
+    `quick`: 50 starts), with `check_flow` tables of each clustering picture. `seed` draws the clustering pictures'
+    tokens and the phase diagrams' starts; the metastability picture keeps METASTABLE_SEED.
 
     progress: called with a line of text per step (None: silent).
     """
@@ -169,7 +173,7 @@ def reproduce(out, *, quick: bool = False, gifs: bool = True, seed: int = 0, pro
             files.append(animate_flow(sol, out / f"{name}.gif", title=title))
         tables[kind] = check_flow(sol).table()
         say(f"2023 {kind}: {check_flow(sol).passed and 'claims hold' or 'a claim FAILED'}")
-    meta = metastability(seed=1)
+    meta = metastability(seed=METASTABLE_SEED)
     files += save_figure(metastability_figure(meta), out / "metastability", ("png",))
     say(f"metastability: clusters {meta.clusters[0]} -> {meta.clusters[-1]} by t = {float(meta.solution.times[-1]):g}")
     betas = torch.linspace(0.0, 9.5, 20)

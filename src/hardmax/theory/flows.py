@@ -6,15 +6,18 @@
                                   perspective on Transformers", Sec. 3)
     check_flow(solution)          -> FlowReport of named `Check`s (passed / failed / not tested)
 
-The checks (each says "not tested", never "passed", where its hypotheses do not hold or the horizon is too short):
+The checks (each says "not tested", never "passed", where its hypotheses do not hold or the horizon is too short).
+An asymptotic claim fails only at an equilibrium: when the final state contradicts it while the field's velocity
+there is zero to rounding; a state that contradicts it and still moves (metastable clusters, a short horizon) is
+"not tested".
 
 - norms: on the sphere every saved token has norm 1 to rounding.
 - hull: with V = I in R^d and a row-stochastic rule, conv(Z(t)) is nested in time (the support function in 64
   directions never grows beyond rounding and the solver's error): the hull converges to a polytope
   (GLPR 2023 Thm 3.1; localmax, arXiv 2509.15958).
-- polytope: V = I and the rescaled scores of the 2023 paper: every token converges to a vertex of a convex
-  polytope (GLPR 2023, Theorem 3.1), measured as the distance of each final token to the vertices of the final
-  convex hull, once the tokens have settled.
+- polytope: V = I, A ≻ 0 and the rescaled scores of the 2023 paper: every token converges to 0 or to a point of
+  the boundary of a convex polytope K (GLPR 2023, Theorem 3.1; numerically, to its vertices), measured as the
+  distance of each final token to 0 or to the boundary of the final convex hull (in its affine hull when flat).
 - hyperplanes: V with a simple positive dominant eigenvalue and the rescaled scores: the coordinates ⟨φ, z_i⟩
   along the dominant left eigenvector φ take at most three values — the tokens cluster towards at most three
   parallel hyperplanes (GLPR 2023, Theorem 4.1).
@@ -27,7 +30,6 @@ The checks (each says "not tested", never "passed", where its hypotheses do not 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,9 +98,9 @@ def energy(tokens: Tensor, beta: float | Tensor) -> Tensor:
     g = z @ z.transpose(-1, -2)
     b = torch.as_tensor(beta, dtype=z.dtype, device=z.device)
     b_ = b.reshape(*b.shape, 1, 1) if b.dim() else b
-    safe = torch.where(b_ > 0, b_, torch.ones_like(b_))
-    e = torch.where(b_ > 0, torch.expm1(safe * g) / (2 * safe), g / 2).sum((-1, -2)) / n**2
-    return e + torch.where(b > 0, 1 / (2 * torch.where(b > 0, b, torch.ones_like(b))), torch.zeros_like(b))
+    safe = torch.where(b_ != 0, b_, torch.ones_like(b_))
+    e = torch.where(b_ != 0, torch.expm1(safe * g) / (2 * safe), g / 2).sum((-1, -2)) / n**2
+    return e + torch.where(b != 0, 1 / (2 * torch.where(b != 0, b, torch.ones_like(b))), torch.zeros_like(b))
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,15 @@ class FlowReport:
 
     @property
     def passed(self) -> bool:
+        """No check failed (as `TheoremReport.passed`); `verdict` also says whether anything was tested."""
         return all(c.status != "failed" for c in self.checks)
+
+    @property
+    def verdict(self) -> str:
+        """"FAILED", "PASSED" (some claim beyond the norms passed) or "NOT TESTED" (nothing substantive applied)."""
+        if not self.passed:
+            return "FAILED"
+        return "PASSED" if any(c.passed and c.name != "norms" for c in self.checks) else "NOT TESTED"
 
     def __getitem__(self, name: str) -> Check:
         for c in self.checks:
@@ -121,7 +131,7 @@ class FlowReport:
 
     def table(self) -> str:
         head = (f"Claims of the particle-system papers on {self.sequences} sequence(s), {self.saved} saved states: "
-                f"{'PASSED' if self.passed else 'FAILED'}")
+                f"{self.verdict}")
         rows = [(c.claim, c.value, c.expected, c.status) for c in self.checks]
         return "\n".join([head, "", *markdown_table(("check", "value", "expected", "status"), rows),
                           *[f"- {m}" for c in self.checks for m in c.messages]])
@@ -148,15 +158,26 @@ def check_flow(solution: Solution, *, tol: float | None = None) -> FlowReport:
     sphere = isinstance(field.manifold, Sphere)
     diam = float(torch.cdist(Z[0], Z[0]).amax()) or 1.0
     tol = (1e-2 if sphere else 1e-3 * diam) if tol is None else float(tol)
-    moved = (Z[-1] - Z[-2]).norm(dim=-1).amax(-1) if Z.shape[0] > 1 else torch.full(Z.shape[1:2], math.inf)
-    settled = moved <= tol * 1e-2  # (batch,) the last saved step moved the tokens by < 1 % of tol
+    settled = _at_rest(field, Z[-1], float(solution.times[-1]), double)
     checks = (_norms(Z, sphere, double), _hull(Z, field, tol), _polytope(Z, field, tol, settled),
               _hyperplanes(Z, field, tol, settled), _single_cluster(Z, field, tol, settled), _energy(Z, field, double))
     return FlowReport(checks=checks, sequences=Z.shape[1], saved=Z.shape[0])
 
 
+def _at_rest(field: Field, z: Tensor, t: float, double: bool) -> Tensor:
+    """(batch,) whether the field's velocity at the final state z (batch, n, d) is zero to rounding: an equilibrium."""
+    with torch.no_grad():
+        v = field.velocity(t, z, None)
+    scale = z.abs().amax((-1, -2)).clamp(min=1.0)
+    return v.abs().amax((-1, -2)) <= (1e3 * torch.finfo(torch.float64).eps if double else 1e-5) * scale
+
+
+def _cpu(m: Tensor | None) -> Tensor | None:
+    return None if m is None else m.detach().cpu().to(torch.float64)
+
+
 def _identity_value(field: Field) -> bool:
-    v = field.value
+    v = _cpu(field.value)
     return v is None or bool(torch.equal(v, torch.eye(v.shape[0], dtype=v.dtype)))
 
 
@@ -164,13 +185,13 @@ def _scaled_identity(field: Field) -> Tensor | None:
     """(batch,) or () β with A = β I, or None when the scores are not of that form."""
     if type(field.scores) is not Bilinear:
         return None
-    A = field.scores.A
+    A = _cpu(field.scores.A)
     if A is None:
         return torch.tensor(1.0, dtype=torch.float64)
     d = A.shape[-1]
-    beta = A[..., 0, 0].to(torch.float64)
+    beta = A[..., 0, 0]
     eye = torch.eye(d, dtype=torch.float64)
-    scaled = torch.allclose(A.to(torch.float64), beta.reshape(*beta.shape, 1, 1) * eye, rtol=0, atol=1e-12)
+    scaled = torch.allclose(A, beta.reshape(*beta.shape, 1, 1) * eye, rtol=0, atol=1e-12)
     return beta if scaled else None
 
 
@@ -202,46 +223,63 @@ def _hull(Z: Tensor, field: Field, tol: float) -> Check:
 
 
 def _rescaled_V(field: Field) -> Tensor | None:
-    if isinstance(field.scores, Rescaled) and isinstance(field.manifold, Flat) and field.value is not None \
-            and torch.equal(field.scores.V, field.value) and isinstance(field.rule, Softmax):
-        return field.value.to(torch.float64)
-    return None
+    """V of the 2023 paper's field (softmax, scores Rescaled(Bilinear(A ≻ 0), V), value V, flat), else None."""
+    if not (isinstance(field.scores, Rescaled) and isinstance(field.manifold, Flat) and field.value is not None
+            and isinstance(field.rule, Softmax) and type(field.scores.scores) is Bilinear):
+        return None
+    V, inner = _cpu(field.value), _cpu(field.scores.scores.A)
+    if not torch.equal(_cpu(field.scores.V), V):
+        return None
+    if inner is not None and (inner.dim() != 2 or not torch.equal(inner, inner.T)
+                              or float(torch.linalg.eigvalsh(inner).min()) <= 0):
+        return None  # the theorems assume QᵀK symmetric positive definite
+    return V
+
+
+def _boundary_distance(points: np.ndarray) -> np.ndarray:
+    """(n,) distance of each point to the boundary of their convex hull, taken in their affine hull (a flat
+    configuration is measured in the dimension it spans: a segment's boundary is its two ends)."""
+    centre = points.mean(0)
+    x = points - centre
+    _, sv, vt = np.linalg.svd(x, full_matrices=False)
+    rank = int((sv > 1e-9 * max(float(sv[0]) if len(sv) else 0.0, 1e-300)).sum())
+    if rank == 0:
+        return np.zeros(len(points))  # one point: it is the whole polytope
+    y = x @ vt[:rank].T
+    if rank == 1:
+        return np.minimum(y[:, 0] - y[:, 0].min(), y[:, 0].max() - y[:, 0])
+    from scipy.spatial import ConvexHull
+
+    eq = ConvexHull(y).equations  # a·y + b ≤ 0 inside, a unit
+    return np.clip(-(y @ eq[:, :-1].T + eq[:, -1]), 0, None).min(1)
 
 
 def _polytope(Z: Tensor, field: Field, tol: float, settled: Tensor) -> Check:
-    claim = "V = I (rescaled, 2023): every token converges to a vertex of a convex polytope"
+    claim = "V = I, A ≻ 0 (rescaled, 2023): every token converges to 0 or to the boundary of a convex polytope"
     V = _rescaled_V(field)
     if V is None or not torch.equal(V, torch.eye(V.shape[0], dtype=V.dtype)):
-        return Check("polytope", claim, "not tested", "not the 2023 paper's field with V = I", "")
-    from scipy.spatial import ConvexHull, QhullError
-
+        return Check("polytope", claim, "not tested", "not the 2023 paper's field with V = I and A ≻ 0", "")
     distances, messages, judged = [], [], 0
     for b in range(Z.shape[1]):
         final = Z[-1, b].numpy()
-        try:
-            vertices = (final[ConvexHull(final).vertices] if final.shape[1] > 1
-                        else final[[final.argmin(), final.argmax()]])
-        except QhullError:  # flat (degenerate) configurations: every token is a candidate vertex
-            vertices = final
-        dist = float(np.linalg.norm(final[:, None] - vertices[None], axis=-1).min(1).max())
-        if dist <= tol or bool(settled[b]):  # far from the vertices and still moving: not judged yet
+        dist = float(np.minimum(_boundary_distance(final), np.linalg.norm(final, axis=1)).max())
+        if dist <= tol or bool(settled[b]):  # away from ∂K and 0 while still moving: not judged yet
             judged += 1
             distances.append(dist)
             if dist > tol:
-                messages.append(f"sequence {b}: settled, a token is {dist:.2e} from every vertex of the final hull")
+                messages.append(f"sequence {b}: at rest with a token {dist:.2e} from 0 and from the boundary of K")
     if not distances:
-        return Check("polytope", claim, "not tested", "no sequence reached the vertices or settled within the horizon",
-                     f"≤ {tol:.1e}")
+        return Check("polytope", claim, "not tested", "every sequence still moving away from ∂K", f"≤ {tol:.1e}")
     worst = max(distances)
     return Check("polytope", claim, "failed" if messages else "passed",
-                 f"farthest token from a vertex: {worst:.1e} ({judged} of {Z.shape[1]} sequence(s) judged; "
+                 f"farthest token from 0 and ∂K: {worst:.1e} ({judged} of {Z.shape[1]} sequence(s) judged; "
                  "the others still moving)", f"≤ {tol:.1e}", tuple(messages),
                  {"distance": worst, "judged": float(judged)})
 
 
 def _dominant(V: Tensor) -> Tensor | None:
     """The left eigenvector of V's simple positive dominant eigenvalue, unit length, or None."""
-    values, vectors = np.linalg.eig(V.numpy().T)
+    values, vectors = np.linalg.eig(_cpu(V).numpy().T)
     order = np.argsort(-values.real)
     top = values[order[0]]
     if abs(top.imag) > 1e-12 or top.real <= 0 or (len(values) > 1 and values[order[1]].real >= top.real - 1e-9):
@@ -259,13 +297,11 @@ def _hyperplanes(Z: Tensor, field: Field, tol: float, settled: Tensor) -> Check:
                      "not the 2023 paper's field with such a V (d ≥ 2)", "")
     coordinates = Z[-1] @ phi  # (batch, n)
     counts = cluster_counts(coordinates.unsqueeze(-1), tol)
-    # Tokens may keep moving inside their hyperplanes: settled means the coordinates along φ stopped.
-    settled = (coordinates - Z[-2] @ phi).abs().amax(-1) <= tol * 1e-2 if Z.shape[0] > 1 else settled
     judged = (counts <= 3) | settled  # more than three values while still moving: not judged yet
     if not bool(judged.any()):
-        return Check("hyperplanes", claim, "not tested", "no sequence reached three values or settled", "≤ 3")
+        return Check("hyperplanes", claim, "not tested", "every sequence still moving with > 3 values", "≤ 3")
     worst = int(counts[judged].max())
-    messages = tuple(f"sequence {b}: settled with {int(counts[b])} distinct values of ⟨φ, z_i⟩"
+    messages = tuple(f"sequence {b}: at rest with {int(counts[b])} distinct values of ⟨φ, z_i⟩"
                      for b in torch.nonzero(settled & (counts > 3)).flatten().tolist())
     return Check("hyperplanes", claim, "failed" if messages else "passed",
                  f"at most {worst} value(s) of ⟨φ, z_i⟩ ({int(judged.sum())} of {len(counts)} sequence(s) judged)",
@@ -277,7 +313,9 @@ def _sphere_beta(field: Field) -> Tensor | None:
             and isinstance(field.rule, Softmax | Unnormalised)):
         return None
     beta = _scaled_identity(field)
-    return None if beta is None else beta * float(field.rule.beta)
+    if beta is None or bool((beta * float(field.rule.beta) < 0).any()):
+        return None  # the claims are for β ≥ 0
+    return beta * float(field.rule.beta)
 
 
 def _single_cluster(Z: Tensor, field: Field, tol: float, settled: Tensor) -> Check:
@@ -293,14 +331,16 @@ def _single_cluster(Z: Tensor, field: Field, tol: float, settled: Tensor) -> Che
     judged = applies & (single | settled)  # several clusters still moving: asymptotic claim, not yet judged
     if not bool(judged.any()):
         return Check("single_cluster", claim, "not tested",
-                     "no sequence it applies to reached one cluster or settled within the horizon", "1 cluster")
+                     "no sequence it applies to reached one cluster or came to rest within the horizon "
+                     "(several clusters still moving: metastable, or a short horizon)", "1 cluster")
     bad = judged & ~single
-    messages = tuple(f"sequence {b}: {int(counts[b])} clusters, settled (β = {float(beta[b]):g})"
+    messages = tuple(f"sequence {b}: {int(counts[b])} clusters, at rest (β = {float(beta[b]):g})"
                      for b in torch.nonzero(bad).flatten().tolist()[:20])
     frac = float(single[judged].double().mean())
     return Check("single_cluster", claim, "failed" if messages else "passed",
                  f"{int(judged.sum())} sequence(s) judged, {frac:.0%} in one cluster "
-                 f"({int((applies & ~judged).sum())} still moving: not judged)", "1 cluster", messages,
+                 f"({int((applies & ~judged).sum())} in several clusters still moving, metastable: not judged)",
+                 "1 cluster", messages,
                  {"single": frac, "judged": float(judged.sum())})
 
 
