@@ -159,6 +159,7 @@ def test_the_papers_layer_is_simulate_to_the_last_bit(rule, store):
         gammas = torch.as_tensor(alpha, dtype=torch.float64).expand(10)
         assert torch.allclose(got.times, torch.cat([torch.zeros(1, dtype=torch.float64),
                                                     torch.cumsum(gammas / (1 + gammas), 0)])[list(got.steps)])
+        assert torch.equal(got.times, want.times)  # simulate's Trajectory carries the same times
 
 
 def test_the_general_loop_agrees_with_the_fast_engines_on_the_papers_layer():

@@ -78,6 +78,14 @@ class Trajectory:
         return self.tokens[-1]
 
     @property
+    def times(self) -> Tensor:
+        """(len(stored),) the time of each stored layer: the layers are Euler steps of size α_k/(1+α_k) of the
+        flow ż = Σ_j P_ij z_j − z, so layer k is at time Σ_{l<k} α_l/(1+α_l) (`hardmax.dynamics.solve`'s `times`)."""
+        gammas = (self.alpha / (1 + self.alpha)).detach()
+        t = torch.cat([gammas.new_zeros(1), torch.cumsum(gammas, 0)])
+        return t[list(self.stored)]
+
+    @property
     def complete(self) -> bool:
         """Whether every layer 0..layers is stored."""
         return len(self.stored) == self.layers + 1
