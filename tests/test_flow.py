@@ -27,6 +27,7 @@ from hardmax.dynamics import (
     Softmax,
     Sphere,
     Unnormalised,
+    engine_for,
     simulate,
     solve,
 )
@@ -167,6 +168,37 @@ def test_the_general_loop_agrees_with_the_fast_engines_on_the_papers_layer():
     fast = simulate(z, alpha=0.5, layers=15)
     slow = solve(Field(Hardmax()), Euler(1 / 3), z, steps=15)
     np.testing.assert_allclose(slow.tokens.numpy(), fast.tokens.numpy(), rtol=0, atol=1e-13)
+    forced = solve(Field(Hardmax()), Euler.layers(0.5), z, steps=15, engine="loop")
+    assert forced.engine == "loop" and solve(Field(Hardmax()), Euler.layers(0.5), z, steps=15).engine == "layers"
+    np.testing.assert_allclose(forced.tokens.numpy(), fast.tokens.numpy(), rtol=0, atol=1e-13)
+
+
+def test_engines_say_which_cases_they_serve():
+    assert engine_for(Field(Hardmax()), Euler.layers(1.0))[0] == "layers"
+    assert engine_for(Field(Softmax(2.0), scores=Bilinear(torch.eye(2) * 2)), Euler.layers(1.0))[0] == "layers"
+    for field, solver in ((Field(Hardmax()), Euler(0.1)), (Field(Hardmax()), RK4(0.1)),
+                          (Field(Hardmax(), manifold=Sphere()), Euler.layers(1.0)),
+                          (Field(Softmax(1.0), value=2 * torch.eye(2)), Euler.layers(1.0)),
+                          (Field(Localmax(0.1)), Euler.layers(1.0))):
+        engine, why = engine_for(field, solver)
+        assert engine == "loop" and why
+    with pytest.raises(ValueError, match="engine='layers' cannot run this case: only Euler.layers"):
+        solve(Field(Hardmax()), RK4(0.1), _random((3, 2), 1), steps=2, engine="layers")
+    with pytest.raises(ValueError, match="engine must be one of"):
+        solve(Field(Hardmax()), RK4(0.1), _random((3, 2), 1), steps=2, engine="gpu")
+
+
+def test_simulate_takes_save_in_place_of_store_and_keep_attention():
+    z = _random((3, 6, 2), 19)
+    for save, store in ((Save(), "all"), (Save(every=4), 4), (Save.final(), "final")):
+        assert torch.equal(simulate(z, alpha=0.5, layers=9, save=save).tokens,
+                           simulate(z, alpha=0.5, layers=9, store=store).tokens)
+    with_p = simulate(z, Softmax(1.0), alpha=0.5, layers=3, save=Save(attention=True))
+    assert torch.equal(with_p.attention, simulate(z, Softmax(1.0), alpha=0.5, layers=3, keep_attention=True).attention)
+    with pytest.raises(ValueError, match="not both"):
+        simulate(z, alpha=0.5, layers=3, save=Save(), store="final")
+    with pytest.raises(ValueError, match="adaptive"):
+        simulate(z, alpha=0.5, layers=3, save=Save(times=(1.0,)))
 
 
 @settings(max_examples=20, deadline=None)

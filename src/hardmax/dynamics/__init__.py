@@ -22,8 +22,10 @@ order of dependence:
   scores `Bilinear(A)`, `QK(Q, K)`, `Rescaled(scores, V)` and manifolds `Flat()`, `Sphere()`.
 - `solvers`: `Euler(dt)` (`Euler.layers(α)` = the paper's layer), `RK4(dt)`, `Renormalised(dt)` (the sphere
   codes' step-then-normalise), `Adaptive(rtol, atol)` (torchdiffeq).
-- `flow`: `solve(field, solver, tokens, *, steps | t1, save, mask)` → `Solution` (tokens and their times);
-  the paper's field with `Euler.layers` runs on `simulate`'s engines, everything else as one batched loop.
+- `save`: `Save`, what a run keeps (`solve`'s, and `simulate(save=...)` in place of store= / keep_attention=).
+- `flow`: `solve(field, solver, tokens, *, steps | t1, save, mask, engine)` → `Solution` (tokens and their
+  times); `engine_for` says which engine serves a case: the paper's field with `Euler.layers` runs on
+  `simulate`'s engines, everything else as one batched loop.
 
 The dynamics (Alcalde, Fantuzzi, Zuazua 2024, eq. 1.1) for tokens z_1..z_n in R^d:
 
@@ -43,7 +45,7 @@ from __future__ import annotations
 
 from hardmax.dynamics.dedup import Deduplicated, deduplicate, take_rows
 from hardmax.dynamics.field import QK, Bilinear, Field, Flat, Rescaled, Scores, Sphere
-from hardmax.dynamics.flow import Save, Solution, solve
+from hardmax.dynamics.flow import SOLVE_ENGINES, Solution, engine_for, solve
 from hardmax.dynamics.inputs import as_floating, as_tensor
 from hardmax.dynamics.layers import hardmax_layers
 from hardmax.dynamics.rules import (
@@ -56,6 +58,7 @@ from hardmax.dynamics.rules import (
                                     rule_from_dict,
                                     rule_to_dict,
 )
+from hardmax.dynamics.save import Save
 from hardmax.dynamics.select import score_bias
 from hardmax.dynamics.simulator import ENGINES, Engine, Store, Trajectory, simulate, validate_A, validate_alpha
 from hardmax.dynamics.solvers import RK4, Adaptive, Euler, Renormalised
@@ -64,6 +67,7 @@ from hardmax.dynamics.ties import default_tie_rtol
 
 __all__ = [
     "ENGINES",
+    "SOLVE_ENGINES",
     "QK",
     "RK4",
     "Adaptive",
@@ -80,6 +84,7 @@ __all__ = [
     "Sphere",
     "Unnormalised",
     "solve",
+    "engine_for",
     "HARDMAX",
     "RULES",
     "AttentionRule",

@@ -4,8 +4,8 @@
     solver = Euler(dt) | Euler.layers(α) | RK4(dt) | Renormalised(dt) | Adaptive(rtol, atol)   (`solvers`)
     save   = Save(every=k) | Save.final() | Save(times=...), attention=True to keep P      what to keep
 
-The engines say which cases they serve: the paper's field (`Field.paper`) with `Euler.layers(α)` runs on
-`simulate`'s engines (the compiled kernel and the compact hardmax path: exact ties, bit for bit today's
+The engines say which cases they serve (`engine_for`): the paper's field (`Field.paper`) with `Euler.layers(α)`
+runs on `simulate`'s engines (the compiled kernel and the compact hardmax path: exact ties, bit for bit today's
 layers); every other case runs as one batched torch loop over steps (CPU or CUDA, any rule, differentiable).
 All initial conditions of a batch (batch, n, d) advance together: no Python loop over starts or tokens.
 """
@@ -22,40 +22,27 @@ from torch import Tensor
 from hardmax.dynamics.field import Field, Sphere
 from hardmax.dynamics.inputs import as_floating
 from hardmax.dynamics.rules import Unnormalised
+from hardmax.dynamics.save import Save
 from hardmax.dynamics.simulator import simulate, validate_mask
 from hardmax.dynamics.solvers import Adaptive, Euler, Solver
 from hardmax.memory import require_memory
 
+SOLVE_ENGINES = ("auto", "layers", "loop")
 
-@dataclass(frozen=True)
-class Save:
-    """What `solve` keeps: every k-th step and the last (`every`), or the states at given `times` (the only
-    choice of an adaptive solver), and the attention matrix P at each saved state (`attention`)."""
 
-    every: int | None = 1
-    times: tuple[float, ...] | None = None
-    attention: bool = False
+def engine_for(field: Field, solver: Solver) -> tuple[str, str]:
+    """(engine, why): the engine `solve(engine="auto")` runs this case on.
 
-    def __post_init__(self):
-        e = self.every
-        if e is not None and (isinstance(e, bool) or not isinstance(e, int | np.integer) or e < 1):
-            raise ValueError(f"Save(every=k) needs an integer k ≥ 1 (or Save.final()), got {e!r}")
-        if self.times is not None:
-            t = tuple(float(x) for x in self.times)
-            increasing = all(b > a for a, b in zip(t, t[1:], strict=False))
-            if not t or not all(math.isfinite(x) for x in t) or not increasing or t[0] < 0:
-                raise ValueError("Save(times=...) needs increasing finite times ≥ 0")
-            object.__setattr__(self, "times", t)
-
-    @classmethod
-    def final(cls, attention: bool = False) -> Save:
-        """Keep the start and the end only."""
-        return cls(every=None, attention=attention)
-
-    def indices(self, steps: int) -> tuple[int, ...]:
-        if self.every is None:
-            return (0, steps) if steps else (0,)
-        return tuple(sorted({*range(0, steps + 1, int(self.every)), steps}))
+    "layers": the paper's field (`Field.paper`: hardmax or softmax, V = I, one fixed symmetric A, R^d) with
+    `Euler.layers(α)` runs on `simulate`'s engines — the compiled kernel (hardmax on a CPU), the compact hardmax
+    path and the torch engine — with exact ties, bit for bit today's layers. "loop": everything else, one
+    batched torch loop over steps for any field and solver (CPU or CUDA, differentiable).
+    """
+    if not (isinstance(solver, Euler) and solver.alpha is not None):
+        return "loop", "only Euler.layers(α) steps are the paper's layers"
+    if not field.paper:
+        return "loop", "the field is not the paper's (hardmax or softmax, V = I, one fixed symmetric A, R^d)"
+    return "layers", "the paper's field with Euler.layers(α): simulate's engines, exact ties, bit for bit"
 
 
 @dataclass(frozen=True)
@@ -77,6 +64,7 @@ class Solution:
     mask: Tensor
     steps: tuple[int, ...] | None = None
     attention: Tensor | None = None
+    engine: str = "loop"  # which engine ran it ("layers", "loop", "adaptive"; see `engine_for`)
 
     @property
     def final(self) -> Tensor:
@@ -89,7 +77,7 @@ class Solution:
 
 
 def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1: float | None = None,
-          save: Save | None = None, mask=None, chunk_size: int | None = None) -> Solution:
+          save: Save | None = None, mask=None, chunk_size: int | None = None, engine: str = "auto") -> Solution:
     """Solve the attention dynamics `field` from `tokens` with `solver`.
 
     Args:
@@ -101,6 +89,9 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
         t1: final time (an adaptive solver needs it, or Save(times=...)).
         save: `Save()` (every step, the default), `Save(every=k)`, `Save.final()`, `Save(times=...)`.
         mask: (n,) or (batch, n) bool, True for real tokens (padding neither attends nor moves).
+        engine: "auto" (`engine_for` decides), "layers" (simulate's engines; refused where they do not serve the
+            case) or "loop" (the batched loop, also for the paper's layers: the reference the fast path is
+            tested against).
         chunk_size: sequences advanced together through all steps (the batched loop). None: 1,024 on a CPU, so
             that each step's (chunk, n, n) scores stay in cache, and the whole batch on a GPU, which wants large
             launches.
@@ -113,6 +104,10 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
             wrong size, hardmax with non-symmetric scores, a step count that is not whole, an unknown solver.
     """
     save = Save() if save is None else save
+    if engine not in SOLVE_ENGINES:
+        raise ValueError(f"engine must be one of {SOLVE_ENGINES}, got {engine!r}")
+    if not isinstance(save, Save):
+        raise ValueError(f"save must be a hardmax.dynamics.Save, got {type(save).__name__}")
     if not isinstance(field, Field):
         raise ValueError(f"field must be a hardmax.dynamics.Field, got {type(field).__name__}")
     z = as_floating(tokens, "tokens")
@@ -146,7 +141,7 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
                           given)
         attention = (torch.stack([field.attention(float(t), x, w) for t, x in zip(times, out, strict=True)])
                      if save.attention else None)
-        return _solution(out, times.to(zb.dtype), field, solver, m, None, attention, single)
+        return _solution(out, times.to(zb.dtype), field, solver, m, None, attention, single, "adaptive")
     if not hasattr(solver, "step"):
         raise ValueError(f"solver must be Euler, RK4, Renormalised or Adaptive, got {type(solver).__name__}")
     if save.times is not None:
@@ -155,16 +150,17 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
     dts = solver.steps(count, zb.dtype, zb.device)
     kept = save.indices(count)
     times = torch.cat([dts.new_zeros(1), torch.cumsum(dts, 0)])[list(kept)]
-    if field.paper and isinstance(solver, Euler) and solver.alpha is not None:
+    chosen, why = engine_for(field, solver)
+    if engine == "layers" and chosen != "layers":
+        raise ValueError(f"engine='layers' cannot run this case: {why}; use engine='auto' or 'loop'")
+    if chosen == "layers" and engine != "loop":
         # The fast path: the paper's layers on `simulate`'s engines (exact ties, bit for bit).
-        run = simulate(zb, field.rule, alpha=solver.alpha, layers=count, A=field.scores.A, mask=m,
-                       store="all" if save.every == 1 else ("final" if save.every is None else int(save.every)),
-                       keep_attention=save.attention)
+        run = simulate(zb, field.rule, alpha=solver.alpha, layers=count, A=field.scores.A, mask=m, save=save)
         attention = None
         if save.attention:  # simulate keeps P of layers 0..count-1; the last saved state's P is computed here
             last = field.attention(0.0, run.tokens[-1], w)
             attention = torch.cat([run.attention, last.unsqueeze(0)])[list(kept)]
-        return _solution(run.tokens, times, field, solver, m, kept, attention, single)
+        return _solution(run.tokens, times, field, solver, m, kept, attention, single, "layers")
     require_memory(float(len(kept)) * zb.numel() * zb.element_size() + 8.0 * zb.numel() * zb.element_size()
                    + 4.0 * batch * n * n * zb.element_size(), f"solve of tokens of shape {tuple(z.shape)}",
                    device=zb.device)
@@ -224,11 +220,12 @@ def _check_range(z: Tensor, m: Tensor, field: Field) -> None:
                          f"{type(field.rule).__name__} (e^β s must be finite); scale the tokens or lower beta")
 
 
-def _solution(out, times, field, solver, m, kept, attention, single) -> Solution:
+def _solution(out, times, field, solver, m, kept, attention, single, engine: str = "loop") -> Solution:
     if single:
         out, m = out[:, 0], m[0]
         attention = None if attention is None else attention[:, 0]
-    return Solution(tokens=out, times=times, field=field, solver=solver, mask=m, steps=kept, attention=attention)
+    return Solution(tokens=out, times=times, field=field, solver=solver, mask=m, steps=kept, attention=attention,
+                    engine=engine)
 
 
 def _step_count(solver, steps, t1) -> int:

@@ -16,6 +16,7 @@ from hardmax.dynamics.dedup import Deduplicated, deduplicate, take_rows
 from hardmax.dynamics.inputs import as_floating, as_tensor
 from hardmax.dynamics.layers import full_layers, hardmax_run
 from hardmax.dynamics.rules import AttentionRule, Hardmax, rule_from_dict, rule_to_dict
+from hardmax.dynamics.save import Save
 from hardmax.dynamics.step import HARDMAX, attention_matrix, attention_step
 from hardmax.memory import require_memory
 
@@ -192,6 +193,7 @@ def simulate(
     keep_attention: bool = False,
     engine: Engine = "auto",
     chunk_size: int = 512,
+    save: Save | None = None,
 ) -> Trajectory:
     """Run the pure-attention dynamics (1.1) for `layers` layers under an attention `rule`.
 
@@ -217,6 +219,9 @@ def simulate(
             trajectory, 3-4x faster), or "auto" (the kernel wherever it applies).
         chunk_size: sequences processed together by the torch engine; chunks are formed from sequences
             with similar numbers of distinct tokens so the working set stays in cache.
+        save: what to keep, as `solve` spells it: `Save()` (every layer), `Save(every=k)`, `Save.final()`, with
+            `attention=True` for the attention matrices; it replaces store= and keep_attention= (give one
+            spelling, not both).
 
     Returns:
         `Trajectory` with `.tokens` of shape (stored layers, *tokens.shape).
@@ -233,6 +238,12 @@ def simulate(
 
     Paper: Alcalde, Fantuzzi, Zuazua, "Clustering in pure-attention hardmax transformers", eq. (1.1).
     """
+    if save is not None:
+        if not isinstance(save, Save):
+            raise ValueError(f"save must be a hardmax.dynamics.Save, got {type(save).__name__}")
+        if not (isinstance(store, str) and store == "all") or keep_attention:
+            raise ValueError("give save=Save(...) or store=/keep_attention=, not both")
+        store, keep_attention = save.store(), save.attention
     z = as_floating(tokens, "tokens")
     if z.dim() not in (2, 3):
         raise ValueError(f"tokens must have shape (n, d) or (batch, n, d), got {tuple(z.shape)}")
