@@ -114,6 +114,8 @@ CASES = [
     ("SA sphere V euler", Softmax(2.0), "spd", "random", True, Euler(0.05)),
     ("USA sphere rk4", Unnormalised(2.0), "identity", None, True, RK4(0.1)),
     ("SA sphere renormalise", Softmax(4.0), "identity", None, True, Renormalised(0.1)),
+    ("hardmax sphere euler", Hardmax(), "identity", None, True, Euler(0.1)),
+    ("hardmax flat V rk4", Hardmax(), "spd", "random", False, RK4(0.05)),
     ("rescaled 2023 rk4", Softmax(1.0), "rescaled", "random", False, RK4(0.02)),
 ]
 

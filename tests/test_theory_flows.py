@@ -63,7 +63,7 @@ def test_sa_on_the_sphere_passes_its_claims():
     assert report.passed
     assert {c.name: c.status for c in report.checks} == {
         "norms": "passed", "hull": "not tested", "polytope": "not tested", "hyperplanes": "not tested",
-        "single_cluster": "passed", "energy": "passed"}
+        "boolean": "not tested", "single_cluster": "passed", "energy": "passed"}
     assert "| check |" in report.table()
 
 
@@ -146,5 +146,16 @@ def test_energy_below_zero_beta():
 def test_claims_that_do_not_apply_are_not_tested(field):
     sol = solve(field, Euler(0.1), torch.randn(6, 2, dtype=torch.float64), steps=10, save=Save(every=5))
     report = check_flow(sol)
-    for name in ("norms", "polytope", "hyperplanes", "single_cluster", "energy"):
+    for name in ("norms", "polytope", "hyperplanes", "boolean", "single_cluster", "energy"):
         assert report[name].status == "not tested"
+
+
+def test_the_one_dimensional_attention_claim():
+    V = torch.ones(1, 1, dtype=torch.float64)
+    field = Field(Softmax(1.0), scores=Rescaled(Bilinear(), V), value=V)
+    z = torch.rand(2, 8, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(2)) * 10 - 5
+    with_p = solve(field, RK4(0.01), z, t1=8.0, save=Save(every=100, attention=True))
+    assert check_flow(with_p)["boolean"].status == "passed"
+    assert check_flow(solve(field, RK4(0.01), z, t1=1.0, save=Save(every=50)))["boolean"].status == "not tested"
+    early = solve(field, RK4(0.01), z, t1=0.2, save=Save(every=10, attention=True))  # fractional, moving
+    assert check_flow(early)["boolean"].status == "not tested"

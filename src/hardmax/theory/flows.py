@@ -21,6 +21,8 @@ there is zero to rounding; a state that contradicts it and still moves (metastab
 - hyperplanes: V with a simple positive dominant eigenvalue and the rescaled scores: the coordinates ⟨φ, z_i⟩
   along the dominant left eigenvector φ take at most three values — the tokens cluster towards at most three
   parallel hyperplanes (GLPR 2023, Theorem 4.1).
+- boolean: d = 1, V > 0 and the rescaled scores (with `Save(attention=True)`): the attention matrix converges to
+  a Boolean matrix, every entry to 0 or 1 (GLPR 2023, the one-dimensional case).
 - single_cluster: on the sphere with V = I and A = β I (β ≥ 0): one cluster for β = 0, and for d ≥ 3 for every β,
   from almost every start (GLPR 2025, Theorems 4.1 and 5.x); a sequence still in several clusters when the
   tokens have not settled is "not tested", not failed.
@@ -160,7 +162,8 @@ def check_flow(solution: Solution, *, tol: float | None = None) -> FlowReport:
     tol = (1e-2 if sphere else 1e-3 * diam) if tol is None else float(tol)
     settled = _at_rest(field, Z[-1], float(solution.times[-1]), double)
     checks = (_norms(Z, sphere, double), _hull(Z, field, tol), _polytope(Z, field, tol, settled),
-              _hyperplanes(Z, field, tol, settled), _single_cluster(Z, field, tol, settled), _energy(Z, field, double))
+              _hyperplanes(Z, field, tol, settled), _boolean(solution, field, settled),
+              _single_cluster(Z, field, tol, settled), _energy(Z, field, double))
     return FlowReport(checks=checks, sequences=Z.shape[1], saved=Z.shape[0])
 
 
@@ -306,6 +309,29 @@ def _hyperplanes(Z: Tensor, field: Field, tol: float, settled: Tensor) -> Check:
     return Check("hyperplanes", claim, "failed" if messages else "passed",
                  f"at most {worst} value(s) of ⟨φ, z_i⟩ ({int(judged.sum())} of {len(counts)} sequence(s) judged)",
                  "≤ 3", messages, {"hyperplanes": float(worst)})
+
+
+def _boolean(solution: Solution, field: Field, settled: Tensor) -> Check:
+    claim = "d = 1, V > 0 (rescaled, 2023): the attention matrix becomes Boolean (every P_ij → 0 or 1)"
+    V = _rescaled_V(field)
+    if V is None or V.shape != (1, 1) or float(V[0, 0]) <= 0:
+        return Check("boolean", claim, "not tested", "not the 2023 paper's field with d = 1 and V > 0", "")
+    if solution.attention is None:
+        return Check("boolean", claim, "not tested", "no attention matrices saved (Save(attention=True))", "")
+    P = solution.attention[-1].detach().cpu().to(torch.float64)
+    P = P.unsqueeze(0) if P.dim() == 2 else P
+    gap = torch.minimum(P, 1 - P).amax((-1, -2))  # (batch,) the farthest entry from {0, 1}
+    allowed = 1e-3
+    judged = (gap <= allowed) | settled
+    if not bool(judged.any()):
+        return Check("boolean", claim, "not tested", "every sequence still moving with a fractional weight",
+                     f"≤ {allowed:.0e}")
+    worst = float(gap[judged].max())
+    messages = tuple(f"sequence {b}: at rest with an attention weight {float(gap[b]):.2e} from 0 and 1"
+                     for b in torch.nonzero(judged & (gap > allowed)).flatten().tolist())
+    return Check("boolean", claim, "failed" if messages else "passed",
+                 f"largest distance of a weight to {{0, 1}}: {worst:.1e} ({int(judged.sum())} of {len(gap)} judged)",
+                 f"≤ {allowed:.0e}", messages, {"gap": worst})
 
 
 def _sphere_beta(field: Field) -> Tensor | None:
