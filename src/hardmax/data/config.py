@@ -122,6 +122,11 @@ class DataConfig:
     cache_dir: str | None = None  # None: $HARDMAX_CACHE or ~/.cache/hardmax
     use_cache: bool = True  # read and write the preprocessed tensors under cache_dir/imdb
     download: bool = True  # allow fetching the canonical archive when no local copy is found
+    # Your own table (CSV, TSV, JSON Lines, Parquet; hardmax.data.tables): the columns of the text and the label
+    text_column: str | None = None  # the column holding each text (with --label-column: --data is your table)
+    label_column: str | None = None  # the column holding each label (strings or integers, k ≥ 2 classes)
+    split_column: str | None = None  # optional: train / validation / test of each row, used as given
+    group_column: str | None = None  # optional: validation held out by whole groups (as IMDb's by movie)
 
     def __post_init__(self) -> None:
         if self.split not in ("standard", "paper"):
@@ -139,6 +144,11 @@ class DataConfig:
             raise ValueError(f"min_count must be >= 1, got {self.min_count}")
         if self.max_vocab is not None and self.max_vocab < 2:
             raise ValueError(f"max_vocab counts PAD and UNK, so it must be >= 2, got {self.max_vocab}")
+        if (self.text_column is None) != (self.label_column is None):
+            raise ValueError("a table needs both --text-column and --label-column")
+        if self.text_column is None and (self.split_column is not None or self.group_column is not None):
+            raise ValueError("--split-column and --group-column are for a table: add --text-column and "
+                             "--label-column")
         if self.limit is not None and self.limit < 2:
             raise ValueError(f"limit must be >= 2 (one review per label) or None, got {self.limit}")
 
@@ -161,6 +171,15 @@ class DataConfig:
     def clean_options(self) -> dict[str, object]:
         """Keyword arguments for `clean_text` / `encode_texts` that match this config."""
         return {"lowercase": self.lowercase, "lemmatize": self.lemmatize, "stopwords": self.stopwords}
+
+    def columns(self):
+        """The table's `hardmax.data.tables.Columns`, or None for IMDb."""
+        if self.text_column is None:
+            return None
+        from hardmax.data.tables import Columns
+
+        return Columns(text=self.text_column, label=self.label_column, split=self.split_column,
+                       group=self.group_column)
 
     def _key_settings(self) -> dict[str, object]:
         # Everything that changes the tensors; path, cache_dir, use_cache and download do not.

@@ -65,7 +65,7 @@ def _cache_key(config: DataConfig, fingerprint: dict[str, object]) -> str:
 
 
 def _save_cache(stem: Path, key: str, splits: dict[str, Split], vocab: Vocabulary,
-                stats: DataStats, config: DataConfig) -> None:
+                stats: DataStats, config: DataConfig, label_names: tuple[str, ...]) -> None:
     # int32 halves the file; ids < len(vocab) and review rows < 2^31. Masks and lengths are derived.
     tensors = {}
     for name, split in splits.items():
@@ -79,13 +79,14 @@ def _save_cache(stem: Path, key: str, splits: dict[str, Split], vocab: Vocabular
         "config": dataclasses.asdict(config),
         "words": list(vocab.words),
         "stats": dataclasses.asdict(stats),
+        "label_names": list(label_names),
     }
     # The JSON is written last: its presence marks a complete entry.
     write_text(stem.with_suffix(".json"), json.dumps(meta, ensure_ascii=False))
 
 
 def _load_cache(stem: Path, key: str) -> tuple[dict[str, Split], Vocabulary, int,
-                                               dict[str, SplitStats]] | None:
+                                               dict[str, SplitStats], tuple[str, ...]] | None:
     """The cached entry, or None if absent or unusable (then it is rebuilt and overwritten)."""
     meta_file, tensor_file = stem.with_suffix(".json"), stem.with_suffix(".safetensors")
     if not meta_file.is_file() or not tensor_file.is_file():
@@ -102,7 +103,8 @@ def _load_cache(stem: Path, key: str) -> tuple[dict[str, Split], Vocabulary, int
                       for name in SPLIT_NAMES}
         saved = meta["stats"]
         split_stats = {name: SplitStats(**saved["splits"][name]) for name in SPLIT_NAMES}
-        return splits, Vocabulary(words=tuple(meta["words"])), int(saved["n_bad_bytes"]), split_stats
+        names = tuple(meta.get("label_names", ("negative", "positive")))
+        return splits, Vocabulary(words=tuple(meta["words"])), int(saved["n_bad_bytes"]), split_stats, names
     except (OSError, ValueError, KeyError, TypeError, SafetensorError) as exc:
         logger.warning("ignoring unusable cache entry %s (%s); rebuilding", stem, exc)
         return None
@@ -151,14 +153,14 @@ def load_imdb(config: DataConfig | None = None, *, progress: bool = True) -> Imd
         stem = cache_root / "imdb" / key
         cached = _load_cache(stem, key)
         if cached is not None:
-            splits, vocab, n_bad_bytes, split_stats = cached
+            splits, vocab, n_bad_bytes, split_stats, label_names = cached
             _report_empty(source, split_stats)
             stats = DataStats(
                 source=str(source), n_bad_bytes=n_bad_bytes, vocab_size=len(vocab), splits=split_stats,
                 cache_hit=True, cache_file=str(stem.with_suffix(".safetensors")),
                 seconds=time.perf_counter() - start)
-            return ImdbData(**splits, vocab=vocab, stats=stats, config=config)
-    reviews = read_reviews(source, progress=progress)
+            return ImdbData(**splits, vocab=vocab, stats=stats, config=config, label_names=label_names)
+    reviews = read_reviews(source, progress=progress, columns=config.columns())
     if reviews.n_bad_bytes:
         logger.warning("%s: %d byte sequence(s) were not UTF-8 and were replaced by U+FFFD",
                        source, reviews.n_bad_bytes)
@@ -172,8 +174,8 @@ def load_imdb(config: DataConfig | None = None, *, progress: bool = True) -> Imd
         # Writes killed mid-way (kill -9, disk full) leave temporary files; an hour old, no writer owns them.
         remove_stale_temp_files(stem.parent, older_than=3600.0)
         try:
-            _save_cache(stem, key, splits, vocab, stats, config)
+            _save_cache(stem, key, splits, vocab, stats, config, reviews.label_names)
         except (OSError, SafetensorError) as exc:  # a read-only or full cache directory must not lose the result
             logger.warning("could not write the IMDb cache %s (%s); going on without it",
                            stem, " ".join(str(exc).split()))
-    return ImdbData(**splits, vocab=vocab, stats=stats, config=config)
+    return ImdbData(**splits, vocab=vocab, stats=stats, config=config, label_names=reviews.label_names)

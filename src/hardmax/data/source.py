@@ -152,6 +152,11 @@ class Reviews:
         ratings: (n,) int8 star ratings 1-10 from the file names, or None for a CSV.
         source: the path read.
         n_bad_bytes: byte sequences that were not valid UTF-8 and were read as U+FFFD.
+        label_names: the name of each class, in code order (IMDb: negative, positive).
+        groups: (n,) int64 group of each row for a held-out validation of whole groups (a table's group
+            column), or None.
+        kind: "imdb" (the archive or its directory), "kaggle" (the review,sentiment CSV) or "table" (the user's
+            CSV / TSV / JSON Lines / Parquet, `hardmax.data.tables`); `split` may then also hold "val".
     """
 
     texts: list[str]
@@ -161,6 +166,9 @@ class Reviews:
     ratings: np.ndarray | None
     source: str
     n_bad_bytes: int = 0
+    label_names: tuple[str, ...] = ("negative", "positive")
+    groups: np.ndarray | None = None
+    kind: str = "imdb"
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -176,18 +184,26 @@ def _decode(raw: bytes) -> tuple[str, int]:
         return text, text.count("\ufffd") - raw.count("\ufffd".encode())
 
 
-def read_reviews(path: str | Path, *, progress: bool = False) -> Reviews:
+def read_reviews(path: str | Path, *, progress: bool = False, columns=None) -> Reviews:
     """Read all labelled reviews from an aclImdb directory, its .tar.gz, or a Kaggle-style CSV.
 
     Archives and directories follow aclImdb/{train,test}/{pos,neg}/ID_RATING.txt (the directory may
     be `aclImdb` itself or its parent; the unlabelled `unsup` reviews are ignored). A ".csv" file
     needs columns `review` and `sentiment` (positive/negative). The tar is streamed once, never
-    extracted. Raises `DataError` on a missing file, a corrupt or truncated archive, a wrong layout,
-    an unknown label or missing columns.
+    extracted. With `columns` (`hardmax.data.tables.Columns`), the file is the user's own table (CSV, TSV, JSON
+    Lines, Parquet; `read_table`). Raises `DataError` on a missing file, a corrupt or truncated archive, a wrong
+    layout, an unknown label or missing columns.
     """
     path = Path(path).expanduser()
     if not path.exists():
         raise DataError(f"{path}: no such file or directory")
+    if columns is not None:
+        from hardmax.data.tables import read_table
+
+        return read_table(path, columns)
+    if path.is_file() and path.suffix.lower() in (".tsv", ".jsonl", ".ndjson", ".parquet", ".pq"):
+        raise DataError(f"{path}: a table of your own needs --text-column and --label-column (which columns hold "
+                        "the text and the label)")
     if path.is_dir():
         return _read_directory(path, progress)
     if path.name.lower().endswith(".csv"):
@@ -348,4 +364,4 @@ def _read_csv(path: Path) -> Reviews:
         raise DataError(f"{path}: all {len(labels):,} reviews are {'positive' if n_positive else 'negative'}; "
                         "a sentiment dataset needs both labels")
     return Reviews(texts=texts, labels=np.array(labels, dtype=np.int8), split=None, review_ids=None,
-                   ratings=None, source=str(path), n_bad_bytes=n_bad)
+                   ratings=None, source=str(path), n_bad_bytes=n_bad, kind="kaggle")

@@ -17,19 +17,21 @@ from hardmax.data.text import Split, Vocabulary, clean_truncated, tensorise, wor
 # --------------------------------------------------------------------------------------------
 
 
-def _first_per_label(rows: np.ndarray, labels: np.ndarray, limit: int | None) -> np.ndarray:
-    """The first limit//2 negative and limit - limit//2 positive rows (all a label has if fewer)."""
+def _first_per_label(rows: np.ndarray, labels: np.ndarray, limit: int | None, k: int = 2) -> np.ndarray:
+    """The first limit//k rows of each of the k labels, the last label taking the remainder (k = 2: limit//2
+    negative, limit - limit//2 positive), all a label has if fewer."""
     if limit is None:
         return rows
-    negative, positive = rows[labels[rows] == 0], rows[labels[rows] == 1]
-    return np.sort(np.concatenate([negative[: limit // 2], positive[: limit - limit // 2]]))
+    counts = [limit // k] * k
+    counts[-1] += limit - k * (limit // k)
+    return np.sort(np.concatenate([rows[labels[rows] == c][:counts[c]] for c in range(k)]))
 
 
 def _hold_out(rows: np.ndarray, labels: np.ndarray, fraction: float,
-              rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Stratified random hold-out: round(fraction * n_label) rows of each label -> (rest, held)."""
+              rng: np.random.Generator, k: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """Stratified random hold-out: round(fraction * n_label) rows of each of the k labels -> (rest, held)."""
     held = []
-    for value in (0, 1):
+    for value in range(k):
         members = rows[labels[rows] == value]
         held.append(rng.permutation(members)[: round(fraction * len(members))])
     held_rows = np.sort(np.concatenate(held)).astype(np.int64)
@@ -37,11 +39,11 @@ def _hold_out(rows: np.ndarray, labels: np.ndarray, fraction: float,
 
 
 def _hold_out_blocks(rows: np.ndarray, labels: np.ndarray, groups: np.ndarray, fraction: float,
-                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+                     rng: np.random.Generator, k: int = 2) -> tuple[np.ndarray, np.ndarray]:
     """Like `_hold_out`, but whole groups at a time: per label, random groups are held out until
     round(fraction * n_label) rows are reached (the last group is cut to size) -> (rest, held)."""
     held = []
-    for value in (0, 1):
+    for value in range(k):
         members = rows[labels[rows] == value]
         want = round(fraction * len(members))
         _, inverse = np.unique(groups[members], return_inverse=True)
@@ -57,6 +59,9 @@ def _split_rows(reviews: Reviews, config: DataConfig) -> dict[str, np.ndarray]:
     to another split). Hold-outs are stratified by label: with balanced data this only removes a
     small random imbalance, and it makes validation accuracy comparable across seeds."""
     labels = reviews.labels
+    k = len(reviews.label_names)
+    if reviews.kind == "table":
+        return _table_rows(reviews, config, k)
     if reviews.split is None:
         if config.split == "standard":
             raise DataError(f"{reviews.source} has no train/test split (a Kaggle-style CSV): "
@@ -64,12 +69,12 @@ def _split_rows(reviews: Reviews, config: DataConfig) -> dict[str, np.ndarray]:
         sources = [np.arange(len(reviews))]
     else:
         sources = [np.flatnonzero(reviews.split == name) for name in ("train", "test")]
-    sources = [_first_per_label(rows, labels, config.limit) for rows in sources]
+    sources = [_first_per_label(rows, labels, config.limit, k) for rows in sources]
     if config.split == "standard":
         train, test = sources
     else:
         pool = np.sort(np.concatenate(sources))
-        train, test = _hold_out(pool, labels, PAPER_TEST_FRACTION, np.random.default_rng([config.seed, 1]))
+        train, test = _hold_out(pool, labels, PAPER_TEST_FRACTION, np.random.default_rng([config.seed, 1]), k)
     # The vocabulary is built on `train` only, so validation, like the test set, has unseen words.
     rng = np.random.default_rng([config.seed, 2])
     if config.val_split == "movies" and reviews.review_ids is not None:
@@ -77,9 +82,29 @@ def _split_rows(reviews: Reviews, config: DataConfig) -> dict[str, np.ndarray]:
         # rewards memorising names and selects later, more overfitted epochs (see VAL_BLOCK).
         split_code = (reviews.split == "test").astype(np.int64)
         groups = (split_code * 2 + labels.astype(np.int64)) * 10**9 + reviews.review_ids // VAL_BLOCK
-        train, val = _hold_out_blocks(train, labels, groups, config.val_fraction, rng)
+        train, val = _hold_out_blocks(train, labels, groups, config.val_fraction, rng, k)
     else:
-        train, val = _hold_out(train, labels, config.val_fraction, rng)
+        train, val = _hold_out(train, labels, config.val_fraction, rng, k)
+    return {"train": train, "val": val, "test": test}
+
+
+def _table_rows(reviews: Reviews, config: DataConfig, k: int) -> dict[str, np.ndarray]:
+    """A table's rows: its split column as given (validation held out of train when it names none), else a
+    seeded, stratified hold-out of 30 % for test and `val_fraction` of the rest for validation; validation by
+    whole groups when a group column is given."""
+    labels = reviews.labels
+    everything = _first_per_label(np.arange(len(reviews)), labels, config.limit, k)
+    if reviews.split is not None:
+        train, val, test = (everything[reviews.split[everything] == name] for name in ("train", "val", "test"))
+        if len(val):
+            return {"train": train, "val": val, "test": test}
+    else:
+        train, test = _hold_out(everything, labels, PAPER_TEST_FRACTION, np.random.default_rng([config.seed, 1]), k)
+    rng = np.random.default_rng([config.seed, 2])
+    if reviews.groups is not None:
+        train, val = _hold_out_blocks(train, labels, reviews.groups, config.val_fraction, rng, k)
+    else:
+        train, val = _hold_out(train, labels, config.val_fraction, rng, k)
     return {"train": train, "val": val, "test": test}
 
 
@@ -135,6 +160,12 @@ class ImdbData:
     vocab: Vocabulary
     stats: DataStats
     config: DataConfig
+    label_names: tuple[str, ...] = ("negative", "positive")  # class c is label_names[c]
+
+    @property
+    def classes(self) -> int:
+        """The number of classes k."""
+        return len(self.label_names)
 
     def info(self) -> dict:
         """The data settings that change a trained model, with the vocabulary and split sizes: what a run
@@ -142,7 +173,7 @@ class ImdbData:
         settings = {k: v for k, v in asdict(self.config).items() if k not in ("path", "cache_dir", "use_cache",
                                                                              "download")}
         return {**settings, "vocab_size": len(self.vocab), "train": len(self.train), "val": len(self.val),
-                "test": len(self.test)}
+                "test": len(self.test), "label_names": list(self.label_names)}
 
 
 def make_split(ids: np.ndarray, labels: np.ndarray, index: np.ndarray) -> Split:

@@ -102,6 +102,11 @@ def _current_model_record(record: dict) -> dict:
         return record
 
 
+# Data entries added after runs were first recorded, with the value an older record means.
+DATA_DEFAULTS = {"text_column": None, "label_column": None, "split_column": None, "group_column": None,
+                 "label_names": ["negative", "positive"]}
+
+
 def settings_differences(saved: dict, current: dict, *, names: tuple[str, str] = ("saved", "now")) -> list[str]:
     """Settings of two config records that make them different runs: every model and data entry, and the
     training entries except `RESUMABLE` ones. One "section.key: saved X, now Y" line per difference
@@ -112,6 +117,8 @@ def settings_differences(saved: dict, current: dict, *, names: tuple[str, str] =
         a, b = saved.get(section) or {}, current.get(section) or {}
         if section == "model":
             a, b = _current_model_record(a), _current_model_record(b)
+        if section == "data" and a and b:  # runs recorded before tables existed are IMDb's two classes
+            a, b = {**DATA_DEFAULTS, **a}, {**DATA_DEFAULTS, **b}
         for key in sorted(set(a) | set(b)):
             if (section != "train" or key not in RESUMABLE) and a.get(key) != b.get(key):
                 problems.append(f"{section}.{key}: {names[0]} {a.get(key)!r}, {names[1]} {b.get(key)!r}")

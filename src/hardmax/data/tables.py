@@ -1,0 +1,217 @@
+"""Labelled texts from the user's own table: CSV, TSV, JSON Lines or Parquet, any k ≥ 2 classes.
+
+    read_table(path, Columns(text="body", label="topic", split=None, group=None)) -> Reviews
+
+The format is the file name's (.csv, .tsv, .jsonl / .ndjson, .parquet / .pq) and the content must agree (a
+Parquet file starts with PAR1, a JSON Lines file with an object): a mismatch is an error, never a guess. Readers
+are the standard library's `csv` and `json` and pyarrow's Parquet reader. Labels may be strings or integers; the
+class names are recorded in sorted order (numbers numerically), class c being the c-th name. An optional split
+column (train / validation / test as given: "val", "valid", "dev" also name validation) and group column (a
+held-out validation made of whole groups, as the movie-disjoint split of IMDb) are read alongside.
+
+Bad input gets one line naming the problem: an unknown format, a file that is not what its name says, a missing
+column (with the columns that exist), an empty text or label (its line or row), a single class, an unknown split
+name, a byte sequence that is not UTF-8 (its line: a file that mixes encodings).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from hardmax.data.config import DataError
+
+FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet",
+           ".pq": "parquet"}
+SPLIT_ALIASES = {"train": "train", "training": "train", "val": "val", "valid": "val", "validation": "val",
+                 "dev": "val", "test": "test", "testing": "test"}
+
+
+@dataclass(frozen=True)
+class Columns:
+    """Which columns hold the text, the label, and optionally the split and the group of each row."""
+
+    text: str
+    label: str
+    split: str | None = None
+    group: str | None = None
+
+    def names(self) -> list[str]:
+        return [c for c in (self.text, self.label, self.split, self.group) if c is not None]
+
+
+def table_format(path: str | Path) -> str:
+    """"csv", "tsv", "jsonl" or "parquet" from the file name, checked against the first bytes of the file."""
+    path = Path(path)
+    fmt = FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise DataError(f"{path}: unknown table format {path.suffix!r}; known: {', '.join(FORMATS)}")
+    try:
+        with path.open("rb") as f:
+            head = f.read(4096)
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc})") from exc
+    first = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
+    if fmt == "parquet" and not head.startswith(b"PAR1"):
+        raise DataError(f"{path}: named {path.suffix} but not a Parquet file (no PAR1 magic bytes)")
+    if fmt != "parquet" and head.startswith(b"PAR1"):
+        raise DataError(f"{path}: named {path.suffix} but it is a Parquet file; rename it to .parquet")
+    if fmt == "jsonl" and first not in (b"{", b""):
+        raise DataError(f"{path}: named {path.suffix} but its first line is not a JSON object")
+    if fmt in ("csv", "tsv") and first in (b"{", b"["):
+        raise DataError(f"{path}: named {path.suffix} but it starts like JSON; JSON Lines files end in .jsonl")
+    return fmt
+
+
+def _decode(path: Path, raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise DataError(f"{path}, line {line}: bytes {raw[exc.start:exc.end]!r} are not UTF-8 (the file mixes "
+                        "encodings?); save it as UTF-8") from None
+
+
+def _missing(path: Path, columns: Columns, present) -> None:
+    missing = [c for c in columns.names() if c not in present]
+    if missing:
+        raise DataError(f"{path}: no column {', '.join(map(repr, missing))}; the columns are "
+                        f"{', '.join(map(repr, present))}")
+
+
+def _read_delimited(path: Path, columns: Columns, delimiter: str) -> tuple[dict[str, list], list[int]]:
+    text = _decode(path, path.read_bytes())
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise DataError(f"{path}: empty file (expected a header line with the column names)") from None
+    except csv.Error as exc:
+        raise DataError(f"{path}, line 1: malformed header ({exc})") from None
+    header = [h.strip() for h in header]
+    _missing(path, columns, header)
+    index = {name: header.index(name) for name in columns.names()}
+    out: dict[str, list] = {name: [] for name in columns.names()}
+    lines = []
+    try:
+        for row in reader:
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue  # a blank line
+            if len(row) != len(header):
+                raise DataError(f"{path}, line {reader.line_num}: {len(row)} field(s), the header has {len(header)}")
+            for name, i in index.items():
+                out[name].append(row[i])
+            lines.append(reader.line_num)
+    except csv.Error as exc:
+        raise DataError(f"{path}, line {reader.line_num}: malformed {delimiter == ',' and 'CSV' or 'TSV'} ({exc})") \
+            from None
+    return out, lines
+
+
+def _read_jsonl(path: Path, columns: Columns) -> tuple[dict[str, list], list[int]]:
+    text = _decode(path, path.read_bytes())
+    out: dict[str, list] = {name: [] for name in columns.names()}
+    lines = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}, line {number}: not JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise DataError(f"{path}, line {number}: a JSON {type(record).__name__}, not an object")
+        missing = [c for c in columns.names() if c not in record]
+        if missing:
+            raise DataError(f"{path}, line {number}: no key {', '.join(map(repr, missing))}; the keys are "
+                            f"{', '.join(map(repr, record))}")
+        for name in columns.names():
+            out[name].append(record[name])
+        lines.append(number)
+    return out, lines
+
+
+def _read_parquet(path: Path, columns: Columns) -> tuple[dict[str, list], list[int]]:
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.read_schema(path)
+        _missing(path, columns, schema.names)
+        table = pq.read_table(path, columns=columns.names())
+    except DataError:
+        raise
+    except Exception as exc:  # pyarrow's errors: a corrupt or truncated file
+        raise DataError(f"{path}: cannot read Parquet ({type(exc).__name__}: {exc})") from None
+    out = {name: table.column(name).to_pylist() for name in columns.names()}
+    return out, list(range(1, table.num_rows + 1))
+
+
+def read_table(path: str | Path, columns: Columns):
+    """The labelled texts of a CSV / TSV / JSON Lines / Parquet file as `Reviews` (k ≥ 2 classes).
+
+    Returns `Reviews` with labels (n,) int64 class codes, `label_names` (k,) in code order, `split` (n,) of
+    "train" / "val" / "test" when a split column is given (else None: a seeded hold-out), `groups` (n,) when a
+    group column is given. Raises `DataError` (one line) on anything the module docstring lists.
+    """
+    from hardmax.data.source import Reviews
+
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    fmt = table_format(path)
+    read = {"csv": lambda: _read_delimited(path, columns, ","), "tsv": lambda: _read_delimited(path, columns, "\t"),
+            "jsonl": lambda: _read_jsonl(path, columns), "parquet": lambda: _read_parquet(path, columns)}[fmt]
+    data, lines = read()
+    where = "row" if fmt == "parquet" else "line"
+    if not lines:
+        raise DataError(f"{path}: no rows")
+    texts = data[columns.text]
+    for value, line in zip(texts, lines, strict=True):
+        if not isinstance(value, str) or not value.strip():
+            raise DataError(f"{path}, {where} {line}: empty text in column {columns.text!r}"
+                            if value is None or isinstance(value, str) else
+                            f"{path}, {where} {line}: the text in column {columns.text!r} is a "
+                            f"{type(value).__name__}, not a string")
+    raw_labels = data[columns.label]
+    labels = []
+    for value, line in zip(raw_labels, lines, strict=True):
+        if value is None or (isinstance(value, str) and not value.strip()) or isinstance(value, float | bool):
+            raise DataError(f"{path}, {where} {line}: label {value!r} in column {columns.label!r} (labels are "
+                            "non-empty strings or integers)")
+        labels.append(value.strip() if isinstance(value, str) else int(value))
+    names = label_order(labels)
+    if len(names) < 2:
+        raise DataError(f"{path}: column {columns.label!r} has one class ({names[0]!r}); a classifier needs ≥ 2")
+    code = {name: i for i, name in enumerate(names)}
+    split = None
+    if columns.split is not None:
+        split_values = []
+        for value, line in zip(data[columns.split], lines, strict=True):
+            name = SPLIT_ALIASES.get(str(value).strip().lower())
+            if name is None:
+                raise DataError(f"{path}, {where} {line}: split {value!r} in column {columns.split!r}; "
+                                "expected train, validation or test")
+            split_values.append(name)
+        split = np.array(split_values)
+        if not (split == "train").any():
+            raise DataError(f"{path}: column {columns.split!r} names no training rows")
+    groups = None
+    if columns.group is not None:
+        _, groups = np.unique(np.array([str(g) for g in data[columns.group]]), return_inverse=True)
+        groups = groups.astype(np.int64)
+    return Reviews(texts=list(texts), labels=np.array([code[label] for label in labels], dtype=np.int64),
+                   split=split, review_ids=None, ratings=None, source=str(path),
+                   label_names=tuple(str(n) for n in names), groups=groups, kind="table")
+
+
+def label_order(labels) -> list:
+    """The distinct labels in class order: integers numerically, strings alphabetically (a mix: as strings)."""
+    distinct = set(labels)
+    if all(isinstance(v, int) for v in distinct):
+        return sorted(distinct)
+    return sorted(distinct, key=str)
