@@ -54,6 +54,24 @@ def _hold_out_blocks(rows: np.ndarray, labels: np.ndarray, groups: np.ndarray, f
     return np.setdiff1d(rows, held_rows), held_rows
 
 
+def _hold_out_groups(rows: np.ndarray, groups: np.ndarray, fraction: float,
+                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Whole groups, in a random order, until round(fraction * n) rows are held out (the last group whole, so no
+    group is on both sides; not stratified by label, since a group may hold several labels) -> (rest, held)."""
+    want = round(fraction * len(rows))
+    if want == 0 or len(rows) == 0:
+        return rows, rows[:0]
+    names, inverse = np.unique(groups[rows], return_inverse=True)
+    sizes = np.bincount(inverse)
+    order = rng.permutation(len(names))
+    taken = order[: int(np.searchsorted(np.cumsum(sizes[order]), want)) + 1]
+    held = np.isin(inverse, taken)
+    if held.all():  # one group holds everything: keep the training side non-empty
+        raise DataError("the group column puts every training row in one group; validation needs whole groups "
+                        "apart from it")
+    return rows[~held], rows[held]
+
+
 def _split_rows(reviews: Reviews, config: DataConfig) -> dict[str, np.ndarray]:
     """Review rows of train / val / test, before cleaning (so cleaning options never move a review
     to another split). Hold-outs are stratified by label: with balanced data this only removes a
@@ -102,7 +120,7 @@ def _table_rows(reviews: Reviews, config: DataConfig, k: int) -> dict[str, np.nd
         train, test = _hold_out(everything, labels, PAPER_TEST_FRACTION, np.random.default_rng([config.seed, 1]), k)
     rng = np.random.default_rng([config.seed, 2])
     if reviews.groups is not None:
-        train, val = _hold_out_blocks(train, labels, reviews.groups, config.val_fraction, rng, k)
+        train, val = _hold_out_groups(train, reviews.groups, config.val_fraction, rng)
     else:
         train, val = _hold_out(train, labels, config.val_fraction, rng, k)
     return {"train": train, "val": val, "test": test}

@@ -1,0 +1,137 @@
+"""`hardmax.data.tables` and tables through `load_imdb`: every format, k classes, split and group columns, and
+one clear line for each kind of bad input. The corpora are generated here (topic words + filler), never real."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from hardmax.data import DataConfig, DataError, load_imdb
+from hardmax.data.tables import Columns, read_table, table_format
+
+TOPICS = {"sport": ["goal", "match", "team"], "music": ["song", "band", "album"], "food": ["bread", "soup", "cake"],
+          "tech": ["laptop", "phone", "code"]}
+
+
+def rows(n: int = 120, *, seed: int = 0, classes=("sport", "music", "food")) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        topic = classes[i % len(classes)]
+        words = list(rng.choice(TOPICS[topic], size=4)) + list(rng.choice(["the", "a", "very", "today"], size=4))
+        rng.shuffle(words)
+        out.append({"body": " ".join(words), "topic": topic, "part": ["train", "train", "train", "validation",
+                                                                      "test"][i % 5], "author": f"a{i // 6}"})
+    return out
+
+
+def write(path, records: list[dict]):
+    suffix = path.suffix
+    if suffix in (".csv", ".tsv"):
+        with path.open("w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=list(records[0]), delimiter="\t" if suffix == ".tsv" else ",")
+            writer.writeheader()
+            writer.writerows(records)
+    elif suffix == ".jsonl":
+        path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    else:
+        pq.write_table(pa.Table.from_pylist(records), path)
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".tsv", ".jsonl", ".parquet"])
+def test_every_format_reads_the_same_rows(tmp_path, suffix):
+    records = rows()
+    got = read_table(write(tmp_path / f"t{suffix}", records), Columns(text="body", label="topic"))
+    assert got.texts == [r["body"] for r in records]
+    assert got.label_names == ("food", "music", "sport")  # sorted
+    assert got.labels.tolist() == [got.label_names.index(r["topic"]) for r in records]
+    assert got.split is None and got.groups is None and got.kind == "table"
+
+
+def test_integer_labels_are_ordered_numerically_and_split_and_group_columns_are_read(tmp_path):
+    records = [{**r, "topic": [10, 2, 7][i % 3]} for i, r in enumerate(rows())]
+    got = read_table(write(tmp_path / "t.jsonl", records), Columns(text="body", label="topic", split="part",
+                                                                    group="author"))
+    assert got.label_names == ("2", "7", "10")
+    assert set(got.split.tolist()) == {"train", "val", "test"}
+    assert len(np.unique(got.groups)) == len({r["author"] for r in records})
+
+
+def put(path, data):
+    """Write bytes or text to path, and return the path."""
+    (path.write_bytes if isinstance(data, bytes) else path.write_text)(data)
+    return path
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda p: write(p / "t.csv", rows()), "no column 'text'; the columns are 'body', 'topic', 'part', 'author'"),
+    (lambda p: write(p / "t.csv", [{**r, "body": "  " if i == 7 else r["body"]} for i, r in enumerate(rows())]),
+     r"line 9: empty text in column 'body'"),
+    (lambda p: write(p / "t.jsonl", [{**r, "topic": "sport"} for r in rows()]), "has one class"),
+    (lambda p: put(p / "t.csv", (p / "x.parquet").read_bytes()), "is a Parquet file"),
+    (lambda p: put(p / "t.parquet", "body,topic\nx,y\n"), "not a Parquet file"),
+    (lambda p: put(p / "t.csv", '{"body": "x", "topic": "y"}\n'), "starts like JSON"),
+    (lambda p: put(p / "t.jsonl", "body,topic\nx,y\n"), "not a JSON object"),
+    (lambda p: put(p / "t.csv", "body,topic\nnaïve,a\n".encode() + "café,b\n".encode("latin-1")),
+     "line 3: bytes .* are not UTF-8"),
+    (lambda p: write(p / "t.csv", [{**r, "part": "holdout" if i == 3 else r["part"]} for i, r in enumerate(rows())]),
+     "line 5: split 'holdout'"),
+    (lambda p: put(p / "t.txt", "x"), "unknown table format"),
+])
+def test_bad_tables_get_one_line(tmp_path, make, message):
+    write(tmp_path / "x.parquet", rows(6))
+    path = make(tmp_path)
+    columns = Columns(text="text" if "no column" in message else "body", label="topic",
+                      split="part" if "split" in message else None)
+    with pytest.raises(DataError, match=message) as info:
+        read_table(path, columns)
+    assert "\n" not in str(info.value)
+
+
+def test_format_comes_from_the_name_and_is_checked(tmp_path):
+    assert table_format(write(tmp_path / "a.parquet", rows(6))) == "parquet"
+    assert table_format(write(tmp_path / "a.tsv", rows(6))) == "tsv"
+
+
+def _config(path, **kwargs):
+    return DataConfig(path=str(path), text_column="body", label_column="topic", use_cache=False, min_count=1,
+                      stopwords="none", **kwargs)
+
+
+def test_a_table_through_load_imdb_with_k_classes(tmp_path):
+    data = load_imdb(_config(write(tmp_path / "t.csv", rows(300))), progress=False)
+    assert data.label_names == ("food", "music", "sport") and data.classes == 3
+    assert data.info()["label_names"] == ["food", "music", "sport"]
+    sizes = {name: len(getattr(data, name)) for name in ("train", "val", "test")}
+    assert sizes["test"] == 90 and sum(sizes.values()) == 300  # a seeded, stratified 30 % test hold-out
+    for name in ("train", "val", "test"):
+        counts = np.bincount(getattr(data, name).labels.numpy(), minlength=3)
+        assert counts.max() - counts.min() <= 1  # stratified over the three classes
+    assert "goal" in data.vocab.words and "cake" in data.vocab.words
+
+
+def test_split_column_as_given_and_groups_held_out_whole(tmp_path):
+    records = rows(300)
+    given = load_imdb(_config(write(tmp_path / "s.parquet", records), split_column="part"), progress=False)
+    parts = np.array([r["part"] for r in records])
+    for name, label in (("train", "train"), ("val", "validation"), ("test", "test")):
+        assert sorted(getattr(given, name).index.tolist()) == np.flatnonzero(parts == label).tolist()
+    grouped = load_imdb(_config(write(tmp_path / "g.jsonl", records), group_column="author"), progress=False)
+    authors = np.array([r["author"] for r in records])
+    train_authors = set(authors[grouped.train.index.numpy()])
+    val_authors = set(authors[grouped.val.index.numpy()])
+    assert val_authors and not train_authors & val_authors  # whole groups on one side
+    assert 21 <= len(grouped.val) < 21 + 6  # 10 % of the 210 training rows, rounded up to a whole group of 6
+
+
+def test_options_must_come_together():
+    with pytest.raises(ValueError, match="both --text-column and --label-column"):
+        DataConfig(text_column="body")
+    with pytest.raises(ValueError, match="are for a table"):
+        DataConfig(split_column="part")
