@@ -48,7 +48,7 @@ _VOCAB_GUESS = 100_000
 _REVIEWS_GUESS = 50_000  # an evaluation batch holds at most the whole dataset
 
 
-def _model_config(args: argparse.Namespace, vocab_size: int):
+def _model_config(args: argparse.Namespace, vocab_size: int, classes: int = 2):
     """The `ModelConfig` of `hardmax train`'s options: --layer crate [--crate-heads K] gives CRATE blocks with
     K heads (`CrateBlocks`, the rest at its defaults); a complaint names the option."""
     from hardmax.models.config import CrateBlocks, ModelConfig
@@ -58,7 +58,7 @@ def _model_config(args: argparse.Namespace, vocab_size: int):
         raise ValueError("--crate-heads applies to --layer crate only")
     try:
         crate = None if args.layer != "crate" else CrateBlocks() if heads is None else CrateBlocks(heads=heads)
-        return _config(ModelConfig, args, vocab_size=vocab_size, flags=MODEL_FLAGS, crate=crate)
+        return _config(ModelConfig, args, vocab_size=vocab_size, flags=MODEL_FLAGS, crate=crate, classes=classes)
     except ValueError as e:
         message = str(e)
         if message.startswith("CrateBlocks.heads"):  # head_dim has no option here
@@ -123,7 +123,8 @@ def add_train(subparsers) -> None:
     p.add_argument("--run", required=True, metavar="DIR", help=RUN_HELP["train"])
     p.add_argument("--resume", action="store_true", help="continue the run in DIR from its last checkpoint")
     m = p.add_argument_group("model (hardmax.models.ModelConfig)")
-    add_options(m, ModelConfig, exclude=("vocab_size", "pad_id", "crate"), flags=MODEL_FLAGS, helps=MODEL_HELP)
+    add_options(m, ModelConfig, exclude=("vocab_size", "pad_id", "crate", "classes"), flags=MODEL_FLAGS,
+                helps=MODEL_HELP)
     m.add_argument("--layer", choices=("hardmax", "crate"), default="hardmax",
                    help="the paper's shared attention layer, or CRATE blocks (ModelConfig.crate) (default: hardmax)")
     m.add_argument("--crate-heads", type=int, metavar="K", help="--layer crate only: heads K of dimension d/K "
@@ -152,7 +153,7 @@ def run_train(args: argparse.Namespace) -> int:
     _set_threads(args.threads)
     resolve_device(train_config.device)  # a missing GPU is reported before the data are read
     data = load_imdb(data_config)
-    model_config = _model_config(args, vocab_size=len(data.vocab))
+    model_config = _model_config(args, vocab_size=len(data.vocab), classes=data.classes)
     result = train(data.train, data.val, model_config=model_config, train_config=train_config, run_dir=run,
                    resume=args.resume, data_info=data.info(), vocab=data.vocab)
     print(f"best epoch {result.best_epoch}: validation accuracy ({train_config.select_on}) "
@@ -198,9 +199,16 @@ def run_evaluate(args: argparse.Namespace) -> int:
         result, stats = evaluate(model, split), None
     beta = model.inverse_temperature
     print(f"{args.on} set, {result.n} reviews, d = {model.config.d}" + ("" if paper_layer else ", CRATE blocks"))
-    print("| attention | accuracy | loss |\n|---|---|---|")
-    print(f"| hardmax (exact) | {result.accuracy_hardmax:.4f} | {result.loss_hardmax:.4f} |")
-    print(f"| softmax (β = {beta:g}) | {result.accuracy_softmax:.4f} | {result.loss_softmax:.4f} |")
+    print("| attention | accuracy | macro-F1 | loss |\n|---|---|---|---|")
+    print(f"| hardmax (exact) | {result.accuracy_hardmax:.4f} | {result.macro_f1_hardmax:.4f} | "
+          f"{result.loss_hardmax:.4f} |")
+    print(f"| softmax (β = {beta:g}) | {result.accuracy_softmax:.4f} | {result.macro_f1_softmax:.4f} | "
+          f"{result.loss_softmax:.4f} |")
+    names = data.label_names
+    print("\nconfusion under hardmax (rows: true class, columns: predicted)\n")
+    print("| true \\ predicted | " + " | ".join(names) + " |\n|---" * 1 + "|---" * len(names) + "|")
+    for name, row in zip(names, result.confusion_hardmax, strict=True):
+        print(f"| {name} | " + " | ".join(f"{v:,}" for v in row) + " |")
     passes = "hardmax pass with leader counts" if paper_layer else "hardmax pass"
     print(f"agreement {100 * result.agreement:.2f} %; {passes} {result.seconds_hardmax:.2f} s, "
           f"softmax pass {result.seconds_softmax:.2f} s")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -190,8 +191,11 @@ class ImdbData:
         records as config.json's "data" (`hardmax.training.train(..., data_info=data.info())`)."""
         settings = {k: v for k, v in asdict(self.config).items() if k not in ("path", "cache_dir", "use_cache",
                                                                              "download")}
-        return {**settings, "vocab_size": len(self.vocab), "train": len(self.train), "val": len(self.val),
-                "test": len(self.test), "label_names": list(self.label_names)}
+        record = {**settings, "vocab_size": len(self.vocab), "train": len(self.train), "val": len(self.val),
+                  "test": len(self.test), "label_names": list(self.label_names)}
+        if self.config.text_column is not None and self.config.path is not None:  # where the table was read
+            record["table"] = str(Path(self.config.path).expanduser().resolve())
+        return record
 
 
 def make_split(ids: np.ndarray, labels: np.ndarray, index: np.ndarray) -> Split:

@@ -89,8 +89,8 @@ class HardmaxClassifier(WordClassifier):
 
     Call: ``model(ids, mask, rule) -> logits`` with ids (batch, n) int64, rule a `hardmax.dynamics` rule
     (None: the training softmax `model.softmax`; `Hardmax()`: exact hardmax),
-    mask (batch, n) bool (True = real token), logits (batch,). The probability of a positive review is
-    sigmoid(logit).
+    mask (batch, n) bool (True = real token), logits (batch,) for two classes (the probability of class 1, the
+    positive review, is sigmoid(logit)) or (batch, k) for k > 2 classes (softmax over the last axis).
     """
 
     def __init__(self, config: ModelConfig):
@@ -107,7 +107,7 @@ class HardmaxClassifier(WordClassifier):
             self.A_factor = nn.Parameter(torch.eye(config.d))
         else:
             self.register_parameter("A_factor", None)
-        self.decoder = nn.Linear(config.d, 1)
+        self.decoder = nn.Linear(config.d, 1 if config.classes == 2 else config.classes)
 
     @property
     def alpha(self) -> Tensor:

@@ -102,10 +102,13 @@ class ModelConfig:
     pad_id: int = 0  # id of the padding token
     embedding_std: float = 1.0  # N(0, std²) initialisation of the embedding
     crate: CrateBlocks | None = None  # None: the paper's shared hardmax layer; CrateBlocks: CRATE blocks instead
+    classes: int = 2  # k: the decoder maps the mean token to one logit (k = 2, the paper's) or to k logits
 
     def __post_init__(self):
         if self.vocab_size < 2:
             raise ValueError(f"vocab_size must be ≥ 2 (PAD and UNK), got {self.vocab_size}")
+        if isinstance(self.classes, bool) or not isinstance(self.classes, int) or self.classes < 2:
+            raise ValueError(f"classes must be an integer ≥ 2, got {self.classes!r}")
         if self.d < 1 or self.layers < 0:
             raise ValueError(f"need d ≥ 1 and layers ≥ 0, got d={self.d}, layers={self.layers}")
         if not (self.alpha_init > 0 and math.isfinite(self.alpha_init)):
@@ -156,6 +159,8 @@ class ModelConfig:
         """The run record's "model" entry: the fields, with the CRATE blocks' settings under "crate". A hardmax
         config has no "crate" entry (its records stay as before CRATE existed: runs resume and are reused)."""
         record = asdict(self)
+        if record["classes"] == 2:  # the paper's two classes: records stay as before k classes existed
+            del record["classes"]
         if record["crate"] is None:
             del record["crate"]
         else:  # the mode the blocks were built with, resolved for d

@@ -157,7 +157,7 @@ class CrateClassifier(WordClassifier):
         nn.init.normal_(self.embedding.weight, std=config.embedding_std)
         self.blocks = nn.ModuleList(CrateBlock(config.d, config.blocks) for _ in range(config.layers))
         self.norm = nn.LayerNorm(config.d) if config.blocks.mode == "reference" else None
-        self.decoder = nn.Linear(config.d, 1)
+        self.decoder = nn.Linear(config.d, 1 if config.classes == 2 else config.classes)
 
     @property
     def alpha(self) -> Tensor:

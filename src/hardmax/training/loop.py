@@ -58,7 +58,30 @@ __all__ = ["Evaluation", "TrainResult", "epoch_batches", "evaluate", "initial_mo
 class LabelledSplit(Protocol):
     ids: Tensor  # (N, n) int64 word ids
     mask: Tensor  # (N, n) bool, True = real token
-    labels: Tensor  # (N,) 0/1
+    labels: Tensor  # (N,) class codes 0..k-1 (0/1: negative/positive for IMDb)
+
+
+def predicted_classes(logits: Tensor) -> Tensor:
+    """(N,) int64 classes from logits: (N,) one logit (two classes: logit > 0 is class 1) or (N, k) (argmax)."""
+    return (logits > 0).long() if logits.dim() == 1 else logits.argmax(-1)
+
+
+def class_loss(logits: Tensor, labels: Tensor) -> Tensor:
+    """Mean cross-entropy: binary on one logit (the paper's), categorical on k logits."""
+    if logits.dim() == 1:
+        return F.binary_cross_entropy_with_logits(logits, labels.to(logits.dtype))
+    return F.cross_entropy(logits, labels.long())
+
+
+def macro_f1(truth: Tensor, predicted: Tensor, k: int) -> tuple[float, list[list[int]]]:
+    """The macro-averaged F1 over k classes and the confusion matrix (rows: true class, columns: predicted)."""
+    confusion = torch.bincount(truth.long() * k + predicted.long(), minlength=k * k).reshape(k, k)
+    tp = confusion.diagonal().double()
+    precision = tp / confusion.sum(0).double().clamp(min=1)
+    recall = tp / confusion.sum(1).double().clamp(min=1)
+    f1 = torch.where(precision + recall > 0, 2 * precision * recall / (precision + recall), torch.zeros_like(tp))
+    present = (confusion.sum(1) > 0) | (confusion.sum(0) > 0)  # classes absent from both sides do not count
+    return float(f1[present].mean()) if bool(present.any()) else 0.0, confusion.tolist()
 
 
 @dataclass(frozen=True)
@@ -68,27 +91,37 @@ class Evaluation:
     n: int  # number of reviews
     accuracy_softmax: float
     accuracy_hardmax: float
-    loss_softmax: float  # mean BCE
+    loss_softmax: float  # mean cross-entropy (binary for two classes)
     loss_hardmax: float
     agreement: float  # fraction of reviews where softmax and hardmax predict the same class
     seconds_hardmax: float  # wall time of the hardmax pass
     seconds_softmax: float
+    macro_f1_softmax: float = float("nan")  # the F1 of each class, averaged
+    macro_f1_hardmax: float = float("nan")
+    confusion_softmax: tuple = ()  # k × k counts, rows: true class, columns: predicted class
+    confusion_hardmax: tuple = ()
 
     @classmethod
     def from_logits(cls, labels: Tensor, hardmax: Tensor, softmax: Tensor, *, seconds_hardmax: float,
                     seconds_softmax: float) -> Evaluation:
-        """The evaluation of logits (N,) already computed under each attention, for labels (N,) in {0, 1}."""
-        labels = labels.float()
-        pred_h, pred_s, truth = hardmax > 0, softmax > 0, labels > 0.5
+        """The evaluation of logits already computed under each attention — (N,) for two classes, (N, k) for k —
+        for labels (N,) in 0..k-1."""
+        k = 2 if hardmax.dim() == 1 else hardmax.shape[-1]
+        truth = labels.long()
+        pred_h, pred_s = predicted_classes(hardmax), predicted_classes(softmax)
+        f1_h, confusion_h = macro_f1(truth, pred_h, k)
+        f1_s, confusion_s = macro_f1(truth, pred_s, k)
         return cls(
             n=int(labels.numel()),
             accuracy_softmax=float((pred_s == truth).float().mean()),
             accuracy_hardmax=float((pred_h == truth).float().mean()),
-            loss_softmax=float(F.binary_cross_entropy_with_logits(softmax.float(), labels)),
-            loss_hardmax=float(F.binary_cross_entropy_with_logits(hardmax.float(), labels)),
+            loss_softmax=float(class_loss(softmax.float(), truth)),
+            loss_hardmax=float(class_loss(hardmax.float(), truth)),
             agreement=float((pred_h == pred_s).float().mean()),
             seconds_hardmax=seconds_hardmax,
             seconds_softmax=seconds_softmax,
+            macro_f1_softmax=f1_s, macro_f1_hardmax=f1_h,
+            confusion_softmax=tuple(map(tuple, confusion_s)), confusion_hardmax=tuple(map(tuple, confusion_h)),
         )
 
 
@@ -112,7 +145,8 @@ class TrainResult:
 @torch.no_grad()
 def predict(model: WordClassifier, ids: Tensor, mask: Tensor, *, rule: AttentionRule | None = HARDMAX,
             batch_size: int = 256) -> Tensor:
-    """Logits (N,) for ids/mask (N, n), in batches of reviews of similar length (fast; order kept).
+    """Logits (N,) — (N, k) for a k-class model — for ids/mask (N, n), in batches of reviews of similar length
+    (fast; order kept).
 
     rule: the attention, a `hardmax.dynamics` rule: exact hardmax by default, None for the model's training
         softmax (`model.softmax`)."""
@@ -122,7 +156,8 @@ def predict(model: WordClassifier, ids: Tensor, mask: Tensor, *, rule: Attention
     was_training = model.training
     model.eval()
     order = torch.argsort(mask.sum(-1), stable=True)
-    out = torch.empty(ids.shape[0], dtype=model.embedding.weight.dtype)
+    k = getattr(model.config, "classes", 2)
+    out = torch.empty((ids.shape[0],) if k == 2 else (ids.shape[0], k), dtype=model.embedding.weight.dtype)
     for rows in torch.split(order, batch_size):
         width = int(mask[rows].sum(-1).max().item()) if not model.config.paper_padding else ids.shape[1]
         b_ids, b_mask = ids[rows, :], mask[rows, :]
@@ -220,6 +255,11 @@ def train(
                              "(e.g. val_fraction > 0)")
     if vocab is not None and len(vocab) != model_config.vocab_size:
         raise ValueError(f"the vocabulary has {len(vocab)} words, model_config.vocab_size is {model_config.vocab_size}")
+    for name, split in (("training", train_split), ("validation", val_split)):
+        top = int(split.labels.max()) if split.labels.numel() else 0
+        if top >= model_config.classes or (split.labels.numel() and int(split.labels.min()) < 0):
+            raise ValueError(f"the {name} labels reach class {top}, but the model has {model_config.classes} classes "
+                             "(ModelConfig.classes): build it with the data's number of classes")
     device = resolve_device(train_config.device)
     longest = max(train_split.ids.shape[1], val_split.ids.shape[1])
     reviews = max(train_split.ids.shape[0], val_split.ids.shape[0])
@@ -297,7 +337,7 @@ def _train_locked(train_split: LabelledSplit, val_split: LabelledSplit, *, model
                 mask = word_dropout(mask, train_config.word_dropout, seed=train_config.seed, epoch=epoch, batch=b)
             ids, mask, y = ids.to(device), mask.to(device), labels_all[rows].to(device)
             logits = model(ids, mask, model.softmax)
-            loss = F.binary_cross_entropy_with_logits(logits, y)
+            loss = class_loss(logits, y)
             if not torch.isfinite(loss):
                 raise FloatingPointError(f"training diverged at epoch {epoch + 1}, batch {b}: loss {loss.item()}; "
                                          "try a smaller learning rate (--lr) or gradient clipping (clip_norm)")
@@ -308,7 +348,7 @@ def _train_locked(train_split: LabelledSplit, val_split: LabelledSplit, *, model
             optimizer.step()
             sums = state["sums"]
             sums[0] += loss.item() * len(rows)
-            sums[1] += int(((logits > 0) == (y > 0.5)).sum())
+            sums[1] += int((predicted_classes(logits) == y.long()).sum())
             sums[2] += len(rows)
             state["batch"] = b + 1
             bar.update(1)

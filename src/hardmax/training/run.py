@@ -120,6 +120,8 @@ def settings_differences(saved: dict, current: dict, *, names: tuple[str, str] =
         if section == "data" and a and b:  # runs recorded before tables existed are IMDb's two classes
             a, b = {**DATA_DEFAULTS, **a}, {**DATA_DEFAULTS, **b}
         for key in sorted(set(a) | set(b)):
+            if key == "table" and section == "data":
+                continue  # where the table was read: the same data may be moved (the settings and data sha decide)
             if (section != "train" or key not in RESUMABLE) and a.get(key) != b.get(key):
                 problems.append(f"{section}.{key}: {names[0]} {a.get(key)!r}, {names[1]} {b.get(key)!r}")
     return problems
@@ -283,6 +285,11 @@ class Run:
         """
         from hardmax.data import load_imdb
 
+        recorded = (self.record.get("data") or {}).get("table")
+        if path is None and recorded is not None:  # a run trained on the user's table reads that table again
+            if not Path(recorded).is_file():
+                raise ValueError(f"{self.path} was trained on {recorded}, which is gone: pass --data FILE")
+            path = recorded
         data = load_imdb(replace(self.data_config, path=path), progress=progress)
         same = (len(data.vocab) == self.model_config.vocab_size if self.vocab is None
                 else list(data.vocab.words) == list(self.vocab.words))
