@@ -198,11 +198,11 @@ def test_evaluate_prints_the_table_and_writes_metrics(trained, archive, capsys):
     evaluation, leaders = metrics["evaluation"], metrics["leaders"]
     lines = out.splitlines()
     assert lines[0] == "test set, 120 reviews, d = 2"
-    assert lines[1:3] == ["| attention | accuracy | loss |", "|---|---|---|"]
+    assert lines[1:3] == ["| attention | accuracy | macro-F1 | loss |", "|---|---|---|---|"]
     assert lines[3] == (f"| hardmax (exact) | {evaluation['accuracy_hardmax']:.4f} | "
-                        f"{evaluation['loss_hardmax']:.4f} |")
+                        f"{evaluation['macro_f1_hardmax']:.4f} | {evaluation['loss_hardmax']:.4f} |")
     assert lines[4] == (f"| softmax (β = 1000) | {evaluation['accuracy_softmax']:.4f} | "
-                        f"{evaluation['loss_softmax']:.4f} |")
+                        f"{evaluation['macro_f1_softmax']:.4f} | {evaluation['loss_softmax']:.4f} |")
     assert lines[5].startswith(f"agreement {100 * evaluation['agreement']:.2f} %")
     assert lines[6].startswith(f"leaders per review: mean {leaders['mean']:.2f}")
     assert evaluation["n"] == 120 and leaders["n_reviews"] == 120 and leaders["per_review"] is None

@@ -12,7 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from hardmax.data import DataConfig, DataError, load_imdb
-from hardmax.data.tables import Columns, read_table, table_format
+from hardmax.data.config import Columns
+from hardmax.data.tables import read_table, table_format
 
 TOPICS = {"sport": ["goal", "match", "team"], "music": ["song", "band", "album"], "food": ["bread", "soup", "cake"],
           "tech": ["laptop", "phone", "code"]}

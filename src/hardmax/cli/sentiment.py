@@ -204,11 +204,6 @@ def run_evaluate(args: argparse.Namespace) -> int:
           f"{result.loss_hardmax:.4f} |")
     print(f"| softmax (β = {beta:g}) | {result.accuracy_softmax:.4f} | {result.macro_f1_softmax:.4f} | "
           f"{result.loss_softmax:.4f} |")
-    names = data.label_names
-    print("\nconfusion under hardmax (rows: true class, columns: predicted)\n")
-    print("| true \\ predicted | " + " | ".join(names) + " |\n|---" * 1 + "|---" * len(names) + "|")
-    for name, row in zip(names, result.confusion_hardmax, strict=True):
-        print(f"| {name} | " + " | ".join(f"{v:,}" for v in row) + " |")
     passes = "hardmax pass with leader counts" if paper_layer else "hardmax pass"
     print(f"agreement {100 * result.agreement:.2f} %; {passes} {result.seconds_hardmax:.2f} s, "
           f"softmax pass {result.seconds_softmax:.2f} s")
@@ -217,6 +212,11 @@ def run_evaluate(args: argparse.Namespace) -> int:
         print(f"leaders per review: mean {stats.mean:.2f}, std {stats.std:.2f}, min {stats.min}, max {stats.max}; "
               f"{100 * stats.fraction_initial:.1f} % already leaders at layer 0")
         metrics["leaders"] = to_jsonable(dataclasses.replace(stats, per_review=None, logits=None))
+    names = data.label_names
+    print("\nconfusion under hardmax (rows: true class, columns: predicted)\n")
+    print("| true \\ predicted | " + " | ".join(names) + " |\n|---" * 1 + "|---" * len(names) + "|")
+    for name, row in zip(names, result.confusion_hardmax, strict=True):
+        print(f"| {name} | " + " | ".join(f"{v:,}" for v in row) + " |")
     path = write_json(Path(args.run) / f"metrics_{args.on}.json", metrics)
     say(f"wrote {path} ({time.perf_counter() - start:.1f} s in all)")
     return 0

@@ -100,6 +100,19 @@ class DataError(ValueError):
     """The data cannot be used as given; the message names the file and the problem."""
 
 
+@dataclass(frozen=True)
+class Columns:
+    """Which columns of the user's table hold the text, the label, and optionally the split and the group."""
+
+    text: str
+    label: str
+    split: str | None = None
+    group: str | None = None
+
+    def names(self) -> list[str]:
+        return [c for c in (self.text, self.label, self.split, self.group) if c is not None]
+
+
 @dataclass(frozen=True, kw_only=True)
 class DataConfig:
     """Where the reviews come from and how they become tensors (paper §5 unless noted)."""
@@ -172,12 +185,10 @@ class DataConfig:
         """Keyword arguments for `clean_text` / `encode_texts` that match this config."""
         return {"lowercase": self.lowercase, "lemmatize": self.lemmatize, "stopwords": self.stopwords}
 
-    def columns(self):
-        """The table's `hardmax.data.tables.Columns`, or None for IMDb."""
+    def columns(self) -> Columns | None:
+        """The table's `Columns`, or None for IMDb."""
         if self.text_column is None:
             return None
-        from hardmax.data.tables import Columns
-
         return Columns(text=self.text_column, label=self.label_column, split=self.split_column,
                        group=self.group_column)
 

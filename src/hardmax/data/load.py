@@ -18,6 +18,7 @@ from safetensors.torch import save_file
 from hardmax.data.config import PIPELINE_VERSION, SPLIT_NAMES, STOP_LISTS, DataConfig
 from hardmax.data.source import GROUPS, acl_root, default_cache_dir, read_reviews, resolve_imdb_path
 from hardmax.data.splits import DataStats, ImdbData, SplitStats, build_splits, make_split
+from hardmax.data.tables import read_table
 from hardmax.data.text import Split, Vocabulary
 from hardmax.io import atomic_write, remove_stale_temp_files, write_text
 
@@ -160,7 +161,8 @@ def load_imdb(config: DataConfig | None = None, *, progress: bool = True) -> Imd
                 cache_hit=True, cache_file=str(stem.with_suffix(".safetensors")),
                 seconds=time.perf_counter() - start)
             return ImdbData(**splits, vocab=vocab, stats=stats, config=config, label_names=label_names)
-    reviews = read_reviews(source, progress=progress, columns=config.columns())
+    columns = config.columns()
+    reviews = read_reviews(source, progress=progress) if columns is None else read_table(source, columns)
     if reviews.n_bad_bytes:
         logger.warning("%s: %d byte sequence(s) were not UTF-8 and were replaced by U+FFFD",
                        source, reviews.n_bad_bytes)

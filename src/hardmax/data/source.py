@@ -184,23 +184,18 @@ def _decode(raw: bytes) -> tuple[str, int]:
         return text, text.count("\ufffd") - raw.count("\ufffd".encode())
 
 
-def read_reviews(path: str | Path, *, progress: bool = False, columns=None) -> Reviews:
+def read_reviews(path: str | Path, *, progress: bool = False) -> Reviews:
     """Read all labelled reviews from an aclImdb directory, its .tar.gz, or a Kaggle-style CSV.
 
     Archives and directories follow aclImdb/{train,test}/{pos,neg}/ID_RATING.txt (the directory may
     be `aclImdb` itself or its parent; the unlabelled `unsup` reviews are ignored). A ".csv" file
     needs columns `review` and `sentiment` (positive/negative). The tar is streamed once, never
-    extracted. With `columns` (`hardmax.data.tables.Columns`), the file is the user's own table (CSV, TSV, JSON
-    Lines, Parquet; `read_table`). Raises `DataError` on a missing file, a corrupt or truncated archive, a wrong
-    layout, an unknown label or missing columns.
+    extracted. The user's own tables are read by `hardmax.data.tables.read_table`. Raises `DataError` on a missing
+    file, a corrupt or truncated archive, a wrong layout, an unknown label or missing columns.
     """
     path = Path(path).expanduser()
     if not path.exists():
         raise DataError(f"{path}: no such file or directory")
-    if columns is not None:
-        from hardmax.data.tables import read_table
-
-        return read_table(path, columns)
     if path.is_file() and path.suffix.lower() in (".tsv", ".jsonl", ".ndjson", ".parquet", ".pq"):
         raise DataError(f"{path}: a table of your own needs --text-column and --label-column (which columns hold "
                         "the text and the label)")

@@ -19,30 +19,17 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from hardmax.data.config import DataError
+from hardmax.data.config import Columns, DataError
+from hardmax.data.source import Reviews
 
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet",
            ".pq": "parquet"}
 SPLIT_ALIASES = {"train": "train", "training": "train", "val": "val", "valid": "val", "validation": "val",
                  "dev": "val", "test": "test", "testing": "test"}
-
-
-@dataclass(frozen=True)
-class Columns:
-    """Which columns hold the text, the label, and optionally the split and the group of each row."""
-
-    text: str
-    label: str
-    split: str | None = None
-    group: str | None = None
-
-    def names(self) -> list[str]:
-        return [c for c in (self.text, self.label, self.split, self.group) if c is not None]
 
 
 def table_format(path: str | Path) -> str:
@@ -151,15 +138,13 @@ def _read_parquet(path: Path, columns: Columns) -> tuple[dict[str, list], list[i
     return out, list(range(1, table.num_rows + 1))
 
 
-def read_table(path: str | Path, columns: Columns):
+def read_table(path: str | Path, columns: Columns) -> Reviews:
     """The labelled texts of a CSV / TSV / JSON Lines / Parquet file as `Reviews` (k ≥ 2 classes).
 
     Returns `Reviews` with labels (n,) int64 class codes, `label_names` (k,) in code order, `split` (n,) of
     "train" / "val" / "test" when a split column is given (else None: a seeded hold-out), `groups` (n,) when a
     group column is given. Raises `DataError` (one line) on anything the module docstring lists.
     """
-    from hardmax.data.source import Reviews
-
     path = Path(path).expanduser()
     if not path.is_file():
         raise DataError(f"{path}: no such file")
