@@ -234,16 +234,21 @@ _MOSTLY_LEADERS = 0.8
 class Explanation:
     """Why the classifier decided what it did on one review (hardmax)."""
 
-    probability: float  # P(positive)
-    label: str  # "positive" or "negative"
+    probability: float  # two classes: P(class 1, positive); k classes: P(the predicted class)
+    label: str  # the predicted class's name ("positive" or "negative" for IMDb)
     words: list[str]  # the review's distinct words (index = distinct token)
     multiplicity: list[int]  # how often each distinct word occurs
     leaders: list[int]  # indices (into `words`) of the final-layer leaders
     initial_leaders: list[int]  # leaders at layer 0
     follows: dict[int, list[int]]  # leader index -> indices of the words whose final attention set holds it
-    word_logits: list[float] = field(default_factory=list)  # each word's decoder logit v·z_i^K + b at layer K
+    # each word's decoder logit v·z_i^K + b at layer K (two classes); for k classes, the margin of the word's own
+    # class (the argmax of W z_i^K + b) over the next: how firmly its final position alone would classify
+    word_logits: list[float] = field(default_factory=list)
     d: int = 2  # the model's token dimension
     trace: ModelTrace = None  # the full per-layer trace (for figures)
+    classes: list[str] = field(default_factory=lambda: ["negative", "positive"])  # the class names, in code order
+    probabilities: list[float] = field(default_factory=list)  # P of each class
+    word_classes: list[int] = field(default_factory=list)  # the class each word's final position pushes towards
 
     def to_dict(self) -> dict:
         """The explanation as plain JSON values, its trace included (`from_dict` reads it back)."""
@@ -272,16 +277,20 @@ class Explanation:
     def summary(self, decisive: float = 2.0) -> str:
         """The explanation as text: leaders and their followers, or, when almost every word leads, the
         decisive leaders."""
-        lines = [f"prediction: {self.label}  (P(positive) = {self.probability:.3f})"]
+        binary = len(self.classes) == 2
+        lines = [f"prediction: {self.label}  (P({self.classes[1] if binary else self.label}) = {self.probability:.3f})"]
         if self.mostly_leaders and self.word_logits:
             lines.append(f"{len(self.leaders)} leader(s) among {len(self.words)} distinct words: at d = {self.d} "
                          "almost every word is its own leader, so leaders and followers explain little here "
-                         "(they do at d = 2). The decisive leaders, whose own decoder logit |v·z + b| > "
-                         f"{decisive:g}, carry the prediction:")
+                         "(they do at d = 2). The decisive leaders, whose own decoder "
+                         + ("logit |v·z + b|" if binary else "margin (their class's logit over the next)")
+                         + f" > {decisive:g}, carry the prediction:")
             chosen = self.decisive_leaders(decisive)
             for i in chosen[:20]:
-                side = "positive" if self.word_logits[i] > 0 else "negative"
-                lines.append(f"  ★ {self.words[i]}: logit {self.word_logits[i]:+.2f} ({side})")
+                side = self.classes[self.word_classes[i]] if self.word_classes else \
+                    ("positive" if self.word_logits[i] > 0 else "negative")
+                what = "logit" if binary else "margin"
+                lines.append(f"  ★ {self.words[i]}: {what} {self.word_logits[i]:+.2f} ({side})")
             if not chosen:
                 lines.append("  (none: no single word is decisive; the prediction comes from their mean)")
             return "\n".join(lines)
@@ -294,7 +303,8 @@ class Explanation:
         return "\n".join(lines)
 
 
-def explain_ids(model: HardmaxClassifier, ids: Tensor, words: Sequence[str]) -> Explanation:
+def explain_ids(model: HardmaxClassifier, ids: Tensor, words: Sequence[str],
+                classes: Sequence[str] | None = None) -> Explanation:
     """Explain one review given as word ids (n,) (real tokens only) and the vocabulary `words`
     (`explain_batch` of a batch of one).
 
@@ -302,16 +312,18 @@ def explain_ids(model: HardmaxClassifier, ids: Tensor, words: Sequence[str]) -> 
         ValueError: a model other than `HardmaxClassifier` (CRATE blocks have no shared layer, so no leaders).
     """
     ids = ids.reshape(1, -1)
-    return explain_batch(model, ids, torch.ones_like(ids, dtype=torch.bool), words)[0]
+    return explain_batch(model, ids, torch.ones_like(ids, dtype=torch.bool), words, classes)[0]
 
 
 @torch.no_grad()
-def explain_batch(model: HardmaxClassifier, ids: Tensor, mask: Tensor, words: Sequence[str]) -> list[Explanation]:
+def explain_batch(model: HardmaxClassifier, ids: Tensor, mask: Tensor, words: Sequence[str],
+                  classes: Sequence[str] | None = None) -> list[Explanation]:
     """Explain a batch of reviews, ids (batch, n) with mask (batch, n) (True = real token), in one hardmax pass.
 
     Each `Explanation` is the one `explain_ids` gives for that review alone (its trace cut to the review's
     distinct words). `follows` uses the last layer's attention sets: follower i is listed under every
-    leader in C_i (a token tied between two leaders follows both).
+    leader in C_i (a token tied between two leaders follows both). `classes`: the class names (None: negative,
+    positive for two classes, "0" … "k−1" otherwise).
 
     Raises:
         ValueError: a model other than `HardmaxClassifier` (CRATE blocks have no shared layer, so no leaders).
@@ -326,16 +338,30 @@ def explain_batch(model: HardmaxClassifier, ids: Tensor, mask: Tensor, words: Se
     attends = (attention_matrix(trace.tokens[-1], trace.multiplicity, rule=Hardmax(), A=trace.A) > 0) \
         & present.unsqueeze(-1)
     attends &= ~torch.eye(attends.shape[-1], dtype=torch.bool, device=attends.device)  # i ≠ j
-    word_logits = model.decoder(trace.tokens[-1]).squeeze(-1)  # (batch, m)
-    probability = torch.sigmoid(trace.logits)
+    k = model.config.classes
+    names = list(classes) if classes is not None else (["negative", "positive"] if k == 2 else
+                                                         [str(c) for c in range(k)])
+    if len(names) != k:
+        raise ValueError(f"{len(names)} class names for a model of {k} classes")
+    outputs = model.decoder(trace.tokens[-1])  # (batch, m, 1) or (batch, m, k)
+    if k == 2:
+        word_logits = outputs.squeeze(-1)  # (batch, m)
+        word_classes = (word_logits > 0).long()
+        probs = torch.sigmoid(trace.logits)
+        probabilities = torch.stack([1 - probs, probs], -1)
+    else:
+        top = outputs.topk(2, dim=-1)
+        word_logits, word_classes = top.values[..., 0] - top.values[..., 1], top.indices[..., 0]
+        probabilities = torch.softmax(trace.logits, -1)
+    predicted = probabilities.argmax(-1) if k > 2 else (probabilities[:, 1] > 0.5).long()
     counts = present.sum(-1).tolist()
     explanations = []
     for b, m in enumerate(counts):  # Python objects per review: slicing only, the dynamics ran batched
         final_leaders = leaders[-1, b, :m].nonzero().squeeze(-1).tolist()
-        prob = float(probability[b])
+        c = int(predicted[b])
         explanations.append(Explanation(
-            probability=prob,
-            label="positive" if prob > 0.5 else "negative",
+            probability=float(probabilities[b, 1] if k == 2 else probabilities[b, c]),
+            label=names[c],
             words=[words[int(k)] for k in trace.ids[b, :m].tolist()],
             multiplicity=[int(w) for w in trace.multiplicity[b, :m].tolist()],
             leaders=final_leaders,
@@ -344,6 +370,9 @@ def explain_batch(model: HardmaxClassifier, ids: Tensor, mask: Tensor, words: Se
             word_logits=[float(v) for v in word_logits[b, :m].tolist()],
             d=model.config.d,
             trace=_review_trace(trace, b, m, mask[b].to(trace.index.device)),
+            classes=names,
+            probabilities=[float(v) for v in probabilities[b].tolist()],
+            word_classes=[int(v) for v in word_classes[b, :m].tolist()],
         ))
     return explanations
 
@@ -378,11 +407,17 @@ def project_review(explanation: Explanation, model: HardmaxClassifier) -> Review
 
     d = 2: the tokens themselves. d > 2: coordinates along the decoder direction w/|w| (the only direction
     the decision depends on, so the decision stays a line) and the top principal component of the tokens
-    orthogonal to it.
+    orthogonal to it. k > 2 classes: the decision drawn is the one between the predicted class c and the runner-up
+    r, w = w_c − w_r and b = b_c − b_r (class c where w · x + b > 0).
     """
     z = explanation.trace.tokens[:, 0].detach().cpu().double().numpy()  # (layers + 1, m, d)
-    w = model.decoder.weight.detach().cpu().double().numpy()[0]
-    b = float(model.decoder.bias.detach().cpu())
+    W = model.decoder.weight.detach().cpu().double().numpy()
+    bias = model.decoder.bias.detach().cpu().double().numpy()
+    if len(W) == 1:
+        w, b = W[0], float(bias[0])
+    else:
+        c, r = np.argsort(-np.asarray(explanation.probabilities))[:2]
+        w, b = W[c] - W[r], float(bias[c] - bias[r])
     if z.shape[-1] == 2:
         return ReviewProjection(points=z, normal=w, offset=b, axes="token coordinates")
     e1 = w / np.linalg.norm(w)
@@ -419,6 +454,8 @@ def explain_texts(run: Run, texts: Sequence[str], *, batch_size: int = 256) -> l
                          "shared hardmax layer; `hardmax evaluate` and `hardmax rate` measure CRATE runs")
     data = run.data_config
     words = list(run.vocab.words)
+    classes = (run.record.get("data") or {}).get("label_names")
+    classes = None if classes is None or len(classes) != run.model_config.classes else list(classes)
     # The authors' padding (paper_padding) makes padding a word of the review, so a batch's padding would change
     # each explanation: such runs explain each text alone on its real words (as `hardmax explain` always did).
     alone = bool(getattr(run.model.config, "paper_padding", False))
@@ -437,10 +474,10 @@ def explain_texts(run: Run, texts: Sequence[str], *, batch_size: int = 256) -> l
             raise ValueError(f"{which} {shown!r} is empty after cleaning: it has only stop words "
                              f"({data.stopwords} list), digits or punctuation") from None
         if alone:
-            explanations += [explain_ids(run.model, ids[real], words) for ids, real in zip(encoded.ids, encoded.mask,
-                                                                                          strict=True)]
+            explanations += [explain_ids(run.model, ids[real], words, classes)
+                             for ids, real in zip(encoded.ids, encoded.mask, strict=True)]
         else:
-            explanations += explain_batch(run.model, encoded.ids, encoded.mask, words)
+            explanations += explain_batch(run.model, encoded.ids, encoded.mask, words, classes)
     return explanations
 
 
