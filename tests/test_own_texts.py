@@ -69,15 +69,22 @@ def test_classes_must_be_two_or_more(bad):
         ModelConfig(vocab_size=20, classes=bad)
 
 
-@pytest.mark.slow
-def test_train_and_evaluate_a_four_class_table(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def topic_run(tmp_path_factory):
+    """A four-class run trained through `hardmax train` on a generated JSON Lines table (a few seconds)."""
     from test_data_tables import rows, write
 
-    table = write(tmp_path / "topics.jsonl", rows(900, classes=("sport", "music", "food", "tech")))
-    run = tmp_path / "run"
+    folder = tmp_path_factory.mktemp("topics")
+    table = write(folder / "topics.jsonl", rows(900, classes=("sport", "music", "food", "tech")))
+    run = folder / "run"
     code = main(["train", "--data", str(table), "--text-column", "body", "--label-column", "topic", "--run",
                  str(run), "--d", "4", "--epochs", "8", "--min-count", "1", "--stopwords", "none", "--threads", "1"])
-    assert code == 0, capsys.readouterr().err
+    assert code == 0
+    return run, table
+
+
+def test_train_and_evaluate_a_four_class_table(topic_run, capsys):
+    run, table = topic_run
     record = json.loads((run / "config.json").read_text())
     assert record["model"]["classes"] == 4
     assert record["data"]["label_names"] == ["food", "music", "sport", "tech"]
@@ -88,3 +95,50 @@ def test_train_and_evaluate_a_four_class_table(tmp_path, capsys):
     assert "| true \\ predicted | food | music | sport | tech |" in out and "macro-F1" in out
     metrics = json.loads((run / "metrics_test.json").read_text())["evaluation"]
     assert metrics["accuracy_hardmax"] > 0.5 and len(metrics["confusion_hardmax"]) == 4  # chance is 0.25
+
+
+def test_predict_writes_what_explain_says(topic_run, tmp_path, capsys, monkeypatch):
+    import io
+
+    from test_data_tables import rows, write
+
+    from hardmax.explain import explain_texts
+    from hardmax.training import load_run
+
+    run, _ = topic_run
+    texts = write(tmp_path / "new.csv", rows(40, seed=9, classes=("sport", "music", "food", "tech")))
+    for out in (tmp_path / "p.csv", tmp_path / "p.jsonl"):
+        assert main(["predict", "--run", str(run), str(texts), "--text-column", "body", "--out", str(out),
+                     "--batch", "16"]) == 0
+    import csv
+
+    table = list(csv.DictReader((tmp_path / "p.csv").open(encoding="utf-8")))
+    lines = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    assert len(table) == len(lines) == 40 and [int(r["row"]) for r in table] == list(range(40))
+    bodies = [r["body"] for r in rows(40, seed=9, classes=("sport", "music", "food", "tech"))]
+    explained = explain_texts(load_run(run), bodies)
+    for row, line, e in zip(table, lines, explained, strict=True):
+        assert row["prediction"] == line["prediction"] == e.label
+        assert sorted(row["leaders"].split()) == sorted(e.words[i] for i in e.leaders)
+        assert [float(row[f"p_{c}"]) for c in e.classes] == pytest.approx(e.probabilities, abs=1e-6)
+    monkeypatch.setattr("sys.stdin", io.StringIO("the band played a new song\n\nthe team won the match\n"))
+    capsys.readouterr()
+    assert main(["predict", "--run", str(run), "-"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("row,prediction,p_food,p_music,p_sport,p_tech") and len(out) == 3
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--text-column", "nope"], "no column 'nope'"),
+    (["--out", "p.txt"], "write .csv or .jsonl"),
+    (["--decisive", "-1"], "--decisive must be"),
+])
+def test_predict_refuses_with_one_line(topic_run, tmp_path, capsys, argv, message):
+    from test_data_tables import rows, write
+
+    run, _ = topic_run
+    texts = write(tmp_path / "new.csv", rows(5, seed=3))
+    code = main(["predict", "--run", str(run), str(texts), "--text-column", "body", *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and err.count("\n") == 1, err
+    assert not list(tmp_path.glob("p.*"))  # nothing half-written

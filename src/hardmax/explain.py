@@ -35,6 +35,7 @@ __all__ = [
     "Explanation",
     "FinalLayer",
     "LeaderStats",
+    "Prediction",
     "ReviewProjection",
     "evaluate_with_leaders",
     "explain_batch",
@@ -45,6 +46,7 @@ __all__ = [
     "leader_masks",
     "leader_statistics",
     "leader_word_counts",
+    "predict_texts",
     "project_review",
 ]
 
@@ -441,10 +443,27 @@ def explain_text(run: Run, text: str) -> Explanation:
     return explain_texts(run, [text])[0]
 
 
-def explain_texts(run: Run, texts: Sequence[str], *, batch_size: int = 256) -> list[Explanation]:
-    """Explain many texts with a trained run (`explain_text` of each, `batch_size` texts per hardmax pass)."""
+def _encode(run: Run, part: list[str], start: int, total: int):
+    """`run.encode(part)`, or a one-line ValueError naming the first text (numbered from `start`) that cleaning
+    leaves empty."""
     from hardmax.data import DataError, clean_text
 
+    try:
+        return run.encode(part)
+    except DataError:
+        data = run.data_config
+        empty = next((i for i, text in enumerate(part) if not clean_text(text, **data.clean_options())), None)
+        if empty is None:
+            raise
+        text = part[empty]
+        shown = text if len(text) <= 60 else text[:57] + "..."
+        which = "the review" if total == 1 else f"text {start + empty}"
+        raise ValueError(f"{which} {shown!r} is empty after cleaning: it has only stop words "
+                         f"({data.stopwords} list), digits or punctuation") from None
+
+
+def explain_texts(run: Run, texts: Sequence[str], *, batch_size: int = 256) -> list[Explanation]:
+    """Explain many texts with a trained run (`explain_text` of each, `batch_size` texts per hardmax pass)."""
     if isinstance(texts, str):
         raise ValueError("texts must be a sequence of texts; for one text use explain_text")
     if run.vocab is None:
@@ -452,7 +471,6 @@ def explain_texts(run: Run, texts: Sequence[str], *, batch_size: int = 256) -> l
     if run.model_config.crate is not None:
         raise ValueError(f"{run.path} is a CRATE run (--layer crate): leaders and followers belong to the paper's "
                          "shared hardmax layer; `hardmax evaluate` and `hardmax rate` measure CRATE runs")
-    data = run.data_config
     words = list(run.vocab.words)
     classes = (run.record.get("data") or {}).get("label_names")
     classes = None if classes is None or len(classes) != run.model_config.classes else list(classes)
@@ -462,17 +480,7 @@ def explain_texts(run: Run, texts: Sequence[str], *, batch_size: int = 256) -> l
     explanations = []
     for start in range(0, len(texts), batch_size):  # batches of texts, each one hardmax pass
         part = list(texts[start:start + batch_size])
-        try:
-            encoded = run.encode(part)
-        except DataError:
-            empty = next((i for i, text in enumerate(part) if not clean_text(text, **data.clean_options())), None)
-            if empty is None:
-                raise
-            text = part[empty]
-            shown = text if len(text) <= 60 else text[:57] + "..."
-            which = "the review" if len(texts) == 1 else f"text {start + empty}"
-            raise ValueError(f"{which} {shown!r} is empty after cleaning: it has only stop words "
-                             f"({data.stopwords} list), digits or punctuation") from None
+        encoded = _encode(run, part, start, len(texts))
         if alone:
             explanations += [explain_ids(run.model, ids[real], words, classes)
                              for ids, real in zip(encoded.ids, encoded.mask, strict=True)]
@@ -499,3 +507,80 @@ def evaluate_with_leaders(model: HardmaxClassifier, split, *, batch_size: int = 
     result = Evaluation.from_logits(split.labels, stats.logits, softmax, seconds_hardmax=middle - start,
                                     seconds_softmax=time.perf_counter() - middle)
     return result, stats
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What `predict_texts` says of one text: the class, each class's probability under the attention the run was
+    selected on, the leader words of its final layer and its decisive leaders (with the class they push towards)."""
+
+    label: str
+    probabilities: dict[str, float]
+    leaders: list[str]
+    decisive: list[tuple[str, str]]  # (word, the class its own final position pushes towards), most decisive first
+
+    def to_row(self) -> dict:
+        """A flat record (one column per class probability; word lists joined by spaces) for CSV or JSON Lines."""
+        return {"prediction": self.label, **{f"p_{name}": round(p, 6) for name, p in self.probabilities.items()},
+                "leaders": " ".join(self.leaders),
+                "decisive_leaders": " ".join(f"{w}({c})" for w, c in self.decisive)}
+
+
+def predict_texts(run: Run, texts: Sequence[str], *, decisive: float = 2.0, batch_size: int = 2048) -> list[Prediction]:
+    """Predictions for many texts with a trained run, each with its final-layer leaders and decisive leaders: what
+    `explain_texts` says of them, computed from layers 0 and K only (`final_layer`: the compiled engine) and the one
+    leader rule (`hardmax.theory.find_leaders`). Probabilities are those of the attention the run was selected on
+    (exact hardmax, or the training softmax for runs selected with select_on="softmax"). Leaders are listed in
+    the order of their first occurrence in the text; decisive leaders most decisive first.
+
+    Raises:
+        ValueError: a run without a vocabulary, a CRATE run, a text empty after cleaning (naming it).
+    """
+    from hardmax.training.loop import predict
+
+    if isinstance(texts, str):
+        raise ValueError("texts must be a sequence of texts, not one string")
+    if run.vocab is None:
+        raise ValueError(f"{run.path} has no vocab.json (trained without a vocabulary): text cannot be encoded")
+    model = run.model
+    if not isinstance(model, HardmaxClassifier):
+        raise ValueError(f"{run.path} is a CRATE run (--layer crate): leaders belong to the paper's shared layer")
+    k = model.config.classes
+    names = (run.record.get("data") or {}).get("label_names")
+    names = list(names) if names is not None and len(names) == k else \
+        (["negative", "positive"] if k == 2 else [str(c) for c in range(k)])
+    words = run.vocab.words
+    out: list[Prediction] = []
+    for start in range(0, len(texts), batch_size):
+        part = list(texts[start:start + batch_size])
+        encoded = _encode(run, part, start, len(texts))
+        state = final_layer(model, encoded.ids, encoded.mask)
+        leaders = find_leaders(state.last, A=model.A, mask=state.present, atol=0.0)
+        logits = state.logits if run.train_config.select_on == "hardmax" else \
+            predict(model, encoded.ids, encoded.mask, rule=None)
+        if k == 2:
+            p1 = torch.sigmoid(logits.float())
+            probs = torch.stack([1 - p1, p1], -1)
+            labels = (p1 > 0.5).long()
+            strength, word_class = state.word_logits.abs(), (state.word_logits > 0).long()
+        else:
+            probs = torch.softmax(logits.float(), -1)
+            labels = probs.argmax(-1)
+            top = state.word_logits.topk(2, dim=-1)
+            strength, word_class = top.values[..., 0] - top.values[..., 1], top.indices[..., 0]
+        firm = leaders & (strength > decisive)
+        ids, present = state.ids.tolist(), state.present.tolist()
+        leader_rows, firm_rows = leaders.tolist(), firm.tolist()
+        strength_rows, class_rows = strength.tolist(), word_class.tolist()
+        for b, row in enumerate(encoded.ids.tolist()):  # strings per text: the dynamics ran batched
+            first = {}
+            for position, word in enumerate(row):
+                first.setdefault(word, position)
+            slots = [j for j, here in enumerate(present[b]) if here]
+            led = sorted((j for j in slots if leader_rows[b][j]), key=lambda j: first.get(ids[b][j], 0))
+            strong = sorted((j for j in slots if firm_rows[b][j]), key=lambda j: -strength_rows[b][j])
+            out.append(Prediction(label=names[int(labels[b])],
+                                  probabilities=dict(zip(names, probs[b].tolist(), strict=True)),
+                                  leaders=[words[ids[b][j]] for j in led],
+                                  decisive=[(words[ids[b][j]], names[class_rows[b][j]]) for j in strong]))
+    return out

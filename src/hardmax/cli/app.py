@@ -14,10 +14,12 @@ from hardmax.cli.rate import add_rate, run_rate
 from hardmax.cli.sentiment import (
     add_evaluate,
     add_explain,
+    add_predict,
     add_reproduce,
     add_train,
     run_evaluate,
     run_explain,
+    run_predict,
     run_reproduce,
     run_train,
 )
@@ -44,6 +46,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("train", add_train, run_train),
     Command("evaluate", add_evaluate, run_evaluate),
     Command("explain", add_explain, run_explain),
+    Command("predict", add_predict, run_predict),
     Command("reproduce", add_reproduce, run_reproduce),
     Command("svm", add_svm, run_svm),
     Command("rate", add_rate, run_rate),

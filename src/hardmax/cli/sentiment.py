@@ -325,3 +325,96 @@ def _replace_train(train, **changes):
         return dataclasses.replace(train, **changes)
     except ValueError as e:
         raise ValueError(f"--{' '.join(str(e).split())}") from None
+
+
+# --------------------------------------------------------------------------------------------
+# hardmax predict
+# --------------------------------------------------------------------------------------------
+
+
+def add_predict(subparsers) -> None:
+    p = subparsers.add_parser(
+        "predict", help="predictions for a file of texts, with their leaders (CSV or JSON Lines)",
+        formatter_class=HelpFormatter,
+        description="Classify every text of a file with a trained run: one row per text with the predicted class, "
+                    "the probability of each class under the attention the run was selected on, the leader words "
+                    "(C_i = {i} at the last layer) and the decisive leaders with the class each pushes towards. "
+                    "Texts come from a .txt file or standard input (-), one per line, or from a column of a CSV, "
+                    "TSV, JSON Lines or Parquet file. Written in batches as it goes, to a temporary file renamed "
+                    "at the end (nothing half-written), or to standard output.\n\n"
+                    "examples: hardmax predict --run runs/quick/d16 reviews.txt --out predictions.csv\n"
+                    "          hardmax predict --run runs/topics tickets.parquet --text-column body --out p.jsonl")
+    p.add_argument("--run", required=True, metavar="DIR", help=RUN_HELP["read"])
+    p.add_argument("input", metavar="FILE", help="the texts: a .txt file (one per line), a table, or - (stdin)")
+    p.add_argument("--text-column", default="text", help="the column of a table holding the texts (default: text)")
+    p.add_argument("--out", default="-", metavar="FILE",
+                   help="where to write: .csv or .jsonl (the format follows the suffix), or - for standard output "
+                        "as CSV (default: -)")
+    p.add_argument("--decisive", type=float, default=2.0,
+                   help="a leader is decisive when its own decoder logit (k classes: margin) exceeds this "
+                        "(default: 2)")
+    p.add_argument("--batch", type=int, default=2048, metavar="N", help="texts per pass (default: 2048)")
+    _add_machine_options(p)
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    import csv
+    import json
+    import math
+    import sys
+    import time
+
+    from hardmax.cli.output import say
+    from hardmax.data.tables import read_texts, texts_of_lines
+    from hardmax.explain import predict_texts
+    from hardmax.io import atomic_write
+    from hardmax.progress import progress
+    from hardmax.training import load_run
+
+    if not (math.isfinite(args.decisive) and args.decisive >= 0):
+        raise ValueError(f"--decisive must be a finite number ≥ 0, got {args.decisive}")
+    if args.batch < 1:
+        raise ValueError(f"--batch must be ≥ 1, got {args.batch}")
+    out = args.out
+    fmt = "csv" if out == "-" else Path(out).suffix.lower().lstrip(".")
+    if fmt not in ("csv", "jsonl"):
+        raise ValueError(f"--out {out}: write .csv or .jsonl (or - for standard output)")
+    _set_threads(args.threads)
+    start = time.perf_counter()
+    run = load_run(args.run, device=args.device)
+    if args.input == "-":
+        texts = texts_of_lines(sys.stdin.read())
+    else:
+        texts = read_texts(args.input, args.text_column)
+    if not texts:
+        raise ValueError(f"{args.input}: no texts")
+    say(f"{len(texts):,} texts")
+
+    def write(stream) -> None:
+        writer = None
+        bar = progress(total=len(texts), desc="predict", unit=" texts")
+        for first in range(0, len(texts), args.batch):
+            rows = [p.to_row() for p in predict_texts(run, texts[first:first + args.batch], decisive=args.decisive)]
+            for offset, row in enumerate(rows):
+                row = {"row": first + offset, **row}
+                if fmt == "jsonl":
+                    stream.write(json.dumps(row, ensure_ascii=False) + "\n")
+                else:
+                    if writer is None:
+                        writer = csv.DictWriter(stream, fieldnames=list(row), lineterminator="\n")
+                        writer.writeheader()
+                    writer.writerow(row)
+            bar.update(len(rows))
+        bar.close()
+
+    if out == "-":
+        write(sys.stdout)
+    else:
+        def to_file(tmp: str) -> None:
+            with open(tmp, "w", encoding="utf-8", newline="") as f:
+                write(f)
+        atomic_write(out, to_file)
+    seconds = time.perf_counter() - start
+    say(f"predicted {len(texts):,} texts in {seconds:.1f} s ({len(texts) / seconds:,.0f} texts/s)"
+        + ("" if out == "-" else f"; wrote {out}"))
+    return 0

@@ -105,7 +105,7 @@ class Columns:
     """Which columns of the user's table hold the text, the label, and optionally the split and the group."""
 
     text: str
-    label: str
+    label: str | None  # None: texts without labels (for prediction)
     split: str | None = None
     group: str | None = None
 

@@ -200,3 +200,29 @@ def label_order(labels) -> list:
     if all(isinstance(v, int) for v in distinct):
         return sorted(distinct)
     return sorted(distinct, key=str)
+
+
+def read_texts(path: str | Path, column: str = "text") -> list[str]:
+    """The texts of a file, for prediction: one per line of a .txt file (blank lines skipped), or the `column` of
+    a CSV / TSV / JSON Lines / Parquet table. Raises `DataError` (one line) for an empty text, a missing column,
+    bytes that are not UTF-8 (their line), a file that is not what its name says."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    if path.suffix.lower() == ".txt":
+        return texts_of_lines(_decode(path, path.read_bytes()))
+    fmt = table_format(path)
+    columns = Columns(text=column, label=None)
+    read = {"csv": lambda: _read_delimited(path, columns, ","), "tsv": lambda: _read_delimited(path, columns, "\t"),
+            "jsonl": lambda: _read_jsonl(path, columns), "parquet": lambda: _read_parquet(path, columns)}[fmt]
+    data, lines = read()
+    where = "row" if fmt == "parquet" else "line"
+    for value, line in zip(data[column], lines, strict=True):
+        if not isinstance(value, str) or not value.strip():
+            raise DataError(f"{path}, {where} {line}: empty text in column {column!r}")
+    return list(data[column])
+
+
+def texts_of_lines(text: str) -> list[str]:
+    """One text per non-blank line."""
+    return [line for line in text.splitlines() if line.strip()]
