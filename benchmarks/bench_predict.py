@@ -63,7 +63,7 @@ def main() -> None:
     print(f"\n{len(test):,} IMDb test reviews, d = {run.model_config.d}, {threads} threads")
     print("| measure | figure | target |\n|---|---|---|")
     print(f"| `predict_texts` (library) | {len(test) / library:,.0f} texts/s ({library:.2f} s) | |")
-    print(f"| `hardmax predict` end to end (Python start, run load, read, predict, CSV) | "
+    print(f"| `hardmax predict` end to end, in-process (run load, read, predict, CSV) | "
           f"{len(test) / command:,.0f} texts/s ({command:.2f} s, {rows:,} rows) | ≥ 2,000 texts/s "
           f"{'✓' if len(test) / command >= 2000 else '✗'} |")
     agree = sum(p.label == ("positive" if r else "negative") for p, r in zip(predictions, reviews.labels[

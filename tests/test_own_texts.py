@@ -142,3 +142,13 @@ def test_predict_refuses_with_one_line(topic_run, tmp_path, capsys, argv, messag
     err = capsys.readouterr().err
     assert code == 2 and message in err and err.count("\n") == 1, err
     assert not list(tmp_path.glob("p.*"))  # nothing half-written
+
+
+def test_the_explorer_reads_a_k_class_run(topic_run):
+    from hardmax.explore.views import review_view
+    from hardmax.training import load_run
+
+    view = review_view(load_run(topic_run[0]), "the band played a new song on the album")
+    assert view["classes"] == ["food", "music", "sport", "tech"] and view["label"] in view["classes"]
+    assert 0 < view["probability"]["softmax"] <= 1 and 0 < view["probability"]["hardmax"] <= 1
+    assert len(view["layer_logits"][0]) == len(view["words"])

@@ -229,15 +229,21 @@ def review_view(run: Run, text: str, *, decisive: float = 2.0) -> dict:
     explanation = explain_text(run, text)
     projection = project_review(explanation, model)
     encoded = run.encode([text])
-    soft_logit = float(predict(model, encoded.ids, encoded.mask, rule=None)[0])
+    soft = predict(model, encoded.ids, encoded.mask, rule=None)[0]
+    W, bias = model.decoder.weight.detach().double(), model.decoder.bias.detach().double()
+    if len(W) == 1:  # two classes: P(positive), the decoder direction v and its bias
+        soft_probability, v, offset = _probability(float(soft)), W[0], float(bias[0])
+    else:  # k classes: P(predicted class); the direction between the predicted class c and the runner-up r
+        c, r = np.argsort(-np.asarray(explanation.probabilities))[:2]
+        soft_probability = float(torch.softmax(soft.double(), -1)[explanation.classes.index(explanation.label)])
+        v, offset = W[c] - W[r], float(bias[c] - bias[r])
     trace = explanation.trace
     tokens = trace.tokens[:, 0].detach()  # (layers + 1, m, d)
     mask = trace.trajectory.mask[0]
     sets = attention_sets(tokens.double(), A=None if model.A is None else model.A.detach().double(),
                           mask=mask.expand(tokens.shape[0], -1))
     rates = layer_rates(trace.trajectory, RATE_EPS)
-    sign = 1.0 if explanation.label == "positive" else -1.0
-    v = model.decoder.weight.detach()[0].double()
+    sign = (1.0 if explanation.label == explanation.classes[1] else -1.0) if len(W) == 1 else 1.0
     svm = None  # the Att-SVM view selects one token among several: none to select from in a one-word review
     if len(explanation.words) >= 2:
         selected = int(optimal_selection(tokens[:1].double(), torch.tensor([sign], dtype=torch.float64), v,
@@ -247,14 +253,15 @@ def review_view(run: Run, text: str, *, decisive: float = 2.0) -> dict:
     record = {
         "kind": "hardmax", "run": run.path.name, "d": explanation.d, "layers": tokens.shape[0] - 1,
         "label": explanation.label, "probability": {"hardmax": explanation.probability,
-                                                    "softmax": _probability(soft_logit)},
+                                                    "softmax": soft_probability},
+        "classes": explanation.classes,
         "beta": float(model.inverse_temperature),
         "words": explanation.words, "multiplicity": explanation.multiplicity, "leaders": explanation.leaders,
         "initial_leaders": explanation.initial_leaders,
         "follows": {str(k): v for k, v in explanation.follows.items()},
         "decisive": explanation.decisive_leaders(decisive), "word_logits": explanation.word_logits,
         # each word's own decoder logit v·z_i^k + b at every layer (the colour it is drawn in at that layer)
-        "layer_logits": (tokens.double() @ v + float(model.decoder.bias.detach())).tolist(),
+        "layer_logits": (tokens.double() @ v + offset).tolist(),
         "summary": explanation.summary(decisive=decisive),
         "points": encode_array(projection.points), "normal": projection.normal.tolist(),
         "offset": projection.offset, "axes": projection.axes,
