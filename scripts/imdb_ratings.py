@@ -90,7 +90,8 @@ def main() -> None:
         "",
         f"`python scripts/imdb_ratings.py --data ../shared/data/aclImdb-labeled.tar.gz` ({time.strftime('%Y-%m-%d')}, "
         + (f"{time.perf_counter() - start:.0f} s on this machine, training included" if trained else
-           "its run already trained: export, evaluation and predictions only") + "): the 50,000 reviews exported to a CSV with their "
+           "its run already trained: export, evaluation and predictions only")
+        + "): the 50,000 reviews exported to a CSV with their "
         "star ratings as classes 1-2, 3-4, 7-8, 9-10 and the archive's train/test split as a split column, then the "
         "generic path: `hardmax train --data imdb_ratings.csv --text-column text --label-column stars "
         f"--split-column split --d {args.d}`, `hardmax evaluate`, `predict_texts` on the test reviews.",
