@@ -554,10 +554,12 @@ def predict_texts(run: Run, texts: Sequence[str], *, decisive: float = 2.0, batc
     for start in range(0, len(texts), batch_size):
         part = list(texts[start:start + batch_size])
         encoded = _encode(run, part, start, len(texts))
-        state = final_layer(model, encoded.ids, encoded.mask)
+        device = next(model.parameters()).device
+        state = final_layer(model, encoded.ids.to(device), encoded.mask.to(device))
         leaders = find_leaders(state.last, A=model.A, mask=state.present, atol=0.0)
         logits = state.logits if run.train_config.select_on == "hardmax" else \
             predict(model, encoded.ids, encoded.mask, rule=None)
+        logits = logits.cpu()
         if k == 2:
             p1 = torch.sigmoid(logits.float())
             probs = torch.stack([1 - p1, p1], -1)
