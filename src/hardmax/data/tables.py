@@ -138,6 +138,13 @@ def _read_parquet(path: Path, columns: Columns) -> tuple[dict[str, list], list[i
     return out, list(range(1, table.num_rows + 1))
 
 
+def _read(path: Path, fmt: str, columns: Columns) -> tuple[dict[str, list], list[int]]:
+    """The columns' values and each row's line (row for Parquet): the reader of the format."""
+    if fmt in ("csv", "tsv"):
+        return _read_delimited(path, columns, "," if fmt == "csv" else "\t")
+    return _read_jsonl(path, columns) if fmt == "jsonl" else _read_parquet(path, columns)
+
+
 def read_table(path: str | Path, columns: Columns) -> Reviews:
     """The labelled texts of a CSV / TSV / JSON Lines / Parquet file as `Reviews` (k ≥ 2 classes).
 
@@ -149,9 +156,7 @@ def read_table(path: str | Path, columns: Columns) -> Reviews:
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     fmt = table_format(path)
-    read = {"csv": lambda: _read_delimited(path, columns, ","), "tsv": lambda: _read_delimited(path, columns, "\t"),
-            "jsonl": lambda: _read_jsonl(path, columns), "parquet": lambda: _read_parquet(path, columns)}[fmt]
-    data, lines = read()
+    data, lines = _read(path, fmt, columns)
     where = "row" if fmt == "parquet" else "line"
     if not lines:
         raise DataError(f"{path}: no rows")
@@ -212,10 +217,7 @@ def read_texts(path: str | Path, column: str = "text") -> list[str]:
     if path.suffix.lower() == ".txt":
         return texts_of_lines(_decode(path, path.read_bytes()))
     fmt = table_format(path)
-    columns = Columns(text=column, label=None)
-    read = {"csv": lambda: _read_delimited(path, columns, ","), "tsv": lambda: _read_delimited(path, columns, "\t"),
-            "jsonl": lambda: _read_jsonl(path, columns), "parquet": lambda: _read_parquet(path, columns)}[fmt]
-    data, lines = read()
+    data, lines = _read(path, fmt, Columns(text=column, label=None))
     where = "row" if fmt == "parquet" else "line"
     for value, line in zip(data[column], lines, strict=True):
         if not isinstance(value, str) or not value.strip():
