@@ -444,7 +444,9 @@ def test_att_svm_scale_invariance_property(seed, exponent, shape, norm):
             att_svm(s * X, s * z, sel, norm=norm)
         return
     a = att_svm(s * X, s * z, sel, norm=norm)
-    tol = 1e-6 if norm == "fro" else 5e-6  # the SDP's accuracy (see test_att_svm_is_scale_invariant)
+    # The SDP's accuracy: ~√gap = 1e-5 relative at Clarabel's gap tolerance 1e-10 (seed 374, s = 10, (2, 3, 2) measured
+    # 1.4e-5; powers of two, as in test_att_svm_is_scale_invariant, give the same bits and need none of it).
+    tol = 1e-6 if norm == "fro" else 3e-5
     torch.testing.assert_close(a.W * s**2, ref.W, rtol=0, atol=tol * ref.W.norm().item())
     assert a.support.tolist() == ref.support.tolist() and a.support.any()
 
