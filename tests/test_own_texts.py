@@ -152,3 +152,16 @@ def test_the_explorer_reads_a_k_class_run(topic_run):
     assert view["classes"] == ["food", "music", "sport", "tech"] and view["label"] in view["classes"]
     assert 0 < view["probability"]["softmax"] <= 1 and 0 < view["probability"]["hardmax"] <= 1
     assert len(view["layer_logits"][0]) == len(view["words"])
+
+
+def test_a_run_refuses_data_with_other_labels(topic_run, tmp_path, capsys):
+    from test_data_tables import rows, write
+
+    run, _ = topic_run
+    renamed = [{**r, "topic": "food2" if r["topic"] == "food" else r["topic"]}  # the same texts, rows and words
+               for r in rows(900, classes=("sport", "music", "food", "tech"))]
+    other = write(tmp_path / "other.jsonl", renamed)
+    assert main(["evaluate", "--run", str(run), "--data", str(other), "--threads", "1"]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]  # (progress lines of the cleaning come before it)
+    assert last.startswith("hardmax evaluate: error: ")
+    assert last.endswith("was trained on the labels food, music, sport, tech; this data has food2, music, sport, tech")

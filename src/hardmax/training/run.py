@@ -296,6 +296,10 @@ class Run:
         if not same:
             raise ValueError(f"the data's vocabulary ({len(data.vocab)} words) differs from the run's "
                              f"({self.model_config.vocab_size}); pass the same data the run was trained on")
+        trained_on = (self.record.get("data") or {}).get("label_names", ["negative", "positive"])
+        if list(data.label_names) != list(trained_on):
+            raise ValueError(f"{self.path} was trained on the labels {', '.join(map(str, trained_on))}; this data has "
+                             f"{', '.join(data.label_names)}")
         return data
 
     @classmethod

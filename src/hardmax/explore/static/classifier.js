@@ -46,7 +46,9 @@ function accept(answer) {
   const pred = $("prediction");
   pred.innerHTML = "";
   const label = Object.assign(document.createElement("span"), { id: "label", className: view.label, textContent: view.label });
-  pred.append(label, ` — P(positive) = `);
+  const classes = view.classes || ["negative", "positive"];
+  const binary = classes.length === 2;
+  pred.append(label, ` — P(${binary ? classes[1] : view.label}) = `);
   pred.append(Object.assign(document.createElement("span"), { id: "p-hardmax", textContent: p.hardmax.toFixed(3) }),
     " under hardmax, ",
     Object.assign(document.createElement("span"), { id: "p-softmax", textContent: p.softmax.toFixed(3) }),
@@ -62,7 +64,9 @@ function accept(answer) {
   points = Hx.decode(view.points);
   $("layer").max = view.layers;
   if (C.k === null || C.k > view.layers) C.k = view.layers;
-  $("axes").textContent = `d = ${view.d}: ${view.axes}; dashed: the decision line v·x + b = 0 (green side positive).`;
+  $("axes").textContent = binary
+    ? `d = ${view.d}: ${view.axes}; dashed: the decision line v·x + b = 0 (green side ${classes[1]}).`
+    : `d = ${view.d}: ${view.axes}; dashed: the decision between ${view.label} and the runner-up class (green side ${view.label}).`;
   $("svm-view").hidden = !view.svm;
   if (view.svm) $("svm").innerHTML = `selected token: <b id="svm-word">${escapeHtml(view.svm.word)}</b> (${escapeHtml(view.svm.rule)})`;
   Hx.chart($("rate"), { "R": view.rate.rate, "R / RMS²-scaled": view.rate.rate_scaled }, `layer (ε = ${view.rate.eps})`);
