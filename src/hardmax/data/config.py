@@ -100,6 +100,10 @@ class DataError(ValueError):
     """The data cannot be used as given; the message names the file and the problem."""
 
 
+# DataConfig's fields for the user's tables: recorded (run records, cache keys) only when set.
+TABLE_FIELDS = ("text_column", "label_column", "split_column", "group_column")
+
+
 @dataclass(frozen=True)
 class Columns:
     """Which columns of the user's table hold the text, the label, and optionally the split and the group."""
@@ -193,6 +197,8 @@ class DataConfig:
                        group=self.group_column)
 
     def _key_settings(self) -> dict[str, object]:
-        # Everything that changes the tensors; path, cache_dir, use_cache and download do not.
+        # Everything that changes the tensors; path, cache_dir, use_cache and download do not. The table columns
+        # enter only when given, so that IMDb's cache keys are those of before tables existed.
         skip = {"path", "cache_dir", "use_cache", "download"}
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip}
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if f.name not in skip and not (f.name in TABLE_FIELDS and getattr(self, f.name) is None)}

@@ -15,7 +15,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from hardmax.data.config import PIPELINE_VERSION, SPLIT_NAMES, STOP_LISTS, DataConfig
+from hardmax.data.config import PIPELINE_VERSION, SPLIT_NAMES, STOP_LISTS, DataConfig, DataError
 from hardmax.data.source import GROUPS, acl_root, default_cache_dir, read_reviews, resolve_imdb_path
 from hardmax.data.splits import DataStats, ImdbData, SplitStats, build_splits, make_split
 from hardmax.data.tables import read_table
@@ -144,6 +144,8 @@ def load_imdb(config: DataConfig | None = None, *, progress: bool = True) -> Imd
         bool, labels (N,) int64, lengths (N,), index (N,)), `vocab`, `stats` and `config`.
     """
     config = DataConfig() if config is None else config
+    if config.text_column is not None and not config.path:  # never IMDb's search (or download) for a table
+        raise DataError("--text-column and --label-column read your table: give it with --data FILE")
     start = time.perf_counter()
     cache_root = default_cache_dir() if config.cache_dir is None else Path(config.cache_dir).expanduser()
     source = resolve_imdb_path(config.path, download=config.download, cache_dir=cache_root,

@@ -9,7 +9,16 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from hardmax.data.config import PAD, PAPER_TEST_FRACTION, SPLIT_NAMES, UNK, VAL_BLOCK, DataConfig, DataError
+from hardmax.data.config import (
+    PAD,
+    PAPER_TEST_FRACTION,
+    SPLIT_NAMES,
+    TABLE_FIELDS,
+    UNK,
+    VAL_BLOCK,
+    DataConfig,
+    DataError,
+)
 from hardmax.data.source import Reviews
 from hardmax.data.text import Split, Vocabulary, clean_truncated, tensorise, word_cache
 
@@ -58,7 +67,8 @@ def _hold_out_blocks(rows: np.ndarray, labels: np.ndarray, groups: np.ndarray, f
 def _hold_out_groups(rows: np.ndarray, groups: np.ndarray, fraction: float,
                      rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Whole groups, in a random order, until round(fraction * n) rows are held out (the last group whole, so no
-    group is on both sides; not stratified by label, since a group may hold several labels) -> (rest, held)."""
+    group is on both sides; not stratified by label, since a group may hold several labels) -> (rest, held).
+    Groups so large that more than twice the share would be held out are refused (DataError)."""
     want = round(fraction * len(rows))
     if want == 0 or len(rows) == 0:
         return rows, rows[:0]
@@ -67,9 +77,9 @@ def _hold_out_groups(rows: np.ndarray, groups: np.ndarray, fraction: float,
     order = rng.permutation(len(names))
     taken = order[: int(np.searchsorted(np.cumsum(sizes[order]), want)) + 1]
     held = np.isin(inverse, taken)
-    if held.all():  # one group holds everything: keep the training side non-empty
-        raise DataError("the group column puts every training row in one group; validation needs whole groups "
-                        "apart from it")
+    if held.all() or held.sum() > 2 * want + 1:  # a group too large for the share asked: refuse, do not skew
+        raise DataError(f"the group column's groups are too large to hold out about {want:,} of {len(rows):,} rows "
+                        f"as whole groups (the largest has {int(sizes.max()):,}); use smaller groups or none")
     return rows[~held], rows[held]
 
 
@@ -115,8 +125,13 @@ def _table_rows(reviews: Reviews, config: DataConfig, k: int) -> dict[str, np.nd
     everything = _first_per_label(np.arange(len(reviews)), labels, config.limit, k)
     if reviews.split is not None:
         train, val, test = (everything[reviews.split[everything] == name] for name in ("train", "val", "test"))
+        if not len(test):
+            raise DataError(f"{reviews.source}: the split column names no test rows")
         if len(val):
             return {"train": train, "val": val, "test": test}
+    elif reviews.groups is not None:  # test, like validation, of whole groups
+        train, test = _hold_out_groups(everything, reviews.groups, PAPER_TEST_FRACTION,
+                                       np.random.default_rng([config.seed, 1]))
     else:
         train, test = _hold_out(everything, labels, PAPER_TEST_FRACTION, np.random.default_rng([config.seed, 1]), k)
     rng = np.random.default_rng([config.seed, 2])
@@ -190,12 +205,25 @@ class ImdbData:
         """The data settings that change a trained model, with the vocabulary and split sizes: what a run
         records as config.json's "data" (`hardmax.training.train(..., data_info=data.info())`)."""
         settings = {k: v for k, v in asdict(self.config).items() if k not in ("path", "cache_dir", "use_cache",
-                                                                             "download")}
+                                                                             "download")
+                    and not (k in TABLE_FIELDS and v is None)}  # IMDb's records stay as they were
         record = {**settings, "vocab_size": len(self.vocab), "train": len(self.train), "val": len(self.val),
-                  "test": len(self.test), "label_names": list(self.label_names)}
-        if self.config.text_column is not None and self.config.path is not None:  # where the table was read
-            record["table"] = str(Path(self.config.path).expanduser().resolve())
+                  "test": len(self.test)}
+        if self.config.text_column is not None:  # a table: its classes, where it was read, what it held
+            table = Path(self.config.path).expanduser().resolve()
+            record.update(label_names=list(self.label_names), table=str(table), table_sha256=file_sha256(table))
         return record
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes (what identifies a table a run was trained on)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def make_split(ids: np.ndarray, labels: np.ndarray, index: np.ndarray) -> Split:

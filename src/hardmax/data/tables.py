@@ -73,7 +73,10 @@ def _missing(path: Path, columns: Columns, present) -> None:
 
 def _read_delimited(path: Path, columns: Columns, delimiter: str) -> tuple[dict[str, list], list[int]]:
     text = _decode(path, path.read_bytes())
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    csv.field_size_limit(2**31 - 1)  # a text may be longer than the csv module's default 131,072 characters
+    # TSV has no quoting (a text may begin with a quote); CSV quotes fields that hold commas or newlines.
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter,
+                        quoting=csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL)
     try:
         header = next(reader)
     except StopIteration:
@@ -86,14 +89,15 @@ def _read_delimited(path: Path, columns: Columns, delimiter: str) -> tuple[dict[
     out: dict[str, list] = {name: [] for name in columns.names()}
     lines = []
     try:
+        start = reader.line_num + 1  # the physical line a record begins on (quoted newlines span several)
         for row in reader:
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue  # a blank line
-            if len(row) != len(header):
-                raise DataError(f"{path}, line {reader.line_num}: {len(row)} field(s), the header has {len(header)}")
-            for name, i in index.items():
-                out[name].append(row[i])
-            lines.append(reader.line_num)
+            if row and not (len(row) == 1 and not row[0].strip()):  # not a blank line
+                if len(row) != len(header):
+                    raise DataError(f"{path}, line {start}: {len(row)} field(s), the header has {len(header)}")
+                for name, i in index.items():
+                    out[name].append(row[i])
+                lines.append(start)
+            start = reader.line_num + 1
     except csv.Error as exc:
         raise DataError(f"{path}, line {reader.line_num}: malformed {delimiter == ',' and 'CSV' or 'TSV'} ({exc})") \
             from None
@@ -104,7 +108,8 @@ def _read_jsonl(path: Path, columns: Columns) -> tuple[dict[str, list], list[int
     text = _decode(path, path.read_bytes())
     out: dict[str, list] = {name: [] for name in columns.names()}
     lines = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text.split("\n"), start=1):  # not splitlines: U+2028 is valid inside JSON
+        line = line.removesuffix("\r")
         if not line.strip():
             continue
         try:
@@ -170,10 +175,13 @@ def read_table(path: str | Path, columns: Columns) -> Reviews:
     raw_labels = data[columns.label]
     labels = []
     for value, line in zip(raw_labels, lines, strict=True):
-        if value is None or (isinstance(value, str) and not value.strip()) or isinstance(value, float | bool):
+        if isinstance(value, bool) or not isinstance(value, str | int) or \
+                (isinstance(value, str) and not value.strip()):
             raise DataError(f"{path}, {where} {line}: label {value!r} in column {columns.label!r} (labels are "
                             "non-empty strings or integers)")
-        labels.append(value.strip() if isinstance(value, str) else int(value))
+        labels.append(value.strip() if isinstance(value, str) else value)
+    if not all(isinstance(v, int) for v in labels):  # a mix of 1 and "1" is one class, "1"
+        labels = [str(v) for v in labels]
     names = label_order(labels)
     if len(names) < 2:
         raise DataError(f"{path}: column {columns.label!r} has one class ({names[0]!r}); a classifier needs ≥ 2")
@@ -192,6 +200,9 @@ def read_table(path: str | Path, columns: Columns) -> Reviews:
             raise DataError(f"{path}: column {columns.split!r} names no training rows")
     groups = None
     if columns.group is not None:
+        for value, line in zip(data[columns.group], lines, strict=True):
+            if value is None or (isinstance(value, str) and not value.strip()):
+                raise DataError(f"{path}, {where} {line}: no group in column {columns.group!r}")
         _, groups = np.unique(np.array([str(g) for g in data[columns.group]]), return_inverse=True)
         groups = groups.astype(np.int64)
     return Reviews(texts=list(texts), labels=np.array([code[label] for label in labels], dtype=np.int64),
@@ -200,10 +211,13 @@ def read_table(path: str | Path, columns: Columns) -> Reviews:
 
 
 def label_order(labels) -> list:
-    """The distinct labels in class order: integers numerically, strings alphabetically (a mix: as strings)."""
+    """The distinct labels in class order: integers numerically (also integers written as text, as a CSV holds
+    them: "2" before "10"), other strings alphabetically."""
     distinct = set(labels)
     if all(isinstance(v, int) for v in distinct):
         return sorted(distinct)
+    if all(isinstance(v, str) and v.lstrip("-").isdigit() for v in distinct):
+        return sorted(distinct, key=int)
     return sorted(distinct, key=str)
 
 
@@ -226,5 +240,5 @@ def read_texts(path: str | Path, column: str = "text") -> list[str]:
 
 
 def texts_of_lines(text: str) -> list[str]:
-    """One text per non-blank line."""
-    return [line for line in text.splitlines() if line.strip()]
+    """One text per non-blank line (lines end at \n, with an optional \r; other Unicode breaks stay in the text)."""
+    return [line.removesuffix("\r") for line in text.split("\n") if line.strip()]

@@ -120,7 +120,7 @@ def settings_differences(saved: dict, current: dict, *, names: tuple[str, str] =
         if section == "data" and a and b:  # runs recorded before tables existed are IMDb's two classes
             a, b = {**DATA_DEFAULTS, **a}, {**DATA_DEFAULTS, **b}
         for key in sorted(set(a) | set(b)):
-            if key == "table" and section == "data":
+            if key in ("table", "table_sha256") and section == "data":
                 continue  # where the table was read: the same data may be moved (the settings and data sha decide)
             if (section != "train" or key not in RESUMABLE) and a.get(key) != b.get(key):
                 problems.append(f"{section}.{key}: {names[0]} {a.get(key)!r}, {names[1]} {b.get(key)!r}")
@@ -285,7 +285,8 @@ class Run:
         """
         from hardmax.data import load_imdb
 
-        recorded = (self.record.get("data") or {}).get("table")
+        record = self.record.get("data") or {}
+        recorded = record.get("table")
         if path is None and recorded is not None:  # a run trained on the user's table reads that table again
             if not Path(recorded).is_file():
                 raise ValueError(f"{self.path} was trained on {recorded}, which is gone: pass --data FILE")
@@ -300,6 +301,12 @@ class Run:
         if list(data.label_names) != list(trained_on):
             raise ValueError(f"{self.path} was trained on the labels {', '.join(map(str, trained_on))}; this data has "
                              f"{', '.join(data.label_names)}")
+        if record.get("table_sha256"):
+            from hardmax.data.splits import file_sha256
+
+            if file_sha256(Path(data.config.path).expanduser()) != record["table_sha256"]:
+                raise ValueError(f"{data.config.path} is not the table {self.path} was trained on (its bytes differ): "
+                                 "its seeded test rows would not be the run's")
         return data
 
     @classmethod
