@@ -84,6 +84,9 @@ def put(path, data):
     (lambda p: write(p / "t.csv", [{**r, "part": "holdout" if i == 3 else r["part"]} for i, r in enumerate(rows())]),
      "line 5: split 'holdout'"),
     (lambda p: put(p / "t.txt", "x"), "unknown table format"),
+    (lambda p: write(p / "t.jsonl", [{**r, "topic": ["a"] if i == 2 else r["topic"]} for i, r in enumerate(rows())]),
+     r"line 3: label \['a'\]"),
+    (lambda p: put(p / "t.csv", 'body,topic\nfine,a\n"two\nlines,b\nok,a\n'), "line 3: 1 field"),
 ])
 def test_bad_tables_get_one_line(tmp_path, make, message):
     write(tmp_path / "x.parquet", rows(6))
@@ -136,3 +139,36 @@ def test_options_must_come_together():
         DataConfig(text_column="body")
     with pytest.raises(ValueError, match="are for a table"):
         DataConfig(split_column="part")
+
+
+def test_line_breaks_quotes_and_label_spellings(tmp_path):
+    jsonl = tmp_path / "u.jsonl"  # U+2028 is valid unescaped inside a JSON string
+    jsonl.write_text(json.dumps({"body": "one\u2028two", "topic": 1}, ensure_ascii=False) + "\n"
+                     + json.dumps({"body": "three", "topic": "1"}) + "\n" + json.dumps({"body": "four", "topic": 2})
+                     + "\n", encoding="utf-8")
+    got = read_table(jsonl, Columns(text="body", label="topic"))
+    assert got.texts[0] == "one\u2028two" and got.label_names == ("1", "2") and got.labels.tolist() == [0, 0, 1]
+    tsv = tmp_path / "q.tsv"  # no quoting in TSV: a text may begin with a quote
+    tsv.write_text('body\ttopic\n"Hello there\ta\nworld" is here\tb\n', encoding="utf-8")
+    assert read_table(tsv, Columns(text="body", label="topic")).texts == ['"Hello there', 'world" is here']
+    csv_numbers = write(tmp_path / "n.csv", [{**r, "topic": [10, 2, 9][i % 3]} for i, r in enumerate(rows(9))])
+    assert read_table(csv_numbers, Columns(text="body", label="topic")).label_names == ("2", "9", "10")
+
+
+def test_groups_stay_on_one_side_of_every_split(tmp_path):
+    records = rows(300)
+    data = load_imdb(_config(write(tmp_path / "g.csv", records), group_column="author"), progress=False)
+    authors = np.array([r["author"] for r in records])
+    sides = [set(authors[getattr(data, name).index.numpy()]) for name in ("train", "val", "test")]
+    assert not (sides[0] & sides[1] or sides[0] & sides[2] or sides[1] & sides[2])
+    big = [{**r, "author": "one" if i < 250 else r["author"]} for i, r in enumerate(records)]
+    with pytest.raises(DataError, match="groups are too large"):
+        load_imdb(_config(write(tmp_path / "big.csv", big), group_column="author"), progress=False)
+
+
+def test_a_split_column_without_test_rows_and_a_table_without_a_path(tmp_path):
+    records = [{**r, "part": "train" if r["part"] == "test" else r["part"]} for r in rows(60)]
+    with pytest.raises(DataError, match="names no test rows"):
+        load_imdb(_config(write(tmp_path / "s.csv", records), split_column="part"), progress=False)
+    with pytest.raises(DataError, match="give it with --data FILE"):
+        load_imdb(DataConfig(text_column="body", label_column="topic", use_cache=False), progress=False)

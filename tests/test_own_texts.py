@@ -121,7 +121,8 @@ def test_predict_writes_what_explain_says(topic_run, tmp_path, capsys, monkeypat
         assert row["prediction"] == line["prediction"] == e.label
         assert sorted(row["leaders"].split()) == sorted(e.words[i] for i in e.leaders)
         assert [float(row[f"p_{c}"]) for c in e.classes] == pytest.approx(e.probabilities, abs=1e-6)
-    monkeypatch.setattr("sys.stdin", io.StringIO("the band played a new song\n\nthe team won the match\n"))
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(
+        "\ufeffthe band played a new song\n\nthe team won the match\n".encode())))
     capsys.readouterr()
     assert main(["predict", "--run", str(run), "-"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -130,18 +131,24 @@ def test_predict_writes_what_explain_says(topic_run, tmp_path, capsys, monkeypat
 
 @pytest.mark.parametrize("argv,message", [
     (["--text-column", "nope"], "no column 'nope'"),
-    (["--out", "p.txt"], "write .csv or .jsonl"),
+    (["--out", "{tmp}/p.txt"], "write .csv or .jsonl"),
     (["--decisive", "-1"], "--decisive must be"),
+    (["--empty"], "text 6 '...' is empty after cleaning"),
 ])
-def test_predict_refuses_with_one_line(topic_run, tmp_path, capsys, argv, message):
+def test_predict_refuses_with_one_line_and_writes_nothing(topic_run, tmp_path, capsys, argv, message):
     from test_data_tables import rows, write
 
     run, _ = topic_run
-    texts = write(tmp_path / "new.csv", rows(5, seed=3))
-    code = main(["predict", "--run", str(run), str(texts), "--text-column", "body", *argv])
-    err = capsys.readouterr().err
-    assert code == 2 and message in err and err.count("\n") == 1, err
-    assert not list(tmp_path.glob("p.*"))  # nothing half-written
+    records = rows(8, seed=3)
+    if argv == ["--empty"]:  # the seventh text is only punctuation: named by its number in the whole input
+        records[6]["body"], argv = "...", ["--batch", "4"]
+    texts = write(tmp_path / "new.csv", records)
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    out = ["--out", str(tmp_path / "p.csv")] if "--out" not in argv else []
+    code = main(["predict", "--run", str(run), str(texts), "--text-column", "body", *out, *argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and message in err[-1] and err[-1].startswith("hardmax predict: error: "), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.csv"]  # nothing written, not even half
 
 
 def test_the_explorer_reads_a_k_class_run(topic_run):
@@ -165,3 +172,28 @@ def test_a_run_refuses_data_with_other_labels(topic_run, tmp_path, capsys):
     last = capsys.readouterr().err.strip().splitlines()[-1]  # (progress lines of the cleaning come before it)
     assert last.startswith("hardmax evaluate: error: ")
     assert last.endswith("was trained on the labels food, music, sport, tech; this data has food2, music, sport, tech")
+
+
+def test_a_changed_table_is_refused(topic_run, tmp_path, capsys):
+    import shutil
+
+    run, table = topic_run
+    changed = tmp_path / "changed.jsonl"
+    shutil.copy(table, changed)
+    with changed.open("a", encoding="utf-8") as f:
+        f.write(json.dumps({"body": "goal match team", "topic": "sport", "part": "train", "author": "x"}) + "\n")
+    assert main(["evaluate", "--run", str(run), "--data", str(changed), "--threads", "1"]) == 2
+    assert "is not the table" in capsys.readouterr().err.strip().splitlines()[-1]
+
+
+def test_the_review_figure_of_a_k_class_run(topic_run):
+    from hardmax.explain import explain_text
+    from hardmax.plots.sentiment import plot_review
+    from hardmax.training import load_run
+
+    loaded = load_run(topic_run[0])
+    e = explain_text(loaded, "the band played a new song on the album")
+    fig = plot_review(e, loaded.model, layers=(0, 8))
+    assert f"P({e.label})" in fig._suptitle.get_text()
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert f"{e.label} half-plane" in legend and "the runner-up class half-plane" in legend

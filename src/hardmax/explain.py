@@ -355,7 +355,7 @@ def explain_batch(model: HardmaxClassifier, ids: Tensor, mask: Tensor, words: Se
         top = outputs.topk(2, dim=-1)
         word_logits, word_classes = top.values[..., 0] - top.values[..., 1], top.indices[..., 0]
         probabilities = torch.softmax(trace.logits, -1)
-    predicted = probabilities.argmax(-1) if k > 2 else (probabilities[:, 1] > 0.5).long()
+    predicted = probabilities.argmax(-1) if k > 2 else (trace.logits > 0).long()  # as evaluate decides
     counts = present.sum(-1).tolist()
     explanations = []
     for b, m in enumerate(counts):  # Python objects per review: slicing only, the dynamics ran batched
@@ -526,12 +526,15 @@ class Prediction:
                 "decisive_leaders": " ".join(f"{w}({c})" for w, c in self.decisive)}
 
 
-def predict_texts(run: Run, texts: Sequence[str], *, decisive: float = 2.0, batch_size: int = 2048) -> list[Prediction]:
+def predict_texts(run: Run, texts: Sequence[str], *, decisive: float = 2.0, batch_size: int = 2048,
+                  first: int = 0) -> list[Prediction]:
     """Predictions for many texts with a trained run, each with its final-layer leaders and decisive leaders: what
     `explain_texts` says of them, computed from layers 0 and K only (`final_layer`: the compiled engine) and the one
     leader rule (`hardmax.theory.find_leaders`). Probabilities are those of the attention the run was selected on
     (exact hardmax, or the training softmax for runs selected with select_on="softmax"). Leaders are listed in
     the order of their first occurrence in the text; decisive leaders most decisive first.
+
+    `first`: the number of the first text in messages (when `texts` is a slice of a longer input).
 
     Raises:
         ValueError: a run without a vocabulary, a CRATE run, a text empty after cleaning (naming it).
@@ -550,10 +553,12 @@ def predict_texts(run: Run, texts: Sequence[str], *, decisive: float = 2.0, batc
     names = list(names) if names is not None and len(names) == k else \
         (["negative", "positive"] if k == 2 else [str(c) for c in range(k)])
     words = run.vocab.words
+    # The authors' padding (paper_padding) attends and is attended, but it is not a word of the text.
+    pad_is_word, pad = bool(model.config.paper_padding), model.config.pad_id
     out: list[Prediction] = []
     for start in range(0, len(texts), batch_size):
         part = list(texts[start:start + batch_size])
-        encoded = _encode(run, part, start, len(texts))
+        encoded = _encode(run, part, first + start, first + len(texts))
         device = next(model.parameters()).device
         state = final_layer(model, encoded.ids.to(device), encoded.mask.to(device))
         leaders = find_leaders(state.last, A=model.A, mask=state.present, atol=0.0)
@@ -563,7 +568,7 @@ def predict_texts(run: Run, texts: Sequence[str], *, decisive: float = 2.0, batc
         if k == 2:
             p1 = torch.sigmoid(logits.float())
             probs = torch.stack([1 - p1, p1], -1)
-            labels = (p1 > 0.5).long()
+            labels = (logits > 0).long()  # the sign, as evaluate decides (sigmoid rounds tiny logits to 0.5)
             strength, word_class = state.word_logits.abs(), (state.word_logits > 0).long()
         else:
             probs = torch.softmax(logits.float(), -1)
@@ -578,7 +583,7 @@ def predict_texts(run: Run, texts: Sequence[str], *, decisive: float = 2.0, batc
             first = {}
             for position, word in enumerate(row):
                 first.setdefault(word, position)
-            slots = [j for j, here in enumerate(present[b]) if here]
+            slots = [j for j, here in enumerate(present[b]) if here and not (pad_is_word and ids[b][j] == pad)]
             led = sorted((j for j in slots if leader_rows[b][j]), key=lambda j: first.get(ids[b][j], 0))
             strong = sorted((j for j in slots if firm_rows[b][j]), key=lambda j: -strength_rows[b][j])
             out.append(Prediction(label=names[int(labels[b])],

@@ -365,7 +365,7 @@ def run_predict(args: argparse.Namespace) -> int:
     import time
 
     from hardmax.cli.output import say
-    from hardmax.data.tables import read_texts, texts_of_lines
+    from hardmax.data.tables import decode_text, read_texts, texts_of_lines
     from hardmax.explain import predict_texts
     from hardmax.io import atomic_write
     from hardmax.progress import progress
@@ -382,8 +382,8 @@ def run_predict(args: argparse.Namespace) -> int:
     _set_threads(args.threads)
     start = time.perf_counter()
     run = load_run(args.run, device=args.device)
-    if args.input == "-":
-        texts = texts_of_lines(sys.stdin.read())
+    if args.input == "-":  # bytes, decoded as files are: a BOM dropped, bad bytes named with their line
+        texts = texts_of_lines(decode_text("<stdin>", sys.stdin.buffer.read()))
     else:
         texts = read_texts(args.input, args.text_column)
     if not texts:
@@ -394,7 +394,8 @@ def run_predict(args: argparse.Namespace) -> int:
         writer = None
         bar = progress(total=len(texts), desc="predict", unit=" texts")
         for first in range(0, len(texts), args.batch):
-            rows = [p.to_row() for p in predict_texts(run, texts[first:first + args.batch], decisive=args.decisive)]
+            rows = [p.to_row() for p in predict_texts(run, texts[first:first + args.batch], decisive=args.decisive,
+                                                      first=first)]
             for offset, row in enumerate(rows):
                 row = {"row": first + offset, **row}
                 if fmt == "jsonl":

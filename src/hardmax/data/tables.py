@@ -55,7 +55,8 @@ def table_format(path: str | Path) -> str:
     return fmt
 
 
-def _decode(path: Path, raw: bytes) -> str:
+def decode_text(path, raw: bytes) -> str:
+    """UTF-8 text of a file's bytes (a BOM dropped), or a DataError naming the line of the first bad byte."""
     try:
         return raw.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as exc:
@@ -72,7 +73,7 @@ def _missing(path: Path, columns: Columns, present) -> None:
 
 
 def _read_delimited(path: Path, columns: Columns, delimiter: str) -> tuple[dict[str, list], list[int]]:
-    text = _decode(path, path.read_bytes())
+    text = decode_text(path, path.read_bytes())
     csv.field_size_limit(2**31 - 1)  # a text may be longer than the csv module's default 131,072 characters
     # TSV has no quoting (a text may begin with a quote); CSV quotes fields that hold commas or newlines.
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter,
@@ -105,7 +106,7 @@ def _read_delimited(path: Path, columns: Columns, delimiter: str) -> tuple[dict[
 
 
 def _read_jsonl(path: Path, columns: Columns) -> tuple[dict[str, list], list[int]]:
-    text = _decode(path, path.read_bytes())
+    text = decode_text(path, path.read_bytes())
     out: dict[str, list] = {name: [] for name in columns.names()}
     lines = []
     for number, line in enumerate(text.split("\n"), start=1):  # not splitlines: U+2028 is valid inside JSON
@@ -229,7 +230,7 @@ def read_texts(path: str | Path, column: str = "text") -> list[str]:
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     if path.suffix.lower() == ".txt":
-        return texts_of_lines(_decode(path, path.read_bytes()))
+        return texts_of_lines(decode_text(path, path.read_bytes()))
     fmt = table_format(path)
     data, lines = _read(path, fmt, Columns(text=column, label=None))
     where = "row" if fmt == "parquet" else "line"

@@ -279,13 +279,22 @@ def _crate_view(run: Run, text: str, start: float) -> dict:
     from hardmax.training import predict
 
     encoded = run.encode([text])
-    hard = float(predict(run.model, encoded.ids, encoded.mask, rule=Hardmax())[0])
-    soft = float(predict(run.model, encoded.ids, encoded.mask, rule=None)[0])
+    hard = predict(run.model, encoded.ids, encoded.mask, rule=Hardmax())[0].double()
+    soft = predict(run.model, encoded.ids, encoded.mask, rule=None)[0].double()
     measures = crate_measures(run.model, encoded.ids, encoded.mask, eps=RATE_EPS)
     words = [run.vocab.words[int(i)] for i in encoded.ids[0][encoded.mask[0]]]
+    k = run.model_config.classes
+    names = (run.record.get("data") or {}).get("label_names") or ["negative", "positive"]
+    if k == 2:  # P(class 1) under each attention, the class by the logit's sign
+        label, probability = names[int(hard > 0)], {"hardmax": _probability(float(hard)),
+                                                   "softmax": _probability(float(soft))}
+    else:  # P(predicted class) under each attention
+        c = int(hard.argmax())
+        label = names[c] if len(names) == k else str(c)
+        probability = {"hardmax": float(torch.softmax(hard, -1)[c]), "softmax": float(torch.softmax(soft, -1)[c])}
     return {"kind": "crate", "run": run.path.name, "d": run.model.config.d, "layers": len(measures.sparsity),
-            "label": "positive" if hard > 0 else "negative",
-            "probability": {"hardmax": _probability(hard), "softmax": _probability(soft)}, "words": words,
+            "label": label, "classes": list(names) if len(names) == k else [str(c) for c in range(k)],
+            "probability": probability, "words": words,
             "crate": {"eps": RATE_EPS, "compression": measures.compression,
                       "compression_after": measures.compression_after, "sparsity": measures.sparsity,
                       "rate": measures.rate},

@@ -68,7 +68,7 @@ def _colours(explanation: Explanation, stars: list[int]) -> tuple[list, dict[int
     star_colour = {leader: cmap(order[rank % MAX_COLOURS]) for rank, leader in enumerate(stars)}
     m = len(explanation.words)
     if explanation.mostly_leaders and explanation.word_logits:  # every word its own leader: colour by side
-        words = [POSITIVE if explanation.word_logits[i] > 0 else NEGATIVE for i in range(m)]
+        words = [POSITIVE if _towards(explanation, i) else NEGATIVE for i in range(m)]
     else:
         words = [FOLLOWER_GREY] * m
         for leader in reversed(stars):  # a follower tied between leaders takes the first one's colour
@@ -134,6 +134,21 @@ def _draw(ax, points: np.ndarray, layer: int, explanation: Explanation, normal: 
     ax.set_title(f"layer {layer}")
 
 
+def _towards(explanation: Explanation, i: int) -> bool:
+    """Whether word i pushes towards the side drawn green: class 1 for two classes (v·z_i + b > 0), the
+    predicted class for k (its own class is the prediction)."""
+    if len(explanation.classes) == 2 or not explanation.word_classes:
+        return explanation.word_logits[i] > 0
+    return explanation.classes[explanation.word_classes[i]] == explanation.label
+
+
+def _sides(explanation: Explanation) -> tuple[str, str]:
+    """The names of the green and red half-planes."""
+    if len(explanation.classes) == 2:
+        return explanation.classes[1], explanation.classes[0]
+    return explanation.label, "the runner-up class"
+
+
 def _legend(fig: Figure, explanation: Explanation, stars: list[int], decisive: float) -> None:
     """One legend for the figure: each drawn leader's word in its colour, then the mean token and the
     decoder's line and half-planes."""
@@ -145,9 +160,10 @@ def _legend(fig: Figure, explanation: Explanation, stars: list[int], decisive: f
         handles.append(Line2D([], [], ls="", label=f"… and {len(stars) - MAX_COLOURS} more leaders"))
     handles += [Line2D([], [], marker="X", ls="", color="k", markersize=9, label="mean token (decided on)"),
                 Line2D([], [], color="k", ls="--", lw=0.8, label="decision line v·z + b = 0"),
-                Patch(facecolor=POSITIVE, alpha=0.3, label="positive half-plane"),
-                Patch(facecolor=NEGATIVE, alpha=0.3, label="negative half-plane")]
-    title = (f"decisive leaders (|v·z + b| > {decisive:g}); dots: other words, by side"
+                Patch(facecolor=POSITIVE, alpha=0.3, label=f"{_sides(explanation)[0]} half-plane"),
+                Patch(facecolor=NEGATIVE, alpha=0.3, label=f"{_sides(explanation)[1]} half-plane")]
+    what = "|v·z + b|" if len(explanation.classes) == 2 else "margin"
+    title = (f"decisive leaders ({what} > {decisive:g}); dots: other words, by side"
              if explanation.mostly_leaders and explanation.word_logits
              else "leaders (stars); dots: followers, in their leader's colour")
     fig.legend(handles=handles, loc="outside lower center", ncol=min(6, len(handles)), fontsize=8,
@@ -176,7 +192,8 @@ def plot_review(explanation: Explanation, model: HardmaxClassifier, *, layers: S
         _draw(ax, points, k, explanation, normal, offset, limits, stars)
     _legend(fig, explanation, stars, decisive)
     note = ("; almost every word is its own leader" if explanation.mostly_leaders else "")
-    fig.suptitle(f"{explanation.label} (P(positive) = {explanation.probability:.2f}), "
+    shown = explanation.classes[1] if len(explanation.classes) == 2 else explanation.label
+    fig.suptitle(f"{explanation.label} (P({shown}) = {explanation.probability:.2f}), "
                  f"{len(explanation.leaders)} leaders{note}; axes: {axes_label}", fontsize=10)
     return fig
 

@@ -292,13 +292,8 @@ class Run:
                 raise ValueError(f"{self.path} was trained on {recorded}, which is gone: pass --data FILE")
             path = recorded
         data = load_imdb(replace(self.data_config, path=path), progress=progress)
-        same = (len(data.vocab) == self.model_config.vocab_size if self.vocab is None
-                else list(data.vocab.words) == list(self.vocab.words))
-        if not same:
-            raise ValueError(f"the data's vocabulary ({len(data.vocab)} words) differs from the run's "
-                             f"({self.model_config.vocab_size}); pass the same data the run was trained on")
-        trained_on = (self.record.get("data") or {}).get("label_names", ["negative", "positive"])
-        if list(data.label_names) != list(trained_on):
+        trained_on = record.get("label_names", ["negative", "positive"])
+        if list(data.label_names) != list(trained_on):  # the most specific complaint first
             raise ValueError(f"{self.path} was trained on the labels {', '.join(map(str, trained_on))}; this data has "
                              f"{', '.join(data.label_names)}")
         if record.get("table_sha256"):
@@ -307,6 +302,11 @@ class Run:
             if file_sha256(Path(data.config.path).expanduser()) != record["table_sha256"]:
                 raise ValueError(f"{data.config.path} is not the table {self.path} was trained on (its bytes differ): "
                                  "its seeded test rows would not be the run's")
+        same = (len(data.vocab) == self.model_config.vocab_size if self.vocab is None
+                else list(data.vocab.words) == list(self.vocab.words))
+        if not same:
+            raise ValueError(f"the data's vocabulary ({len(data.vocab)} words) differs from the run's "
+                             f"({self.model_config.vocab_size}); pass the same data the run was trained on")
         return data
 
     @classmethod
