@@ -197,3 +197,13 @@ def test_the_review_figure_of_a_k_class_run(topic_run):
     assert f"P({e.label})" in fig._suptitle.get_text()
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert f"{e.label} half-plane" in legend and "the runner-up class half-plane" in legend
+
+
+def test_predict_texts_over_several_batches_is_one_batch(topic_run):
+    from hardmax.explain import predict_texts
+    from hardmax.training import load_run
+
+    loaded = load_run(topic_run[0])
+    texts = ["the band played a new song", "goal for the team today", "fresh bread and soup", "a laptop with code",
+             "the match and the album"] * 3
+    assert predict_texts(loaded, texts, batch_size=4) == predict_texts(loaded, texts, batch_size=64)

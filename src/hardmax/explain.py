@@ -580,11 +580,11 @@ def predict_texts(run: Run, texts: Sequence[str], *, decisive: float = 2.0, batc
         leader_rows, firm_rows = leaders.tolist(), firm.tolist()
         strength_rows, class_rows = strength.tolist(), word_class.tolist()
         for b, row in enumerate(encoded.ids.tolist()):  # strings per text: the dynamics ran batched
-            first = {}
+            seen: dict[int, int] = {}  # each word's first position in the text
             for position, word in enumerate(row):
-                first.setdefault(word, position)
+                seen.setdefault(word, position)
             slots = [j for j, here in enumerate(present[b]) if here and not (pad_is_word and ids[b][j] == pad)]
-            led = sorted((j for j in slots if leader_rows[b][j]), key=lambda j: first.get(ids[b][j], 0))
+            led = sorted((j for j in slots if leader_rows[b][j]), key=lambda j: seen.get(ids[b][j], 0))
             strong = sorted((j for j in slots if firm_rows[b][j]), key=lambda j: -strength_rows[b][j])
             out.append(Prediction(label=names[int(labels[b])],
                                   probabilities=dict(zip(names, probs[b].tolist(), strict=True)),
