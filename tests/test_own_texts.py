@@ -207,3 +207,22 @@ def test_predict_texts_over_several_batches_is_one_batch(topic_run):
     texts = ["the band played a new song", "goal for the team today", "fresh bread and soup", "a laptop with code",
              "the match and the album"] * 3
     assert predict_texts(loaded, texts, batch_size=4) == predict_texts(loaded, texts, batch_size=64)
+
+
+def test_a_crate_run_predicts_without_leaders(tmp_path, capsys):
+    import csv
+
+    from test_data_tables import rows, write
+
+    table = write(tmp_path / "topics.csv", rows(300, classes=("sport", "music", "food")))
+    run = tmp_path / "crate"
+    assert main(["train", "--data", str(table), "--text-column", "body", "--label-column", "topic", "--run", str(run),
+                 "--d", "4", "--epochs", "2", "--min-count", "1", "--stopwords", "none", "--layer", "crate",
+                 "--select-on", "softmax", "--threads", "1"]) == 0
+    out = tmp_path / "p.csv"
+    assert main(["predict", "--run", str(run), str(table), "--text-column", "body", "--out", str(out)]) == 0
+    table_rows = list(csv.DictReader(out.open(encoding="utf-8")))
+    assert len(table_rows) == 300 and {r["prediction"] for r in table_rows} <= {"food", "music", "sport"}
+    assert all(r["leaders"] == "" and r["decisive_leaders"] == "" for r in table_rows)
+    probabilities = [sum(float(r[f"p_{c}"]) for c in ("food", "music", "sport")) for r in table_rows]
+    assert probabilities == pytest.approx([1.0] * 300, abs=1e-5)

@@ -532,12 +532,13 @@ def predict_texts(run: Run, texts: Sequence[str], *, decisive: float = 2.0, batc
     `explain_texts` says of them, computed from layers 0 and K only (`final_layer`: the compiled engine) and the one
     leader rule (`hardmax.theory.find_leaders`). Probabilities are those of the attention the run was selected on
     (exact hardmax, or the training softmax for runs selected with select_on="softmax"). Leaders are listed in
-    the order of their first occurrence in the text; decisive leaders most decisive first.
+    the order of their first occurrence in the text; decisive leaders most decisive first. A CRATE run (blocks of
+    their own, no shared layer whose leaders could be listed) gets its predictions with empty leader lists.
 
     `first`: the number of the first text in messages (when `texts` is a slice of a longer input).
 
     Raises:
-        ValueError: a run without a vocabulary, a CRATE run, a text empty after cleaning (naming it).
+        ValueError: a run without a vocabulary, a text empty after cleaning (naming it).
     """
     from hardmax.training.loop import predict
 
@@ -546,8 +547,7 @@ def predict_texts(run: Run, texts: Sequence[str], *, decisive: float = 2.0, batc
     if run.vocab is None:
         raise ValueError(f"{run.path} has no vocab.json (trained without a vocabulary): text cannot be encoded")
     model = run.model
-    if not isinstance(model, HardmaxClassifier):
-        raise ValueError(f"{run.path} is a CRATE run (--layer crate): leaders belong to the paper's shared layer")
+    paper_layer = isinstance(model, HardmaxClassifier)
     k = model.config.classes
     names = (run.record.get("data") or {}).get("label_names")
     names = list(names) if names is not None and len(names) == k else \
@@ -559,11 +559,19 @@ def predict_texts(run: Run, texts: Sequence[str], *, decisive: float = 2.0, batc
     for start in range(0, len(texts), batch_size):
         part = list(texts[start:start + batch_size])
         encoded = _encode(run, part, first + start, first + len(texts))
+        rule = Hardmax() if run.train_config.select_on == "hardmax" else None
+        if not paper_layer:  # CRATE: the prediction only
+            logits = predict(model, encoded.ids, encoded.mask, rule=rule)
+            probs = torch.stack([1 - torch.sigmoid(logits), torch.sigmoid(logits)], -1) if k == 2 \
+                else torch.softmax(logits.float(), -1)
+            labels = (logits > 0).long() if k == 2 else probs.argmax(-1)
+            out += [Prediction(label=names[int(c)], probabilities=dict(zip(names, p.tolist(), strict=True)),
+                               leaders=[], decisive=[]) for c, p in zip(labels, probs, strict=True)]
+            continue
         device = next(model.parameters()).device
         state = final_layer(model, encoded.ids.to(device), encoded.mask.to(device))
         leaders = find_leaders(state.last, A=model.A, mask=state.present, atol=0.0)
-        logits = state.logits if run.train_config.select_on == "hardmax" else \
-            predict(model, encoded.ids, encoded.mask, rule=None)
+        logits = state.logits if rule is not None else predict(model, encoded.ids, encoded.mask, rule=None)
         logits = logits.cpu()
         if k == 2:
             p1 = torch.sigmoid(logits.float())
