@@ -53,3 +53,12 @@ def test_the_one_dimensional_attention_becomes_boolean():
     sol = clustering_2023("boolean", n=8, seed=4)
     P = sol.attention[-1]
     assert float(torch.minimum(P, 1 - P).max()) < 1e-3
+
+
+def test_bad_phase_diagram_settings_get_one_line():
+    import pytest
+
+    for betas, kwargs, message in (([-1.0], {}, "betas must be finite numbers ≥ 0"), ([], {}, "betas must be"),
+                                   ([1.0], {"d": 1}, "d ≥ 2"), ([1.0], {"starts": 0}, "starts ≥ 1")):
+        with pytest.raises(ValueError, match=message):
+            phase_diagram(betas, **kwargs)

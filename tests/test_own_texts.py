@@ -133,6 +133,7 @@ def test_predict_writes_what_explain_says(topic_run, tmp_path, capsys, monkeypat
     (["--text-column", "nope"], "no column 'nope'"),
     (["--out", "{tmp}/p.txt"], "write .csv or .jsonl"),
     (["--decisive", "-1"], "--decisive must be"),
+    (["--batch", "0"], "--batch must be ≥ 1"),
     (["--empty"], "text 6 '...' is empty after cleaning"),
 ])
 def test_predict_refuses_with_one_line_and_writes_nothing(topic_run, tmp_path, capsys, argv, message):

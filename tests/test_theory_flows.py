@@ -159,3 +159,11 @@ def test_the_one_dimensional_attention_claim():
     assert check_flow(solve(field, RK4(0.01), z, t1=1.0, save=Save(every=50)))["boolean"].status == "not tested"
     early = solve(field, RK4(0.01), z, t1=0.2, save=Save(every=10, attention=True))  # fractional, moving
     assert check_flow(early)["boolean"].status == "not tested"
+
+
+def test_check_flow_refuses_padding():
+    z = torch.randn(2, 5, 2, dtype=torch.float64)
+    mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+    sol = solve(Field(Softmax(1.0)), RK4(0.1), z, steps=4, mask=mask, save=Save(every=2))
+    with pytest.raises(ValueError, match="without padding"):
+        check_flow(sol)

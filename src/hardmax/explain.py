@@ -340,22 +340,18 @@ def explain_batch(model: HardmaxClassifier, ids: Tensor, mask: Tensor, words: Se
     attends = (attention_matrix(trace.tokens[-1], trace.multiplicity, rule=Hardmax(), A=trace.A) > 0) \
         & present.unsqueeze(-1)
     attends &= ~torch.eye(attends.shape[-1], dtype=torch.bool, device=attends.device)  # i ≠ j
+    from hardmax.training.loop import class_probabilities, default_class_names, predicted_classes
+
     k = model.config.classes
-    names = list(classes) if classes is not None else (["negative", "positive"] if k == 2 else
-                                                         [str(c) for c in range(k)])
+    names = list(classes) if classes is not None else default_class_names(k)
     if len(names) != k:
         raise ValueError(f"{len(names)} class names for a model of {k} classes")
     outputs = model.decoder(trace.tokens[-1])  # (batch, m, 1) or (batch, m, k)
-    if k == 2:
-        word_logits = outputs.squeeze(-1)  # (batch, m)
-        word_classes = (word_logits > 0).long()
-        probs = torch.sigmoid(trace.logits)
-        probabilities = torch.stack([1 - probs, probs], -1)
-    else:
-        top = outputs.topk(2, dim=-1)
-        word_logits, word_classes = top.values[..., 0] - top.values[..., 1], top.indices[..., 0]
-        probabilities = torch.softmax(trace.logits, -1)
-    predicted = probabilities.argmax(-1) if k > 2 else (trace.logits > 0).long()  # as evaluate decides
+    word_logits, word_classes = _word_pushes(outputs.squeeze(-1) if k == 2 else outputs)
+    if k == 2:  # the word's own logit, signed, as before k classes
+        word_logits = outputs.squeeze(-1)
+    probabilities = class_probabilities(trace.logits)
+    predicted = predicted_classes(trace.logits)  # as evaluate decides
     counts = present.sum(-1).tolist()
     explanations = []
     for b, m in enumerate(counts):  # Python objects per review: slicing only, the dynamics ran batched
@@ -432,6 +428,15 @@ def project_review(explanation: Explanation, model: HardmaxClassifier) -> Review
                             axes="decoder direction × principal component")
 
 
+def _word_pushes(word_logits: Tensor) -> tuple[Tensor, Tensor]:
+    """(strength, class) of each word's final position from its decoder output: (..., m) one logit (two classes:
+    |logit| and its sign) or (..., m, k) (the margin of its top class over the next, and that class)."""
+    if word_logits.dim() == 2:
+        return word_logits.abs(), (word_logits > 0).long()
+    top = word_logits.topk(2, dim=-1)
+    return top.values[..., 0] - top.values[..., 1], top.indices[..., 0]
+
+
 def explain_text(run: Run, text: str) -> Explanation:
     """Explain one text with a trained run: cleaned and encoded as its training reviews were, then
     `explain_batch`.
@@ -472,8 +477,7 @@ def explain_texts(run: Run, texts: Sequence[str], *, batch_size: int = 256) -> l
         raise ValueError(f"{run.path} is a CRATE run (--layer crate): leaders and followers belong to the paper's "
                          "shared hardmax layer; `hardmax evaluate` and `hardmax rate` measure CRATE runs")
     words = list(run.vocab.words)
-    classes = (run.record.get("data") or {}).get("label_names")
-    classes = None if classes is None or len(classes) != run.model_config.classes else list(classes)
+    classes = run.class_names
     # The authors' padding (paper_padding) makes padding a word of the review, so a batch's padding would change
     # each explanation: such runs explain each text alone on its real words (as `hardmax explain` always did).
     alone = bool(getattr(run.model.config, "paper_padding", False))
@@ -540,7 +544,7 @@ def predict_texts(run: Run, texts: Sequence[str], *, decisive: float = 2.0, batc
     Raises:
         ValueError: a run without a vocabulary, a text empty after cleaning (naming it).
     """
-    from hardmax.training.loop import predict
+    from hardmax.training.loop import class_probabilities, predict, predicted_classes
 
     if isinstance(texts, str):
         raise ValueError("texts must be a sequence of texts, not one string")
@@ -548,10 +552,7 @@ def predict_texts(run: Run, texts: Sequence[str], *, decisive: float = 2.0, batc
         raise ValueError(f"{run.path} has no vocab.json (trained without a vocabulary): text cannot be encoded")
     model = run.model
     paper_layer = isinstance(model, HardmaxClassifier)
-    k = model.config.classes
-    names = (run.record.get("data") or {}).get("label_names")
-    names = list(names) if names is not None and len(names) == k else \
-        (["negative", "positive"] if k == 2 else [str(c) for c in range(k)])
+    names = run.class_names
     words = run.vocab.words
     # The authors' padding (paper_padding) attends and is attended, but it is not a word of the text.
     pad_is_word, pad = bool(model.config.paper_padding), model.config.pad_id
@@ -562,9 +563,7 @@ def predict_texts(run: Run, texts: Sequence[str], *, decisive: float = 2.0, batc
         rule = Hardmax() if run.train_config.select_on == "hardmax" else None
         if not paper_layer:  # CRATE: the prediction only
             logits = predict(model, encoded.ids, encoded.mask, rule=rule)
-            probs = torch.stack([1 - torch.sigmoid(logits), torch.sigmoid(logits)], -1) if k == 2 \
-                else torch.softmax(logits.float(), -1)
-            labels = (logits > 0).long() if k == 2 else probs.argmax(-1)
+            probs, labels = class_probabilities(logits), predicted_classes(logits)
             out += [Prediction(label=names[int(c)], probabilities=dict(zip(names, p.tolist(), strict=True)),
                                leaders=[], decisive=[]) for c, p in zip(labels, probs, strict=True)]
             continue
@@ -573,16 +572,8 @@ def predict_texts(run: Run, texts: Sequence[str], *, decisive: float = 2.0, batc
         leaders = find_leaders(state.last, A=model.A, mask=state.present, atol=0.0)
         logits = state.logits if rule is not None else predict(model, encoded.ids, encoded.mask, rule=None)
         logits = logits.cpu()
-        if k == 2:
-            p1 = torch.sigmoid(logits.float())
-            probs = torch.stack([1 - p1, p1], -1)
-            labels = (logits > 0).long()  # the sign, as evaluate decides (sigmoid rounds tiny logits to 0.5)
-            strength, word_class = state.word_logits.abs(), (state.word_logits > 0).long()
-        else:
-            probs = torch.softmax(logits.float(), -1)
-            labels = probs.argmax(-1)
-            top = state.word_logits.topk(2, dim=-1)
-            strength, word_class = top.values[..., 0] - top.values[..., 1], top.indices[..., 0]
+        probs, labels = class_probabilities(logits), predicted_classes(logits)  # the sign, as evaluate decides
+        strength, word_class = _word_pushes(state.word_logits)
         firm = leaders & (strength > decisive)
         ids, present = state.ids.tolist(), state.present.tolist()
         leader_rows, firm_rows = leaders.tolist(), firm.tolist()

@@ -166,13 +166,7 @@ def read_table(path: str | Path, columns: Columns) -> Reviews:
     where = "row" if fmt == "parquet" else "line"
     if not lines:
         raise DataError(f"{path}: no rows")
-    texts = data[columns.text]
-    for value, line in zip(texts, lines, strict=True):
-        if not isinstance(value, str) or not value.strip():
-            raise DataError(f"{path}, {where} {line}: empty text in column {columns.text!r}"
-                            if value is None or isinstance(value, str) else
-                            f"{path}, {where} {line}: the text in column {columns.text!r} is a "
-                            f"{type(value).__name__}, not a string")
+    texts = _checked_texts(path, data[columns.text], lines, columns.text, where)
     raw_labels = data[columns.label]
     labels = []
     for value, line in zip(raw_labels, lines, strict=True):
@@ -211,6 +205,17 @@ def read_table(path: str | Path, columns: Columns) -> Reviews:
                    label_names=tuple(str(n) for n in names), groups=groups, kind="table")
 
 
+def _checked_texts(path: Path, values: list, lines: list[int], column: str, where: str) -> list[str]:
+    """The column's values, each a non-empty string, or a DataError naming the line (row) of the first that is not."""
+    for value, line in zip(values, lines, strict=True):
+        if not isinstance(value, str) or not value.strip():
+            raise DataError(f"{path}, {where} {line}: empty text in column {column!r}"
+                            if value is None or isinstance(value, str) else
+                            f"{path}, {where} {line}: the text in column {column!r} is a "
+                            f"{type(value).__name__}, not a string")
+    return list(values)
+
+
 def label_order(labels) -> list:
     """The distinct labels in class order: integers numerically (also integers written as text, as a CSV holds
     them: "2" before "10"), other strings alphabetically."""
@@ -233,11 +238,7 @@ def read_texts(path: str | Path, column: str = "text") -> list[str]:
         return texts_of_lines(decode_text(path, path.read_bytes()))
     fmt = table_format(path)
     data, lines = _read(path, fmt, Columns(text=column, label=None))
-    where = "row" if fmt == "parquet" else "line"
-    for value, line in zip(data[column], lines, strict=True):
-        if not isinstance(value, str) or not value.strip():
-            raise DataError(f"{path}, {where} {line}: empty text in column {column!r}")
-    return list(data[column])
+    return _checked_texts(path, data[column], lines, column, "row" if fmt == "parquet" else "line")
 
 
 def texts_of_lines(text: str) -> list[str]:

@@ -21,9 +21,8 @@ from torch import Tensor
 
 from hardmax.dynamics.field import Field, Sphere
 from hardmax.dynamics.inputs import as_floating
-from hardmax.dynamics.rules import Unnormalised
 from hardmax.dynamics.save import Save
-from hardmax.dynamics.simulator import simulate, validate_mask
+from hardmax.dynamics.simulator import check_score_range, simulate, validate_mask
 from hardmax.dynamics.solvers import Adaptive, Euler, Solver
 from hardmax.memory import require_memory
 
@@ -128,7 +127,7 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
         field.manifold.check(zb[m])  # the real tokens; padding is anything and is put back as given
         if not bool(m.all()):  # padding rides along as a unit vector, so that retractions stay finite
             zb = torch.where(m.unsqueeze(-1), zb, torch.nn.functional.one_hot(torch.tensor(0), d).to(zb))
-    _check_range(zb, m, field)
+    check_score_range(zb, m, field.scores.matrix(0.0, zb), field.rule)  # at t = 0
     w = None if bool(m.all()) else m.to(zb.dtype)  # None: every token present (no masking in the hot loop)
 
     if isinstance(solver, Adaptive):
@@ -202,22 +201,6 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
 
 def _needs_grad(z: Tensor, field: Field) -> bool:
     return torch.is_grad_enabled() and (z.requires_grad or field.requires_grad)
-
-
-def _check_range(z: Tensor, m: Tensor, field: Field) -> None:
-    """Exponential rules are not scale-free: refuse tokens whose scores β⟨A z_i, z_j⟩ at t = 0 overflow the dtype
-    (softmax subtracts the row maximum, but the unnormalised weights e^{β s} themselves must be finite)."""
-    beta = getattr(field.rule, "beta", None)
-    if beta is None:
-        return
-    norm2 = float((z.detach().to(torch.float64) ** 2).sum(-1).masked_fill(~m, 0).amax())
-    A = field.scores.matrix(0.0, z)
-    size = 1.0 if A is None else float(torch.linalg.matrix_norm(A.detach().to(torch.float64), ord=2).amax())
-    bound = float(beta) * norm2 * size
-    limit = math.log(torch.finfo(z.dtype).max) if isinstance(field.rule, Unnormalised) else torch.finfo(z.dtype).max / 4
-    if not bound < limit:
-        raise ValueError(f"attention scores β⟨A z_i, z_j⟩ reach {bound:.3g}, beyond the range of {z.dtype} for "
-                         f"{type(field.rule).__name__} (e^β s must be finite); scale the tokens or lower beta")
 
 
 def _solution(out, times, field, solver, m, kept, attention, single, engine: str = "loop") -> Solution:

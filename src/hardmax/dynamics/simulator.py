@@ -15,7 +15,7 @@ from torch import Tensor
 from hardmax.dynamics.dedup import Deduplicated, deduplicate, take_rows
 from hardmax.dynamics.inputs import as_floating, as_tensor
 from hardmax.dynamics.layers import full_layers, hardmax_run
-from hardmax.dynamics.rules import AttentionRule, Hardmax, rule_from_dict, rule_to_dict
+from hardmax.dynamics.rules import AttentionRule, Hardmax, Unnormalised, rule_from_dict, rule_to_dict
 from hardmax.dynamics.save import Save
 from hardmax.dynamics.step import HARDMAX, attention_matrix, attention_step
 from hardmax.memory import require_memory
@@ -296,7 +296,7 @@ def simulate(
     else:
         peak = _finite(_peaks(batched, m_t))
         if not hard:
-            _check_softmax_range(batched, m_t, A_t, rule)
+            check_score_range(batched, m_t, A_t, rule)
         if needs_grad:
             path, attention = _differentiable(batched, m_t, alphas, A_used, rule, keep_attention)
             out = path[list(stored)] if len(stored) < layers + 1 else path
@@ -368,16 +368,23 @@ def validate_mask(mask, single: bool, batch: int, n: int, device) -> Tensor:
     return m_t.reshape(batch, n)
 
 
-def _check_softmax_range(z: Tensor, mask: Tensor, A: Tensor, rule: AttentionRule) -> None:
-    """Softmax is not scale-free: refuse inputs whose scores β⟨A z_i, z_j⟩ overflow the dtype."""
+def check_score_range(z: Tensor, mask: Tensor, A: Tensor | None, rule: AttentionRule) -> None:
+    """Exponential rules are not scale-free: refuse tokens whose scores β⟨A z_i, z_j⟩ overflow the dtype.
+
+    Softmax subtracts each row's maximum, so its scores need only be finite (< max/4); the unnormalised weights
+    e^{β s} themselves must be finite (β s < log max). A: (d, d), (batch, d, d) or None (the identity)."""
     beta = getattr(rule, "beta", None)
     if beta is None:
         return
-    norm2 = (z.detach().to(torch.float64) ** 2).sum(-1).masked_fill(~mask, 0).amax()
-    bound = float(beta) * float(norm2) * float(torch.linalg.matrix_norm(A.detach().to(torch.float64), ord=2))
-    if not bound < torch.finfo(z.dtype).max / 4:
-        raise ValueError(f"softmax scores β⟨A z_i, z_j⟩ reach {bound:.3g}, beyond the range of {z.dtype}; "
-                         "scale the tokens or lower beta")
+    norm2 = float((z.detach().to(torch.float64) ** 2).sum(-1).masked_fill(~mask, 0).amax())
+    size = 1.0 if A is None else float(torch.linalg.matrix_norm(A.detach().to(torch.float64), ord=2).amax())
+    bound = float(beta) * norm2 * size
+    exponential = isinstance(rule, Unnormalised)
+    limit = math.log(torch.finfo(z.dtype).max) if exponential else torch.finfo(z.dtype).max / 4
+    if not bound < limit:
+        what = "unnormalised attention weights e^{β⟨A z_i, z_j⟩}" if exponential else "softmax scores β⟨A z_i, z_j⟩"
+        raise ValueError(f"{what} reach {bound:.3g}{' in the exponent' if exponential else ''}, beyond the range of "
+                         f"{z.dtype}; scale the tokens or lower beta")
 
 
 def _peaks(z: Tensor, mask: Tensor) -> Tensor:

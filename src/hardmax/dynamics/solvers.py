@@ -31,6 +31,11 @@ def _positive(x, name: str) -> float:
     return float(x)
 
 
+def _constant(dt: float, count: int, dtype: torch.dtype, device) -> Tensor:
+    """(count,) the same step dt."""
+    return torch.full((count,), dt, dtype=dtype, device=device)
+
+
 @dataclass(frozen=True)
 class Euler:
     """Explicit Euler, z ← R(z + dt f(t, z)); order 1. `Euler.layers(alpha)` is the paper's layer.
@@ -68,7 +73,7 @@ class Euler:
     def steps(self, count: int, dtype: torch.dtype, device) -> Tensor:
         """(count,) the step of each layer, in the tokens' dtype."""
         if self.dt is not None:
-            return torch.full((count,), self.dt, dtype=dtype, device=device)
+            return _constant(self.dt, count, dtype, device)
         a = torch.as_tensor(self.alpha, dtype=dtype, device=device).reshape(-1)
         if a.numel() not in (1, count):
             raise ValueError(f"alpha must be a scalar or have one value per layer ({count}), got {a.numel()}")
@@ -90,7 +95,7 @@ class RK4:
         object.__setattr__(self, "dt", _positive(self.dt, "dt"))
 
     def steps(self, count: int, dtype: torch.dtype, device) -> Tensor:
-        return torch.full((count,), self.dt, dtype=dtype, device=device)
+        return _constant(self.dt, count, dtype, device)
 
     def step(self, field: Field, t, z: Tensor, w: Tensor | None, dt: float) -> Tensor:
         f = field.velocity
@@ -116,7 +121,7 @@ class Renormalised:
         object.__setattr__(self, "dt", _positive(self.dt, "dt"))
 
     def steps(self, count: int, dtype: torch.dtype, device) -> Tensor:
-        return torch.full((count,), self.dt, dtype=dtype, device=device)
+        return _constant(self.dt, count, dtype, device)
 
     def step(self, field: Field, t, z: Tensor, w: Tensor | None, dt: float) -> Tensor:
         if not isinstance(field.manifold, Sphere):

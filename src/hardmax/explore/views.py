@@ -216,6 +216,7 @@ def review_view(run: Run, text: str, *, decisive: float = 2.0) -> dict:
     """
     from hardmax.models import CrateClassifier
     from hardmax.training import predict
+    from hardmax.training.loop import class_probabilities
 
     start = time.perf_counter()
     model = run.model
@@ -235,7 +236,8 @@ def review_view(run: Run, text: str, *, decisive: float = 2.0) -> dict:
         soft_probability, v, offset = _probability(float(soft)), W[0], float(bias[0])
     else:  # k classes: P(predicted class); the direction between the predicted class c and the runner-up r
         c, r = np.argsort(-np.asarray(explanation.probabilities))[:2]
-        soft_probability = float(torch.softmax(soft.double(), -1)[explanation.classes.index(explanation.label)])
+        shown = explanation.classes.index(explanation.label)
+        soft_probability = float(class_probabilities(soft.double()[None])[0, shown])
         v, offset = W[c] - W[r], float(bias[c] - bias[r])
     trace = explanation.trace
     tokens = trace.tokens[:, 0].detach()  # (layers + 1, m, d)
@@ -277,23 +279,20 @@ def _crate_view(run: Run, text: str, start: float) -> dict:
     from hardmax.dynamics import Hardmax
     from hardmax.experiments.rate import crate_measures
     from hardmax.training import predict
+    from hardmax.training.loop import class_probabilities, predicted_classes
 
     encoded = run.encode([text])
     hard = predict(run.model, encoded.ids, encoded.mask, rule=Hardmax())[0].double()
     soft = predict(run.model, encoded.ids, encoded.mask, rule=None)[0].double()
     measures = crate_measures(run.model, encoded.ids, encoded.mask, eps=RATE_EPS)
     words = [run.vocab.words[int(i)] for i in encoded.ids[0][encoded.mask[0]]]
-    k = run.model_config.classes
-    names = (run.record.get("data") or {}).get("label_names") or ["negative", "positive"]
-    if k == 2:  # P(class 1) under each attention, the class by the logit's sign
-        label, probability = names[int(hard > 0)], {"hardmax": _probability(float(hard)),
-                                                   "softmax": _probability(float(soft))}
-    else:  # P(predicted class) under each attention
-        c = int(hard.argmax())
-        label = names[c] if len(names) == k else str(c)
-        probability = {"hardmax": float(torch.softmax(hard, -1)[c]), "softmax": float(torch.softmax(soft, -1)[c])}
+    names = run.class_names
+    c = int(predicted_classes(hard[None])[0])
+    shown = 1 if len(names) == 2 else c  # P(class 1) for two classes (as before), else P(the predicted class)
+    probability = {"hardmax": float(class_probabilities(hard[None])[0, shown]),
+                   "softmax": float(class_probabilities(soft[None])[0, shown])}
     return {"kind": "crate", "run": run.path.name, "d": run.model.config.d, "layers": len(measures.sparsity),
-            "label": label, "classes": list(names) if len(names) == k else [str(c) for c in range(k)],
+            "label": names[c], "classes": names,
             "probability": probability, "words": words,
             "crate": {"eps": RATE_EPS, "compression": measures.compression,
                       "compression_after": measures.compression_after, "sparsity": measures.sparsity,

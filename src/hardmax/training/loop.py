@@ -66,6 +66,19 @@ def predicted_classes(logits: Tensor) -> Tensor:
     return (logits > 0).long() if logits.dim() == 1 else logits.argmax(-1)
 
 
+def class_probabilities(logits: Tensor) -> Tensor:
+    """(N, k) the probability of each class: [1 − σ(l), σ(l)] for one logit (two classes), softmax for k logits."""
+    if logits.dim() == 1:
+        p1 = torch.sigmoid(logits)
+        return torch.stack([1 - p1, p1], -1)
+    return torch.softmax(logits, -1)
+
+
+def default_class_names(k: int) -> list[str]:
+    """Class names where none were recorded: IMDb's negative and positive for two classes, else "0" … "k−1"."""
+    return ["negative", "positive"] if k == 2 else [str(c) for c in range(k)]
+
+
 def class_loss(logits: Tensor, labels: Tensor) -> Tensor:
     """Mean cross-entropy: binary on one logit (the paper's), categorical on k logits."""
     if logits.dim() == 1:

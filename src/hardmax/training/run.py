@@ -261,6 +261,15 @@ class Run:
 
         return DataConfig.from_record(self.record.get("data") or {})
 
+    @property
+    def class_names(self) -> list[str]:
+        """The run's class names in code order: those recorded with its table, else `default_class_names`."""
+        from hardmax.training.loop import default_class_names
+
+        names = (self.record.get("data") or {}).get("label_names")
+        return list(names) if names is not None and len(names) == self.model_config.classes \
+            else default_class_names(self.model_config.classes)
+
     def encode(self, texts: Sequence[str]):
         """`texts` cleaned and encoded as the run's training reviews were (`hardmax.data.encode_texts` with the
         run's vocabulary, max_len, truncation and cleaning): an `EncodedTexts` of ids (n, max_len) and mask.
@@ -292,8 +301,8 @@ class Run:
                 raise ValueError(f"{self.path} was trained on {recorded}, which is gone: pass --data FILE")
             path = recorded
         data = load_imdb(replace(self.data_config, path=path), progress=progress)
-        trained_on = record.get("label_names", ["negative", "positive"])
-        if list(data.label_names) != list(trained_on):  # the most specific complaint first
+        trained_on = self.class_names
+        if list(data.label_names) != trained_on:  # the most specific complaint first
             raise ValueError(f"{self.path} was trained on the labels {', '.join(map(str, trained_on))}; this data has "
                              f"{', '.join(data.label_names)}")
         if record.get("table_sha256"):
