@@ -340,7 +340,8 @@ def explain_batch(model: HardmaxClassifier, ids: Tensor, mask: Tensor, words: Se
     attends = (attention_matrix(trace.tokens[-1], trace.multiplicity, rule=Hardmax(), A=trace.A) > 0) \
         & present.unsqueeze(-1)
     attends &= ~torch.eye(attends.shape[-1], dtype=torch.bool, device=attends.device)  # i ≠ j
-    from hardmax.training.loop import class_probabilities, default_class_names, predicted_classes
+    from hardmax.models.config import default_class_names
+    from hardmax.training.loop import class_probabilities, predicted_classes
 
     k = model.config.classes
     names = list(classes) if classes is not None else default_class_names(k)

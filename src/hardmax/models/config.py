@@ -189,3 +189,8 @@ class ModelConfig:
             if crate.mode == dataclasses.replace(crate, mode=None).at_width(d).mode:
                 crate = dataclasses.replace(crate, mode=None)  # the default for d, as `to_dict` resolved it
         return cls(**record, crate=crate)
+
+
+def default_class_names(k: int) -> list[str]:
+    """Class names where none were recorded: IMDb's negative and positive for two classes, else "0" … "k−1"."""
+    return ["negative", "positive"] if k == 2 else [str(c) for c in range(k)]

@@ -74,11 +74,6 @@ def class_probabilities(logits: Tensor) -> Tensor:
     return torch.softmax(logits, -1)
 
 
-def default_class_names(k: int) -> list[str]:
-    """Class names where none were recorded: IMDb's negative and positive for two classes, else "0" … "k−1"."""
-    return ["negative", "positive"] if k == 2 else [str(c) for c in range(k)]
-
-
 def class_loss(logits: Tensor, labels: Tensor) -> Tensor:
     """Mean cross-entropy: binary on one logit (the paper's), categorical on k logits."""
     if logits.dim() == 1:

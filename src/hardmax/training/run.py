@@ -264,7 +264,7 @@ class Run:
     @property
     def class_names(self) -> list[str]:
         """The run's class names in code order: those recorded with its table, else `default_class_names`."""
-        from hardmax.training.loop import default_class_names
+        from hardmax.models.config import default_class_names
 
         names = (self.record.get("data") or {}).get("label_names")
         return list(names) if names is not None and len(names) == self.model_config.classes \
