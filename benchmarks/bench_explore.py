@@ -13,7 +13,7 @@ Starts `hardmax.explore.create_app` under uvicorn on 127.0.0.1 and reports p50 /
 
 Targets: edit < 100 ms, review < 300 ms, page < 1 s. The script states each as met or not; it does not assert.
 
-    .venv/bin/python benchmarks/bench_explore.py --json docs/bench_explore.json
+    .venv/bin/python benchmarks/bench_explore.py --json results/bench_explore.json
     .venv/bin/python benchmarks/bench_explore.py --quick          # a smoke run, ~30 s
 """
 

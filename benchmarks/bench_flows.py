@@ -18,7 +18,7 @@ Targets (the issue): hardmax's diagram < 60 s here, ≥ 200× the per-token loop
 This script measures and states each target as met or not; it asserts nothing.
 
     .venv/bin/python benchmarks/bench_flows.py --quick                 # a smoke run, ~30 s
-    .venv/bin/python benchmarks/bench_flows.py --json docs/bench_flows.json
+    .venv/bin/python benchmarks/bench_flows.py --json results/bench_flows.json
     .venv/bin/python benchmarks/bench_flows.py --device cuda           # on a GPU
 """
 

@@ -1,6 +1,6 @@
 """Speed of the coding rates (`hardmax.measures`) against the mcr2 reference formula.
 
-    python benchmarks/bench_rate.py [--quick] [--threads N] [--json docs/bench_rate.json]
+    python benchmarks/bench_rate.py [--quick] [--threads N] [--json results/bench_rate.json]
 
 Cases (issue #15 targets, float32 inputs, standard normal samples, best of --repeat runs):
 - R and ΔR of 1,000,000 samples in d = 128 with 10 classes: < 5 s. The reference builds a dense
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--json", default="docs/bench_rate.json", help="where to write the figures ('' = nowhere)")
+    parser.add_argument("--json", default="results/bench_rate.json", help="where to write the figures ('' = nowhere)")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     g = torch.Generator().manual_seed(0)

@@ -19,7 +19,7 @@ it does not assert them. `--device cuda` runs the torch engine and `check_theore
 engine is the CPU's).
 
     .venv/bin/python benchmarks/bench_scale.py --quick                       # a smoke run, ~20 s
-    .venv/bin/python benchmarks/bench_scale.py --json docs/bench_scale.json --plot docs/figures/bench_scale.png
+    .venv/bin/python benchmarks/bench_scale.py --json results/bench_scale.json --plot results/figures/bench_scale.png
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ wall clock and CPU time (the machine is shared: CPU time is the steadier figure)
 `--loop-seeds` seeds and is extrapolated linearly to all seeds (seeds are independent).
 
     python benchmarks/bench_svm.py                 # 100 seeds, 2,000 steps; loop timed on 5 seeds
-    python benchmarks/bench_svm.py --loop-seeds 10 --out docs/bench_svm.json
+    python benchmarks/bench_svm.py --loop-seeds 10 --out results/bench_svm.json
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=2000, help="gradient steps (default 2000)")
     parser.add_argument("--loop-seeds", type=int, default=5, help="seeds the per-seed loop is timed on (default 5)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
-    parser.add_argument("--out", default="docs/bench_svm.json", help="where the figures are written as JSON")
+    parser.add_argument("--out", default="results/bench_svm.json", help="where the figures are written as JSON")
     args = parser.parse_args()
     if min(args.seeds, args.iterations, args.loop_seeds, args.threads) < 1:
         raise SystemExit("--seeds, --iterations, --loop-seeds and --threads must be ≥ 1")

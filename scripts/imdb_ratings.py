@@ -11,7 +11,7 @@ The ratings are in the archive's file names (ID_RATING.txt): 1–2, 3–4, 7–8
 3. evaluates it (`hardmax evaluate`: accuracy, macro-F1, the confusion matrix under hardmax and softmax);
 4. counts, over the test reviews, the decisive leaders of each predicted class (`predict_texts`: leaders whose own
    final position pushes towards that class by a margin > 2) and writes the table of the most frequent per class;
-5. writes docs/own_texts_imdb_ratings.md and .json.
+5. writes results/own_texts_imdb_ratings.md and .json.
 
     .venv/bin/python scripts/imdb_ratings.py --data ../shared/data/aclImdb-labeled.tar.gz     # ~5 min on 2 cores
 """
@@ -50,7 +50,7 @@ def main() -> None:
     parser.add_argument("--work", default="runs/imdb_ratings", help="where the CSV and the run go")
     parser.add_argument("--d", type=int, default=16)
     parser.add_argument("--epochs", type=int, default=12)
-    parser.add_argument("--docs", default="docs", help="where the report goes")
+    parser.add_argument("--out", default="results", help="where the report goes")
     args = parser.parse_args()
 
     from hardmax.cli import main as cli
@@ -126,8 +126,8 @@ def main() -> None:
         "sentiment words (bad, waste for 1-2; love, great for 9-10) lead the extreme classes, and the middle classes "
         "are led by hedging words (much, pretty; well, though, quite).",
     ]
-    write_text(Path(args.docs) / "own_texts_imdb_ratings.md", "\n".join(lines) + "\n")
-    write_json(Path(args.docs) / "own_texts_imdb_ratings.json",
+    write_text(Path(args.out) / "own_texts_imdb_ratings.md", "\n".join(lines) + "\n")
+    write_json(Path(args.out) / "own_texts_imdb_ratings.json",
                {"metrics": metrics, "decisive_leaders": top, "classes": names, "largest_class": chance})
     print("\n".join(lines))
 

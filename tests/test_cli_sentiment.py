@@ -384,7 +384,8 @@ def test_reproduce_quick_writes_the_report_and_reuses_finished_runs(archive, tmp
     assert f"wrote {report / 'results.md'} and results.json (1 dimensions)" in out
     results = json.loads((report / "results.json").read_text())
     assert set(results) == {"label", "command", "seconds_total", "machine", "data", "train_config", "candidates",
-                            "results", "benchmarks", "benchmarks_link"}
+                            "results", "benchmarks", "benchmarks_link", "report_dir"}
+    assert results["report_dir"] is None  # an absolute directory is the user's own: not recorded
     assert results["benchmarks"] == {}  # no benchmark output in this report directory
     assert results["candidates"] == {"lrs": [0.01], "stopwords": ["nltk"]} and "lr" not in results["train_config"]
     assert results["label"] == "quick" and results["command"] == "hardmax reproduce --quick"

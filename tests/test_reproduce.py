@@ -153,8 +153,8 @@ def test_render_report_quotes_the_benchmarks_found(payload, tmp_path):
     assert set(payload["benchmarks"]) == {"train", "data"}
     lines = render_report(payload).splitlines()
     start = lines.index("## Speed on an idle machine (benchmark scripts)")
-    train = "`python benchmarks/bench_train.py --d 2 4 8 16 --json docs/bench_train.json`"
-    data = "`python benchmarks/bench_data.py --json docs/bench_data.json`"
+    train = "`python benchmarks/bench_train.py --d 2 4 8 16 --json REPORT_DIR/bench_train.json`"
+    data = "`python benchmarks/bench_data.py --json REPORT_DIR/bench_data.json`"
     assert lines[start + 4: start + 10] == [
         f"| training, d = 2 (reviews/s) | 3,018 |  | {train} |",
         f"| training, d = 16 (reviews/s) | 2,564 | ≥ 2,000 | {train} |",
@@ -166,7 +166,7 @@ def test_render_report_quotes_the_benchmarks_found(payload, tmp_path):
                                                                      "speedup_vs_loop": 316.4}}})
     payload["benchmarks"] = read_benchmarks(tmp_path)
     engine = ("| dynamics engine, float32 (reviews/s; × the per-token loop) | 30,172 (316×) | ≥ 20,000 (200×) | "
-              "`python benchmarks/bench_dynamics.py --json docs/benchmarks.json` |")
+              "`python benchmarks/bench_dynamics.py --json REPORT_DIR/benchmarks.json` |")
     assert engine in render_report(payload).splitlines()
 
 
@@ -188,19 +188,36 @@ def test_quick_report_compares_with_quick_expectations(payload):
 
 
 def test_benchmarks_link_works_from_any_report_directory(payload, tmp_path, monkeypatch):
+    """The link goes to the page named by the caller, else to a benchmarks.md beside the report; the library
+    assumes no repository layout (a docs/benchmarks.md under the working directory is not found by itself)."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "docs").mkdir()
     report = tmp_path / "runs" / "quick"
     report.mkdir(parents=True)
-    assert benchmarks_link(report) is None
     (tmp_path / "docs" / "benchmarks.md").write_text("# speed\n")
-    link = benchmarks_link(report)
+    assert benchmarks_link(report) is None
+    assert benchmarks_link(report, "docs/missing.md") is None
+    link = benchmarks_link(report, "docs/benchmarks.md")
     assert link == "../../docs/benchmarks.md" and (report / link).resolve() == tmp_path / "docs" / "benchmarks.md"
     assert benchmarks_link(tmp_path / "docs") == "benchmarks.md"
     text = render_report({**payload, "benchmarks_link": link})
     assert "[benchmarks.md](../../docs/benchmarks.md)" in text
     assert "[benchmarks.md]" not in render_report({**payload, "benchmarks_link": None})
     assert "[benchmarks.md](benchmarks.md)" in render_report(payload)  # results.json from before the link
+
+
+def test_the_recorded_command_names_a_relative_report_directory():
+    from hardmax.experiments.pipeline import _command
+
+    assert _command(quick()) == "hardmax reproduce --quick"
+    assert _command(ReproduceConfig(report_dir="results")) == "hardmax reproduce --report-dir results"
+    assert _command(ReproduceConfig(report_dir="/home/someone/out")) == "hardmax reproduce"
+
+
+def test_benchmark_commands_name_the_report_directory(payload, tmp_path):
+    write_json(tmp_path / "bench_data.json", {"reviews": 50000, "cold_seconds": 7.81, "warm_seconds": 0.131})
+    payload = {**payload, "benchmarks": read_benchmarks(tmp_path), "report_dir": "results"}
+    assert "`python benchmarks/bench_data.py --json results/bench_data.json`" in render_report(payload)
 
 
 def test_render_report_cached_quick_run(payload):
@@ -224,7 +241,7 @@ def test_quick_preset_and_overrides():
     assert config.stopwords == ("nltk",) and ReproduceConfig().stopwords == ("nltk", "sklearn")
     assert quick(dims=(2,), progress=False).dims == (2,)
     full = ReproduceConfig()
-    # The full run writes beside its runs; the tracked docs/ only when asked (--report-dir docs).
+    # The full run writes beside its runs; the repository's tracked results/ only when asked (--report-dir).
     assert full.label == "full" and full.report_dir == full.out_dir == "runs/reproduce" and full.data.limit is None
 
 

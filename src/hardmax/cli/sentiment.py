@@ -265,7 +265,9 @@ REPRODUCE_HELP = {
     "dims": "embedding dimensions d, comma-separated (default: 2,4,8,16)",
     "out_dir": "run directories, one per d (default: runs/reproduce; --quick: runs/quick)",
     "report_dir": "where results.md, results.json and figures/ go (default: runs/reproduce; --quick: runs/quick; "
-                  "`--report-dir docs` regenerates the tracked docs/)",
+                  "the repository's tracked report: --report-dir results --benchmarks-page docs/reports/benchmarks.md)",
+    "benchmarks_page": "a page that quotes the idle-machine benchmarks, linked from results.md (default: a "
+                       "benchmarks.md beside the report, if any)",
     "lrs": "learning rates tried per d, comma-separated; the best on validation is kept (default: 0.01,0.003; "
            "--quick: 0.01)",
     "stopwords": "stop-word lists (nltk, nltk_keep_negations, sklearn, none) tried per d with every learning rate, "
@@ -285,13 +287,13 @@ def add_reproduce(subparsers) -> None:
                               "Full run: about 45 min on 2 CPU cores (16 training runs; about 1.5 min when they are "
                               "finished and reused); --quick: about 1.5 min.\n\n"
                               "examples: hardmax reproduce --quick\n"
-                              "          hardmax reproduce --report-dir docs")
+                              "          hardmax reproduce --report-dir results --benchmarks-page docs/reports/benchmarks.md")
     p.add_argument("--quick", action="store_true", help="5,000 + 5,000 reviews, 4 epochs per d, one candidate, "
                    "into runs/quick/ (the README's first job)")
-    add_options(p, ReproduceConfig, only=("dims", "out_dir", "report_dir", "lrs", "stopwords", "layers", "beta",
+    add_options(p, ReproduceConfig, only=("dims", "out_dir", "report_dir", "benchmarks_page", "lrs", "stopwords", "layers", "beta",
                                           "confidence", "decisive", "example_review"),
                 flags={"out_dir": "--out"}, helps=REPRODUCE_HELP, given_only=True,
-                metavars={"out_dir": "DIR", "report_dir": "DIR", "example_review": "ROW"})
+                metavars={"out_dir": "DIR", "report_dir": "DIR", "benchmarks_page": "FILE", "example_review": "ROW"})
     p.add_argument("--data", metavar="PATH", help="the reviews (default: $HARDMAX_IMDB, the cache's record, download)")
     p.add_argument("--epochs", type=int, help="maximum epochs per d (default: 12; --quick: 4)")
     _add_machine_options(p)

@@ -71,7 +71,7 @@ def add_particles(subparsers) -> None:
                     "picture (n = 5 on the circle, β = 4, T = 400), and the phase diagrams of a single cluster on S¹ "
                     "and S² (n = 32, 20 β values, 1,000 starts per β; about 2 min on 2 CPU cores, --quick: 50 "
                     "starts, about 30 s).\n\n"
-                    "examples: hardmax particles --out docs/figures/dynamics\n"
+                    "examples: hardmax particles --out results/figures/dynamics\n"
                     "          hardmax particles --quick --no-gif --out runs/particles",
     )
     p.add_argument("--out", metavar="DIR", default="runs/particles", help="output folder (default: runs/particles)")

@@ -284,8 +284,8 @@ def _command(config: ReproduceConfig) -> str:
 
     base = quick() if config.label == "quick" else ReproduceConfig()
     words = ["hardmax reproduce"] + (["--quick"] if config.label == "quick" else [])
-    if config.report_dir != base.report_dir and Path(config.report_dir) == Path("docs"):
-        words += ["--report-dir", "docs"]  # the tracked report (other places are the user's own)
+    if config.report_dir != base.report_dir and not Path(config.report_dir).is_absolute():
+        words += ["--report-dir", Path(config.report_dir).as_posix()]  # absolute paths are the user's own
     return " ".join(words)
 
 
@@ -305,7 +305,8 @@ def _write_report(results: list[DimensionResult], data: ImdbData, config: Reprod
         "candidates": {"lrs": list(config.lrs), "stopwords": list(config.stopwords)},
         "results": {str(r.d): asdict(r) for r in results},
         "benchmarks": read_benchmarks(report_dir),
-        "benchmarks_link": benchmarks_link(report_dir),
+        "benchmarks_link": benchmarks_link(report_dir, config.benchmarks_page),
+        "report_dir": None if report_dir.is_absolute() else report_dir.as_posix(),
     }
     write_json(report_dir / "results.json", payload)
     write_text(report_dir / "results.md", render_report(payload))

@@ -33,22 +33,27 @@ def candidate_name(stopwords: str, lr: float) -> str:
 
 
 # Benchmark outputs that `render_report` quotes when they lie in the report directory, with the
-# command that writes each there.
+# command (of the repository's benchmark scripts) that writes each there: `{dir}` is the report directory.
 BENCHMARKS = {
-    "train": ("bench_train.json", "python benchmarks/bench_train.py --d 2 4 8 16 --json docs/bench_train.json"),
-    "data": ("bench_data.json", "python benchmarks/bench_data.py --json docs/bench_data.json"),
-    "dynamics": ("benchmarks.json", "python benchmarks/bench_dynamics.py --json docs/benchmarks.json"),
+    "train": ("bench_train.json", "python benchmarks/bench_train.py --d 2 4 8 16 --json {dir}/bench_train.json"),
+    "data": ("bench_data.json", "python benchmarks/bench_data.py --json {dir}/bench_data.json"),
+    "dynamics": ("benchmarks.json", "python benchmarks/bench_dynamics.py --json {dir}/benchmarks.json"),
 }
 
 
-def benchmarks_link(report_dir: str | os.PathLike) -> str | None:
-    """A relative link from report_dir to benchmarks.md: the one beside the report, else the repository's
-    docs/benchmarks.md (from the working directory), else None."""
+def benchmarks_link(report_dir: str | os.PathLike, page: str | os.PathLike | None = None) -> str | None:
+    """A relative link from report_dir to the page that quotes the benchmarks: `page` when given and present,
+    else a benchmarks.md beside the report, else None. The library assumes no repository layout."""
     report_dir = Path(report_dir)
-    for candidate in (report_dir / "benchmarks.md", Path("docs") / "benchmarks.md"):
+    for candidate in ([Path(page)] if page is not None else []) + [report_dir / "benchmarks.md"]:
         if candidate.is_file():
             return Path(os.path.relpath(candidate.resolve(), report_dir.resolve())).as_posix()
     return None
+
+
+def _command(name: str, report_dir: str) -> str:
+    """The benchmark command of `name` writing into report_dir, in backticks."""
+    return "`" + BENCHMARKS[name][1].format(dir=report_dir) + "`"
 
 
 def read_benchmarks(report_dir: Path) -> dict:
@@ -74,16 +79,16 @@ def _reuse_note(results: dict) -> str:
             f"candidates' epochs, from their histories: {seconds / 60:.1f} min)")
 
 
-def _benchmark_lines(bench: dict) -> list[str]:
+def _benchmark_lines(bench: dict, report_dir: str) -> list[str]:
     rows = []
     if "train" in bench:
-        command = f"`{BENCHMARKS['train'][1]}`"
+        command = _command("train", report_dir)
         rows += [(f"training, d = {row['d']} (reviews/s)", f"{row['train_reviews_per_second']:,.0f}",
                   "≥ 2,000" if row["d"] == 16 else "", command) for row in bench["train"]["rows"]]
         rows += [(f"exact hardmax on {row['test_reviews']:,} test reviews, d = {row['d']} (s)",
                   f"{row['hardmax_test_seconds']:.2f}", "< 5", command) for row in bench["train"]["rows"]]
     if "data" in bench:
-        command = f"`{BENCHMARKS['data'][1]}`"
+        command = _command("data", report_dir)
         rows += [(f"data pipeline, first run on {bench['data']['reviews']:,} reviews (s)",
                   f"{bench['data']['cold_seconds']:.1f}", "< 60", command),
                  ("data pipeline, cached load (s)", f"{bench['data']['warm_seconds']:.2f}", "< 3", command)]
@@ -92,7 +97,7 @@ def _benchmark_lines(bench: dict) -> list[str]:
         if row:
             rows.append(("dynamics engine, float32 (reviews/s; × the per-token loop)",
                          f"{row['library_reviews_per_s']:,.0f} ({row['speedup_vs_loop']:.0f}×)", "≥ 20,000 (200×)",
-                         f"`{BENCHMARKS['dynamics'][1]}`"))
+                         _command("dynamics", report_dir)))
     return ["", "## Speed on an idle machine (benchmark scripts)", "",
             *markdown_table(("measure", "figure", "target", "command"), rows)]
 
@@ -182,7 +187,8 @@ def render_report(payload: dict) -> str:
     lines += ["", f"Data pipeline: {payload['data']['load_seconds']:.1f} s "
               f"({'cached' if payload['data']['cache_hit'] else 'first run, uncached'})."]
     if payload.get("benchmarks"):
-        lines += _benchmark_lines(payload["benchmarks"])
+        # report_dir: where the report was written, when relative (results.json files from before: REPORT_DIR)
+        lines += _benchmark_lines(payload["benchmarks"], payload.get("report_dir") or "REPORT_DIR")
     lines += ["", "## Figures", ""]
     for d, r in res.items():
         for f in r["figures"]:

@@ -34,7 +34,8 @@ class ReproduceConfig:
 
     dims: tuple[int, ...] = (2, 4, 8, 16)  # embedding dimensions to train
     out_dir: str = "runs/reproduce"  # one run directory per d inside
-    report_dir: str = "runs/reproduce"  # where results.md / results.json / figures go ("docs" regenerates docs/)
+    report_dir: str = "runs/reproduce"  # where results.md / results.json / figures go
+    benchmarks_page: str | None = None  # a page quoting the idle-machine benchmarks, linked from results.md
     data: DataConfig = field(default_factory=DataConfig)  # the reviews and their preprocessing
     train: TrainConfig = field(default_factory=TrainConfig)  # optimisation (its lr is replaced by each of `lrs`)
     # Candidates trained per d: every stop-word list (`data.stopwords` is replaced by each) with every
