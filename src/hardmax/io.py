@@ -40,7 +40,7 @@ __all__ = [
     "write_text",
 ]
 
-FORMAT_VERSION = 1  # bump when the layout of a run directory changes
+FORMAT_VERSION = 1  #: bump when the layout of a run directory changes
 
 logger = logging.getLogger(__name__)
 

@@ -83,8 +83,9 @@ def require_memory(nbytes: float, what: str, *, device=None) -> None:
 
     Args:
         nbytes: the estimate, in bytes (a float: products of user sizes may exceed any integer type).
-        what: the argument or option and what it allocates, e.g. ``"--layers 100000000 (a trajectory of
-            100,000,001 layers × 3 tokens × 2 float64)"``; the message starts with it.
+        what: the argument or option and what it allocates, e.g.
+            ``"--layers 100000000 (a trajectory of 100,000,001 layers × 3 tokens × 2 float64)"``;
+            the message starts with it.
     """
     budget = memory_budget(device)
     if not nbytes <= budget:  # NaN and inf refused too

@@ -40,6 +40,7 @@ class Command:
     run: Callable[[argparse.Namespace], int]
 
 
+#: The subcommands of `hardmax`, in the order `hardmax --help` lists them.
 COMMANDS: tuple[Command, ...] = (
     Command("simulate", add_simulate, run_simulate),
     Command("particles", add_particles, run_particles),

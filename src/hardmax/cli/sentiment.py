@@ -237,7 +237,7 @@ def add_explain(subparsers) -> None:
     p.add_argument("--out", metavar="DIR", help="where to write the figure (default: RUN/explain)")
     p.add_argument("--gif", action="store_true", help="also write a GIF of the layers")
     p.add_argument("--decisive", type=float, default=2.0,
-                   help="a leader is decisive when its own decoder logit |v·z + b| exceeds this (default: 2)")
+                   help="a leader is decisive when its own decoder logit v·z + b exceeds this in absolute value (default: 2)")
 
 
 def run_explain(args: argparse.Namespace) -> int:

@@ -7,18 +7,20 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-# The canonical archive. Checksum and size agree across several independent public records
-# (TensorFlow Datasets metadata, dataset loaders in Rust, Go, Julia and Python).
+#: The canonical archive. Checksum and size agree across several independent public records
+#: (TensorFlow Datasets metadata, dataset loaders in Rust, Go, Julia and Python).
 IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
-IMDB_SHA256 = "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe"
-IMDB_BYTES = 84_125_825
-IMDB_FILENAME = "aclImdb_v1.tar.gz"
+IMDB_SHA256 = "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe"  #: its SHA-256, checked on download
+IMDB_BYTES = 84_125_825  #: its size in bytes
+IMDB_FILENAME = "aclImdb_v1.tar.gz"  #: its name in the cache
 
-PAD, UNK = 0, 1
-PAD_WORD, UNK_WORD = "<pad>", "<unk>"  # cannot collide with cleaned tokens, which are letters only
+PAD = 0  #: the word id of padding (its word: `PAD_WORD`)
+UNK = 1  #: the word id of an out-of-vocabulary word (its word: `UNK_WORD`)
+PAD_WORD = "<pad>"  #: padding's word: it cannot collide with cleaned tokens, which are letters only
+UNK_WORD = "<unk>"  #: an out-of-vocabulary word's word
 
-# Bump when cleaning, splitting or tensorising changes what a given config produces: it is part of
-# the cache key, so stale caches are never read back.
+#: Bump when cleaning, splitting or tensorising changes what a given config produces: it is part of
+#: the cache key, so stale caches are never read back.
 PIPELINE_VERSION = 2
 PAPER_TEST_FRACTION = 0.3  # the paper's protocol: 70 % train, 30 % test of all 50k reviews
 
@@ -44,6 +46,7 @@ no nor not ain aren arent couldn couldnt didn didnt doesn doesnt don dont hadn h
 havent isn isnt mightn mightnt mustn mustnt needn neednt shan shant shouldn shouldnt wasn wasnt weren
 werent won wont wouldn wouldnt
 """.split())
+#: The stop-word lists a data configuration can name (`STOP_LISTS`).
 StopWords = Literal["nltk", "nltk_keep_negations", "sklearn", "none"]
 # "nltk": the paper's list; "nltk_keep_negations": the same without its negations (docs/experiments.md
 # measures it); "sklearn": scikit-learn's 318 words, longer (it also drops "never", "nothing", "well",
@@ -73,6 +76,7 @@ class _StopLists(Mapping):
         return len(self._lists)
 
 
+#: name -> the stop-word set of that list (NLTK's, the paper's, ships with the library).
 STOP_LISTS: Mapping[str, frozenset[str]] = _StopLists()
 # Words a list keeps that must also skip the lemmatiser: it maps some of them to stop words of the
 # list ("dont" -> "do", "isnt" -> "be"), which would drop them after all.
@@ -84,15 +88,18 @@ def check_stopwords(stopwords: str) -> None:
     if stopwords not in STOP_LISTS:
         raise ValueError(f"stopwords must be one of {sorted(STOP_LISTS)}, got {stopwords!r}")
 
+#: "standard": IMDb's 25k/25k split; "paper": the paper's 70/30 split of all 50k reviews.
 SplitProtocol = Literal["standard", "paper"]
+#: How validation is held out of the training reviews: whole movies, or random reviews.
 ValSplit = Literal["movies", "random"]
-# Reviews of one movie have consecutive ids in the dataset (at most 30 per movie and label), so a
-# hold-out of whole blocks of consecutive ids shares at most the two boundary movies of each block
-# with the training part; the test set shares none, and a random hold-out shares most.
+#: Reviews of one movie have consecutive ids in the dataset (at most 30 per movie and label), so a
+#: hold-out of whole blocks of consecutive ids shares at most the two boundary movies of each block
+#: with the training part; the test set shares none, and a random hold-out shares most.
 VAL_BLOCK = 250
 SPLIT_NAMES: tuple[str, ...] = ("train", "val", "test")
 
 
+#: How a review longer than `max_len` tokens is cut.
 Truncation = Literal["head", "head_tail"]
 
 

@@ -14,7 +14,7 @@ from torch import Tensor
 
 __all__ = ["COARSE_DTYPES", "as_floating", "as_tensor"]
 
-# Precisions whose rounding (eps ≥ 1e-3) makes distinct scores tie: refused wherever ties are decided.
+#: Precisions whose rounding (eps ≥ 1e-3) makes distinct scores tie: refused wherever ties are decided.
 COARSE_DTYPES = (torch.float16, torch.bfloat16)
 
 

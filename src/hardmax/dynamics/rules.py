@@ -183,7 +183,7 @@ def _key_bias(multiplicity: Tensor) -> Tensor:
     return torch.log(multiplicity).unsqueeze(-2)
 
 
-# The rules by the name their JSON spelling uses: a new rule registers here (CONTRIBUTING.md).
+#: The rules by the name their JSON spelling uses: a new rule registers here (CONTRIBUTING.md).
 RULES: dict[str, type] = {"hardmax": Hardmax, "softmax": Softmax, "localmax": Localmax, "unnormalised": Unnormalised}
 
 

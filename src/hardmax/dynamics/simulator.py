@@ -25,8 +25,11 @@ try:  # the compiled CPU kernel; without numba every case runs on the torch engi
 except ImportError:  # pragma: no cover - numba is a dependency, but a broken install should still run
     _kernel = None
 
+#: The engines `simulate` accepts: "auto" picks the compiled kernel for hardmax on a CPU.
 Engine = Literal["auto", "torch", "compiled"]
+#: The values of `Engine`.
 ENGINES: tuple[str, ...] = ("auto", "torch", "compiled")
+#: Which layers `simulate` keeps: "all", "final", or every k-th (an int).
 Store = Literal["all", "final"] | int
 # numba's parallel kernels must not be launched from two threads at once with its fallback
 # (workqueue) threading layer; calls are serialised, each one already uses every core.

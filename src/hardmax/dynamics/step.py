@@ -13,7 +13,7 @@ from torch import Tensor
 from hardmax.dynamics.rules import AttentionRule, Hardmax
 from hardmax.dynamics.select import move
 
-HARDMAX = Hardmax()  # the default rule: hardmax with the dtype's default tie tolerance
+HARDMAX = Hardmax()  #: the default rule: hardmax with the dtype's default tie tolerance
 
 
 def scores(tokens: Tensor, A: Tensor | None = None) -> Tensor:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_FPS", "SimulateConfig", "SimulationResult", "run_simulation", "save_simulation"]
 
-MAX_FPS = 50  # hardmax.plots.save.MAX_FPS (not imported: matplotlib would load with this config)
+MAX_FPS = 50  #: hardmax.plots.save.MAX_FPS (not imported: matplotlib would load with this config)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -32,8 +32,8 @@ def candidate_name(stopwords: str, lr: float) -> str:
     return f"{stopwords} / {lr:g}"
 
 
-# Benchmark outputs that `render_report` quotes when they lie in the report directory, with the
-# command (of the repository's benchmark scripts) that writes each there: `{dir}` is the report directory.
+#: Benchmark outputs that `render_report` quotes when they lie in the report directory, with the
+#: command (of the repository's benchmark scripts) that writes each there: `{dir}` is the report directory.
 BENCHMARKS = {
     "train": ("bench_train.json", "python benchmarks/bench_train.py --d 2 4 8 16 --json {dir}/bench_train.json"),
     "data": ("bench_data.json", "python benchmarks/bench_data.py --json {dir}/bench_data.json"),

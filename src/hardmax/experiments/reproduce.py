@@ -21,10 +21,10 @@ from hardmax.training.config import TrainConfig
 
 __all__ = ["PAPER_ACCURACY", "QUICK_ACCURACY", "TARGET_ACCURACY", "ReproduceConfig", "quick"]
 
-PAPER_ACCURACY = {2: 0.791, 4: 0.823, 8: 0.850, 16: 0.882}  # 70/30 split, best epoch picked on test
-TARGET_ACCURACY = {2: 0.80, 4: 0.84, 8: 0.85, 16: 0.86}  # standard split, chosen on validation (revised)
-# What `hardmax reproduce --quick` reaches on 2 CPU cores: the lowest test accuracy (exact hardmax) of
-# repeated quick runs, rounded down (runs differ by thread scheduling only).
+PAPER_ACCURACY = {2: 0.791, 4: 0.823, 8: 0.850, 16: 0.882}  #: 70/30 split, best epoch picked on test
+TARGET_ACCURACY = {2: 0.80, 4: 0.84, 8: 0.85, 16: 0.86}  #: standard split, chosen on validation (revised)
+#: What `hardmax reproduce --quick` reaches on 2 CPU cores: the lowest test accuracy (exact hardmax) of
+#: repeated quick runs, rounded down (runs differ by thread scheduling only).
 QUICK_ACCURACY = {2: 0.65, 4: 0.74, 8: 0.78, 16: 0.81}
 
 
@@ -47,7 +47,7 @@ class ReproduceConfig:
     layers: int = 8  # K, applications of the shared attention layer
     beta: float = 1000.0  # training inverse temperature (paper: temperature 0.001)
     confidence: float = 0.95  # "confidently classified" threshold of the leader-word histogram (the paper's)
-    decisive: float = 2.0  # a leader counts in the histogram when its decoder logit |v·z + b| exceeds this
+    decisive: float = 2.0  # a leader counts in the histogram when its decoder logit v·z + b exceeds this in absolute value
     example_review: int | None = None  # test row for the token-evolution figures; None: pick one
     progress: bool = True  # progress bars / lines and one line per trained or reused run
     label: str = "full"  # "full" or "quick", written into the report

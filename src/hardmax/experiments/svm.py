@@ -37,9 +37,9 @@ __all__ = ["CURVES", "MAX_RECORDS", "MAX_SEED", "ImdbJoin", "JoinResult", "NoSol
            "SyntheticConfig", "SyntheticResult", "check_seed", "imdb_join", "join_hardmax", "plane_problem",
            "render_report", "run_plane", "run_synthetic", "synthetic_memory", "synthetic_problems"]
 
-# Curve label -> (parameterisation descended, norm of the SVM compared with). The first two are the
-# paper's claims; the last two are controls (each parameterisation against the other's SVM), which
-# the authors' notebook plots under the label "(K,Q)" for the first of them.
+#: Curve label -> (parameterisation descended, norm of the SVM compared with). The first two are the
+#: paper's claims; the last two are controls (each parameterisation against the other's SVM), which
+#: the authors' notebook plots under the label "(K,Q)" for the first of them.
 CURVES = {
     "corr(W_k, W^mm_α)": ("W", "fro"),
     "corr((KQᵀ)_k, W^mm_⋆,α)": ("KQ", "nuc"),
@@ -48,10 +48,10 @@ CURVES = {
 }
 
 
-# At most this many recorded steps per curve (plus the last): a longer run records more sparsely
-# (`SyntheticConfig.stride`), so the kept iterates W_k take S · MAX_RECORDS · d² floats whatever the steps.
+#: At most this many recorded steps per curve (plus the last): a longer run records more sparsely
+#: (`SyntheticConfig.stride`), so the kept iterates W_k take S · MAX_RECORDS · d² floats whatever the steps.
 MAX_RECORDS = 1000
-# Seeds are those of torch.Generator.manual_seed: 64-bit, and negative values are refused.
+#: Seeds are those of torch.Generator.manual_seed: 64-bit, and negative values are refused.
 MAX_SEED = 2**63 - 1
 
 

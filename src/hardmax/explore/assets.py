@@ -6,4 +6,5 @@ from pathlib import Path
 
 __all__ = ["STATIC"]
 
+#: The folder of the explorer's pages and assets (package data).
 STATIC = Path(__file__).parent / "static"

@@ -42,6 +42,7 @@ def encode_array(x: np.ndarray) -> dict:
 
 
 def decode_array(record: dict) -> np.ndarray:
+    """The float64 array of an `encode_array` record {"b64": little-endian bytes in base64, "shape": [...]}."""
     return np.frombuffer(base64.b64decode(record["b64"]), dtype="<f8").reshape(record["shape"])
 
 

@@ -101,6 +101,7 @@ def _eps_scale(eps: float) -> tuple[float, int]:
 
 
 def check_num_classes(num_classes) -> int | None:
+    """`num_classes` as an int (None passes through); ValueError naming it unless an integer ≥ 1."""
     if num_classes is None:
         return None
     if isinstance(num_classes, bool) or not isinstance(num_classes, numbers.Integral) or num_classes < 1:

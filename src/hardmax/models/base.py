@@ -17,7 +17,7 @@ from hardmax.dynamics import AttentionRule, Hardmax, Softmax
 
 __all__ = ["AttentionName", "WordClassifier"]
 
-AttentionName = Literal["softmax", "hardmax"]  # how settings files and options name a classifier's two rules
+AttentionName = Literal["softmax", "hardmax"]  #: how settings files and options name a classifier's two rules
 
 
 class WordClassifier(nn.Module):

@@ -49,8 +49,8 @@ def save_figure(fig: Figure, path_stem: str | os.PathLike, formats: Sequence[str
     return written
 
 
-# GIF frame delays are whole hundredths of a second, and browsers show delays under 2/100 s as 1/10 s:
-# more than 50 frames per second cannot be shown.
+#: GIF frame delays are whole hundredths of a second, and browsers show delays under 2/100 s as 1/10 s:
+#: more than 50 frames per second cannot be shown.
 MAX_FPS = 50
 
 

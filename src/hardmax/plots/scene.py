@@ -11,7 +11,7 @@ from matplotlib import colormaps
 from hardmax.dynamics import Trajectory
 from hardmax.theory import find_clusters, leader_layers, limit_set, polytope
 
-FIGURE2_LAYERS = (0, 1, 2, 5, 30)  # the layers shown in the paper's Figure 2
+FIGURE2_LAYERS = (0, 1, 2, 5, 30)  #: the layers shown in the paper's Figure 2
 
 # Tableau colours without grey (grey is K's colour); cycled when there are more clusters.
 PALETTE = np.array([colormaps["tab10"](i) for i in (0, 1, 2, 3, 4, 5, 6, 8, 9)])

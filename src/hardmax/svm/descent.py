@@ -26,6 +26,7 @@ from hardmax.svm.solver import check_labels
 __all__ = ["DescentConfig", "DescentPath", "Parameterisation", "correlation", "descend", "initial_parameters",
            "recorded_steps", "softmax_attention"]
 
+#: The attention weights descent runs on: W = KQᵀ itself, or the pair (K, Q).
 Parameterisation = Literal["W", "KQ"]
 _EPS64 = float(torch.finfo(torch.float64).eps)
 

@@ -27,14 +27,15 @@ from torch import Tensor
 __all__ = ["RANK_RTOL", "SUPPORT_TOL", "WORKING_SET_ABOVE", "AttInputs", "AttSVM", "Backend", "CheckedTokens",
            "InfeasibleError", "Norm", "att_svm", "check_inputs", "check_labels", "check_tokens", "real_tensor"]
 
+#: The matrix norm of the Att-SVM objective: Frobenius or nuclear.
 Norm = Literal["fro", "nuc"]
 _NORMS = ("fro", "nuc")
-# A constraint is active (its token a support token) when its margin is ≤ 1 + SUPPORT_TOL. Clarabel
-# stops at relative gaps ~1e-8, so active margins come out as 1 ± 1e-8 and inactive ones, on generic
-# data, are above 1 by far more than 1e-5.
+#: A constraint is active (its token a support token) when its margin is ≤ 1 + SUPPORT_TOL. Clarabel
+#: stops at relative gaps ~1e-8, so active margins come out as 1 ± 1e-8 and inactive ones, on generic
+#: data, are above 1 by far more than 1e-5.
 SUPPORT_TOL = 1e-5
-# Singular values below RANK_RTOL · σ_max count as zero: interior-point nuclear-norm solutions carry
-# residual singular values of order 1e-8 relative, never exactly 0.
+#: Singular values below RANK_RTOL · σ_max count as zero: interior-point nuclear-norm solutions carry
+#: residual singular values of order 1e-8 relative, never exactly 0.
 RANK_RTOL = 1e-6
 # Clarabel's stopping tolerances, tighter than its defaults (1e-8): the support tokens and the rank
 # are read off the solution, and descent is compared with it to 4 digits. (Tighter still, 1e-12, the
@@ -47,9 +48,9 @@ _SPAN_RTOL = 1e-12
 # Clarabel's statuses in cvxpy's words, so that both backends report alike.
 _CLARABEL_STATUS = {"Solved": "optimal", "AlmostSolved": "optimal_inaccurate", "PrimalInfeasible": "infeasible",
                     "AlmostPrimalInfeasible": "infeasible_inaccurate"}
-# Cutting planes (see `_solve_working_set`) are used above this many constraints by default. The first
-# working set holds _START constraints per input, each round adds at most _ADD violated ones per input,
-# a constraint counts as violated below a margin of 1 − _TOL, and at most _ROUNDS rounds are run.
+#: Cutting planes (see `_solve_working_set`) are used above this many constraints by default. The first
+#: working set holds _START constraints per input, each round adds at most _ADD violated ones per input,
+#: a constraint counts as violated below a margin of 1 − _TOL, and at most _ROUNDS rounds are run.
 WORKING_SET_ABOVE = 2000
 _WORKING_SET_START = 4
 _WORKING_SET_ADD = 4
@@ -63,6 +64,7 @@ _FEASIBLE_TOL = 1e-6
 _GAP_RTOL = 1e-6
 _FARKAS_RTOL = 1e-9
 _FARKAS_COLUMNS = 2000  # at most this many constraints (those of the largest λ_j) enter the check
+#: How `att_svm` solves its convex program: Clarabel directly, or through CVXPY.
 Backend = Literal["clarabel", "cvxpy"]
 _BACKENDS = ("clarabel", "cvxpy")
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-FIGURE2_ALPHA = 0.5  # step parameter of the paper's Figure 2 (A = identity)
-FIGURE2_SEED = 20240701  # the random followers of the paper's configurations (arXiv 2407.01602)
+FIGURE2_ALPHA = 0.5  #: step parameter of the paper's Figure 2 (A = identity)
+FIGURE2_SEED = 20240701  #: the random followers of the paper's configurations (arXiv 2407.01602)
 
 
 def paper_figure2_configurations(seed: int = FIGURE2_SEED) -> dict[str, np.ndarray]:

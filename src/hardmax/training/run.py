@@ -42,6 +42,7 @@ __all__ = ["LOCK_NAME", "EpochRecord", "Run", "RunLockedError", "RunState", "con
 
 logger = logging.getLogger(__name__)
 
+#: The lock file that keeps two processes from writing one run directory.
 LOCK_NAME = ".lock"
 # Training settings that may change between a run and its resumption (or be edited afterwards)
 # without changing the weights a run selects.
@@ -127,6 +128,7 @@ def settings_differences(saved: dict, current: dict, *, names: tuple[str, str] =
     return problems
 
 
+#: What a run directory holds: nothing, an unstarted run, a run to resume, or a trained run.
 RunState = Literal["empty", "unstarted", "resumable", "trained"]
 
 

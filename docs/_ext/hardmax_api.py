@@ -1,0 +1,281 @@
+"""The API reference, generated from the package itself: one page per module that declares `__all__`.
+
+Every name listed in an `__all__` is public. Each public object gets exactly one rendered entry, on the page
+of its *home*: the shortest module path that exports it, below the top-level `hardmax` (so `Hardmax` lives
+on `hardmax.dynamics`, `RANK_RTOL` on `hardmax.svm`, not on the files that define them). The other modules
+that list it link to that entry. The `hardmax` page is the index of the top-level names.
+
+A public class or function without a docstring, or a public constant without a ``#:`` comment or
+docstring, is reported as a Sphinx warning; the docs are built with warnings as errors, so an
+undocumented public name fails the build. Pages are written under docs/api/ (not tracked) when the
+builder starts; only changed pages are rewritten, so incremental builds stay incremental.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sphinx.application import Sphinx
+from sphinx.pycode import ModuleAnalyzer
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
+
+PACKAGE = "hardmax"
+# Architecture order (README "Modules"): the reference's table of contents follows it.
+ORDER = ("hardmax", "hardmax.dynamics", "hardmax.theory", "hardmax.measures", "hardmax.svm", "hardmax.models",
+         "hardmax.data", "hardmax.training", "hardmax.explain", "hardmax.plots", "hardmax.experiments",
+         "hardmax.explore", "hardmax.cli", "hardmax.io", "hardmax.inputs", "hardmax.memory", "hardmax.tables",
+         "hardmax.progress", "hardmax.lazy", "hardmax.version")
+
+
+@dataclass
+class Entry:
+    """One public object: its name, the object, the modules that list it, and its home among them."""
+
+    name: str
+    obj: object
+    modules: list[str] = field(default_factory=list)
+
+    @property
+    def home(self) -> str:
+        below = [m for m in self.modules if m != PACKAGE] or self.modules
+        return min(below, key=lambda m: (m.count("."), len(m), m))
+
+
+def public_modules() -> list:
+    """The package's modules that declare `__all__` (the public surface), the package first."""
+    package = importlib.import_module(PACKAGE)
+    found = [package]
+    for info in pkgutil.walk_packages(package.__path__, PACKAGE + "."):
+        if info.name.rsplit(".", 1)[-1].startswith("_"):
+            continue
+        module = importlib.import_module(info.name)
+        if "__all__" in vars(module) or hasattr(module, "__all__"):
+            found.append(module)
+    return found
+
+
+def public_entries(modules: list) -> dict[tuple[str, int], Entry]:
+    """(name, id(object)) -> Entry, over every `__all__` of `modules`."""
+    entries: dict[tuple[str, int], Entry] = {}
+    for module in modules:
+        for name in module.__all__:
+            obj = getattr(module, name)
+            entry = entries.setdefault((name, id(obj)), Entry(name, obj))
+            entry.modules.append(module.__name__)
+    return entries
+
+
+def _kind(obj: object) -> str:
+    if inspect.isclass(obj):
+        return "exception" if issubclass(obj, BaseException) else "class"
+    if inspect.isroutine(obj):
+        return "function"
+    return "data"
+
+
+def data_doc(entry: Entry) -> str:
+    """A constant's ``#:`` comment or docstring after its assignment in a module listing it, or in a submodule
+    of a package listing it ("" when there is none)."""
+    candidates = list(entry.modules)
+    for module_name in entry.modules:
+        module = importlib.import_module(module_name)
+        if hasattr(module, "__path__"):
+            candidates += [info.name for info in pkgutil.iter_modules(module.__path__, module_name + ".")
+                           if not info.name.rsplit(".", 1)[-1].startswith("_")]
+    for module_name in candidates:
+        try:
+            docs = ModuleAnalyzer.for_module(module_name).find_attr_docs()
+        except Exception:  # noqa: BLE001 - a module without source: nothing to find there
+            continue
+        for key, lines in docs.items():
+            if key == ("", entry.name) and "".join(lines).strip():
+                return "\n".join(lines).strip()
+    return ""
+
+
+def undocumented(entry: Entry) -> bool:
+    if _kind(entry.obj) == "data":
+        return not data_doc(entry)
+    return not (entry.obj.__doc__ or "").strip()
+
+
+def _title(text: str, underline: str = "=") -> list[str]:
+    return [text, underline * len(text), ""]
+
+
+def module_page(module, entries: list[Entry]) -> str:
+    name = module.__name__
+    homed = [e for e in entries if e.home == name]
+    elsewhere = [e for e in entries if e.home != name]
+    lines = _title(f"``{name}``") + [f".. automodule:: {name}", "   :no-members:", "", f".. currentmodule:: {name}", ""]
+    if homed:
+        lines += [".. autosummary::", "   :nosignatures:", ""] + [f"   {e.name}" for e in homed] + [""]
+    if elsewhere:
+        lines += ["Also exported here (documented at their home):", ""]
+        lines += [f"- :py:obj:`{name}.{e.name} <{e.home}.{e.name}>`" for e in elsewhere] + [""]
+    for e in homed:
+        kind = _kind(e.obj)
+        if kind in ("class", "exception"):
+            lines += [f".. auto{kind}:: {name}.{e.name}", "   :members:", "   :show-inheritance:", ""]
+        elif kind == "function":
+            lines += [f".. autofunction:: {name}.{e.name}", ""]
+        else:
+            lines += _data_lines(f"{name}.{e.name}", e)
+    return "\n".join(lines) + "\n"
+
+
+def _data_lines(target: str, entry: Entry) -> list[str]:
+    """A constant as a py:data entry: its value when short, and its ``#:`` documentation."""
+    value = repr(entry.obj)
+    lines = [f".. py:data:: {target}"]
+    if len(value) <= 80 and "\n" not in value:
+        lines.append(f"   :value: {value}")
+    return lines + [""] + ["   " + line for line in data_doc(entry).splitlines()] + [""]
+
+
+def top_page(package, entries: dict[tuple[str, int], Entry]) -> str:
+    lines = _title("``hardmax``") + [f".. automodule:: {PACKAGE}", "   :no-members:", "",
+                                      "Every top-level name, with the module that documents it:", "",
+                                      ".. list-table::", "   :header-rows: 1", "", "   * - name", "     - home", ""]
+    for name in package.__all__:
+        entry = entries[(name, id(getattr(package, name)))]
+        if entry.home == PACKAGE:
+            continue
+        lines += [f"   * - :py:obj:`hardmax.{name} <{entry.home}.{name}>`", f"     - :py:mod:`{entry.home}`"]
+    homed = [entries[(n, id(getattr(package, n)))] for n in package.__all__]
+    homed = [e for e in homed if e.home == PACKAGE]
+    lines += [""]
+    for e in homed:
+        lines += _data_lines(f"{PACKAGE}.{e.name}", e)
+    return "\n".join(lines) + "\n"
+
+
+def _order(name: str) -> tuple:
+    top = ".".join(name.split(".")[:2])
+    return (ORDER.index(top) if top in ORDER else len(ORDER), name)
+
+
+def write_if_changed(path: Path, text: str) -> None:
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+
+
+def generate(app: Sphinx) -> None:
+    out = Path(app.srcdir) / "api"
+    out.mkdir(exist_ok=True)
+    modules = public_modules()
+    entries = public_entries(modules)
+    for entry in entries.values():
+        if undocumented(entry):
+            logger.warning(f"undocumented public name {entry.home}.{entry.name}: give it a docstring "
+                           f"(a '#:' comment for a constant) or take it out of __all__")
+    by_module: dict[str, list[Entry]] = {}
+    for entry in entries.values():
+        for module_name in entry.modules:
+            by_module.setdefault(module_name, []).append(entry)
+    names = sorted((m.__name__ for m in modules), key=_order)
+    wanted = {f"{n}.rst" for n in names} | {"index.rst"}
+    for stale in out.glob("*.rst"):
+        if stale.name not in wanted:
+            stale.unlink()
+    for module in modules:
+        name = module.__name__
+        order = {n: i for i, n in enumerate(module.__all__)}
+        listed = sorted(by_module.get(name, []), key=lambda e: order[e.name])
+        page = top_page(module, entries) if name == PACKAGE else module_page(module, listed)
+        write_if_changed(out / f"{name}.rst", page)
+    index = _title("API reference") + [
+        "Generated from the docstrings. Every name listed in a module's ``__all__`` is public and has one entry,",
+        "on the page of its home (the shortest module path that exports it); the top-level ``hardmax`` page lists",
+        "the names importable as ``hardmax.X``.", "", ".. toctree::", "   :maxdepth: 1", ""]
+    index += [f"   {n}" for n in names]
+    write_if_changed(out / "index.rst", "\n".join(index) + "\n")
+
+
+# --------------------------------------------------------------------------------------------
+# Docstrings: the package writes them as plain text (equations in Unicode, `names` in backticks, shapes,
+# hanging indents), as STYLE.md asks; reStructuredText reads `*`, `|` and a change of indentation as markup.
+# This adapter renders the plain text as written: those characters are escaped outside `code`, and a blank
+# line is put where the indentation changes, so that an indented line is shown indented, not as an error.
+# Doctest examples (>>>) and literal blocks (after ::) pass unchanged.
+# --------------------------------------------------------------------------------------------
+
+_BULLET = re.compile(r"^(\s*)([-*+•]|\d+[.)])\s+")
+
+
+def _marker(bullet: re.Match) -> str:
+    """The kind of a list marker: "1." for any enumeration, else the bullet character."""
+    mark = bullet.group(2)
+    return "1." if mark[0].isdigit() else mark
+
+
+def _escape(text: str) -> str:
+    """Escape `*`, `|` and a leading/trailing `_` of words outside backtick spans."""
+    parts = re.split(r"(`+[^`]*`+)", text)
+    for i in range(0, len(parts), 2):
+        parts[i] = re.sub(r"([*|])", r"\\\1", parts[i])
+    return "".join(parts)
+
+
+def plain_to_rst(lines: list[str]) -> list[str]:
+    out: list[str] = []
+    prev_indent, prev_blank, prev_line = 0, True, ""
+    item: tuple[int, int, str] | None = None  # the current list item: its marker's indent, its text's, its kind
+    literal_indent: int | None = None  # inside a literal block: its introducing line's indentation
+    for line in lines:
+        stripped = line.strip()
+        indent = len(line) - len(line.lstrip())
+        if not stripped:
+            out.append(line)
+            prev_blank = True
+            continue
+        if literal_indent is not None:
+            if indent > literal_indent:
+                out.append(line)
+                prev_indent, prev_blank, prev_line = indent, False, line
+                continue
+            literal_indent = None
+        doctest = stripped.startswith((">>>", "..."))
+        after_doctest = prev_line.strip().startswith((">>>", "...")) and not prev_blank
+        bullet = _BULLET.match(line)
+        if item is not None and indent < item[1] and not (bullet and indent == item[0]):
+            item = None
+        if not prev_blank:
+            if doctest:
+                blank = not after_doctest
+            elif after_doctest:
+                blank = True  # the output of a doctest ends at a blank line
+            elif item is not None and prev_indent <= item[1] and (
+                    indent == item[1] or bullet and indent == item[0] and _marker(bullet) == item[2]):
+                blank = False  # a list item's next line, or the next item
+            elif bullet:
+                blank = True  # a list after a paragraph line
+            else:
+                blank = indent != prev_indent
+            if blank:
+                out.append("")
+        if bullet:
+            item = (indent, len(bullet.group(0)), _marker(bullet))
+        keep = len(bullet.group(0)) if bullet else indent  # a list's marker is markup, its text is not
+        out.append(line if stripped.endswith("::") or doctest else line[:keep] + _escape(line[keep:]))
+        if stripped.endswith("::"):
+            literal_indent = indent
+        prev_indent, prev_blank, prev_line = indent, False, line
+    return out
+
+
+def _process_docstring(app, what, name, obj, options, lines: list[str]) -> None:
+    lines[:] = plain_to_rst(lines)
+
+
+def setup(app: Sphinx) -> dict:
+    app.connect("builder-inited", generate)
+    app.connect("autodoc-process-docstring", _process_docstring)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

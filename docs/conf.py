@@ -1,0 +1,76 @@
+"""Sphinx configuration of the hardmax documentation (`make docs`; CI builds it with warnings as errors).
+
+Sphinx because the tools scientific Python readers know are Sphinx's: autodoc for a reference written from
+the docstrings, sphinx-gallery for examples that run at build time and download as scripts and notebooks,
+sphinx-argparse for a CLI reference read from the parser itself, MyST for the Markdown pages.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE / "_ext"))
+os.environ.setdefault("MPLBACKEND", "Agg")
+
+from hardmax.version import __version__  # noqa: E402
+
+project = "hardmax"
+author = "hardmax developers"
+copyright = "2026, hardmax developers"  # noqa: A001 - Sphinx's name
+release = version = __version__
+
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.mathjax",
+    "sphinx.ext.viewcode",
+    "sphinx.ext.doctest",
+    "sphinxarg.ext",
+    "sphinx_gallery.gen_gallery",
+    "hardmax_api",
+]
+
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+exclude_patterns = ["_build", "auto_examples/*.ipynb", "auto_examples/*.py", "auto_examples/*.zip",
+                    "auto_examples/*.md5", "auto_examples/*.json", "sg_execution_times.rst"]
+templates_path = ["_templates"]
+
+# `name` in a docstring is code, not a cross-reference to guess at.
+default_role = "literal"
+autodoc_member_order = "bysource"
+autodoc_typehints = "signature"
+autodoc_preserve_defaults = True
+autosummary_generate = False  # the pages are written by hardmax_api
+add_module_names = False
+
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
+myst_heading_anchors = 3
+# A link to a file that is not a page (a JSON result, a script) becomes a download; a broken one warns.
+suppress_warnings: list[str] = []
+
+sphinx_gallery_conf = {
+    "examples_dirs": str(ROOT / "examples"),
+    "gallery_dirs": "auto_examples",
+    "filename_pattern": r".*\.py$",  # every example runs at build time
+    "ignore_pattern": r"(^|/)_",      # helpers shared by examples
+    "abort_on_example_error": True,
+    "only_warn_on_example_error": False,
+    "download_all_examples": True,
+    "remove_config_comments": True,
+    "within_subsection_order": "FileNameSortKey",
+    "matplotlib_animations": False,
+    "show_memory": False,
+    "image_scrapers": ("matplotlib",),
+}
+
+html_theme = "furo"
+html_title = f"hardmax {version}"
+html_static_path: list[str] = []
+html_show_sourcelink = False
+
+doctest_global_setup = "import torch, hardmax"
