@@ -1,6 +1,7 @@
 # Two entry points (see README, Quick start):
 #   make quickstart   set up .venv and run the main job (hardmax reproduce --quick, into runs/quick/)
-#   make test         set up .venv with dev extras and run ruff + pytest
+#   make test         set up .venv with dev and docs extras, run ruff + pytest, and build the docs
+# and `make docs`: the documentation site alone, into docs/_build/html/ (warnings are errors).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -9,14 +10,14 @@ export HARDMAX_IMDB
 # Where hardmax caches data; the archive found here is linked into it, so later commands find it too.
 CACHE := $(or $(HARDMAX_CACHE),$(HOME)/.cache/hardmax)
 
-.PHONY: setup data quickstart test lint
+.PHONY: setup data quickstart test lint docs build-docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
 setup: $(BIN)/python
 	$(BIN)/pip install -q -c constraints.txt torch==2.13.0
-	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,docs]'
 
 # Remember the reviews for every later command (hardmax train, evaluate, ... without HARDMAX_IMDB): link
 # the archive at the place hardmax looks after --data and $HARDMAX_IMDB. Without one, hardmax downloads it.
@@ -31,8 +32,18 @@ quickstart: setup data
 	@echo "  hardmax explain \"Awful, the worst film ever: boring, stupid and a waste of time.\" --run runs/quick/d2"
 
 lint: setup
-	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/ruff check src tests benchmarks scripts examples docs
 
 test: setup
-	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/ruff check src tests benchmarks scripts examples docs
 	OMP_NUM_THREADS=1 $(BIN)/pytest -n 2 -q
+	$(MAKE) --no-print-directory build-docs
+
+docs: setup build-docs
+
+# The site, with warnings as errors (a broken link, an undocumented public name, a failing gallery example),
+# then the docstrings' examples (>>>) run as doctests.
+build-docs:
+	MPLBACKEND=Agg $(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+	$(BIN)/pytest -q -p no:cacheprovider --doctest-modules src/hardmax
+	@echo "documentation: open docs/_build/html/index.html"

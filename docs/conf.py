@@ -16,6 +16,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE / "_ext"))
 os.environ.setdefault("MPLBACKEND", "Agg")
 
+
 from hardmax.version import __version__  # noqa: E402
 
 project = "hardmax"
@@ -29,7 +30,6 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
     "sphinx.ext.viewcode",
-    "sphinx.ext.doctest",
     "sphinxarg.ext",
     "sphinx_gallery.gen_gallery",
     "hardmax_api",
@@ -65,7 +65,8 @@ sphinx_gallery_conf = {
     "within_subsection_order": "FileNameSortKey",
     "matplotlib_animations": False,
     "show_memory": False,
-    "image_scrapers": ("matplotlib",),
+    "image_scrapers": ("figure_scraper.figure_scraper",),  # pyplot's figures and the Figures hardmax.plots returns
+    "capture_repr": (),  # a cell ending in `fig` shows the figure in a notebook, not "<Figure ...>" here
 }
 
 html_theme = "furo"
@@ -73,4 +74,3 @@ html_title = f"hardmax {version}"
 html_static_path: list[str] = []
 html_show_sourcelink = False
 
-doctest_global_setup = "import torch, hardmax"

@@ -204,7 +204,7 @@ def generate(app: Sphinx) -> None:
 # hanging indents), as STYLE.md asks; reStructuredText reads `*`, `|` and a change of indentation as markup.
 # This adapter renders the plain text as written: those characters are escaped outside `code`, and a blank
 # line is put where the indentation changes, so that an indented line is shown indented, not as an error.
-# Doctest examples (>>>) and literal blocks (after ::) pass unchanged.
+# Doctest examples (from >>> to the next blank line) and literal blocks (after ::) pass unchanged.
 # --------------------------------------------------------------------------------------------
 
 _BULLET = re.compile(r"^(\s*)([-*+•]|\d+[.)])\s+")
@@ -226,32 +226,33 @@ def _escape(text: str) -> str:
 
 def plain_to_rst(lines: list[str]) -> list[str]:
     out: list[str] = []
-    prev_indent, prev_blank, prev_line = 0, True, ""
+    prev_indent, prev_blank = 0, True
     item: tuple[int, int, str] | None = None  # the current list item: its marker's indent, its text's, its kind
     literal_indent: int | None = None  # inside a literal block: its introducing line's indentation
+    in_doctest = False  # a doctest block (>>> lines and their output) runs to the next blank line
     for line in lines:
         stripped = line.strip()
         indent = len(line) - len(line.lstrip())
         if not stripped:
             out.append(line)
-            prev_blank = True
+            prev_blank, in_doctest = True, False
+            continue
+        if in_doctest:
+            out.append(line)
             continue
         if literal_indent is not None:
             if indent > literal_indent:
                 out.append(line)
-                prev_indent, prev_blank, prev_line = indent, False, line
+                prev_indent, prev_blank = indent, False
                 continue
             literal_indent = None
-        doctest = stripped.startswith((">>>", "..."))
-        after_doctest = prev_line.strip().startswith((">>>", "...")) and not prev_blank
+        doctest = stripped.startswith(">>>")
         bullet = _BULLET.match(line)
         if item is not None and indent < item[1] and not (bullet and indent == item[0]):
             item = None
         if not prev_blank:
             if doctest:
-                blank = not after_doctest
-            elif after_doctest:
-                blank = True  # the output of a doctest ends at a blank line
+                blank = True
             elif item is not None and prev_indent <= item[1] and (
                     indent == item[1] or bullet and indent == item[0] and _marker(bullet) == item[2]):
                 blank = False  # a list item's next line, or the next item
@@ -263,11 +264,15 @@ def plain_to_rst(lines: list[str]) -> list[str]:
                 out.append("")
         if bullet:
             item = (indent, len(bullet.group(0)), _marker(bullet))
+        if doctest:
+            out.append(line)
+            in_doctest = True
+            continue
         keep = len(bullet.group(0)) if bullet else indent  # a list's marker is markup, its text is not
-        out.append(line if stripped.endswith("::") or doctest else line[:keep] + _escape(line[keep:]))
+        out.append(line if stripped.endswith("::") else line[:keep] + _escape(line[keep:]))
         if stripped.endswith("::"):
             literal_indent = indent
-        prev_indent, prev_blank, prev_line = indent, False, line
+        prev_indent, prev_blank = indent, False
     return out
 
 

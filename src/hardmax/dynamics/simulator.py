@@ -240,6 +240,17 @@ def simulate(
             overflow, or engine="compiled" where the kernel does not apply.
 
     Paper: Alcalde, Fantuzzi, Zuazua, "Clustering in pure-attention hardmax transformers", eq. (1.1).
+
+    Example: the four corners of a square lead; the two tokens tied between two corners go to the
+    projections of the origin onto the vertical sides.
+
+    >>> import torch, hardmax
+    >>> tokens = torch.tensor([[1., 1], [1, -1], [-1, 1], [-1, -1], [0.5, 0], [-0.5, 0]], dtype=torch.float64)
+    >>> run = hardmax.simulate(tokens, alpha=0.5, layers=30)
+    >>> run.tokens.shape
+    torch.Size([31, 6, 2])
+    >>> run.final[4:].round(decimals=4).tolist()
+    [[1.0, 0.0], [-1.0, 0.0]]
     """
     if save is not None:
         if not isinstance(save, Save):

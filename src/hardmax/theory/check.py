@@ -423,6 +423,14 @@ def check_theorem(trajectory: Trajectory, *, atol: float | None = None,
     Paper: Alcalde, Fantuzzi, Zuazua (2024), Theorem 2.1. The theorem is about exact arithmetic; the engine
     decides ties to tie_rtol, which is what `atol` accounts for. In float32 that resolution is coarse
     (atol ≈ 4e-3 R), and limits on exact ties (points of S that are not vertices) can end measurably off S.
+
+    Example:
+
+    >>> import torch, hardmax
+    >>> run = hardmax.simulate(hardmax.figure2_configurations()["square"], alpha=0.5, layers=30)
+    >>> report = hardmax.check_theorem(run)
+    >>> report.passed
+    True
     """
     scaled = scaled_path(trajectory, atol)
     trajectory, path, real, same = scaled.trajectory, scaled.path, scaled.real, scaled.same

@@ -184,6 +184,13 @@ def limit_set(K: Polytope, A=None, *, atol: float | None = None, max_faces: int 
         (s, d) float64, distinct points in lexicographic order.
 
     Paper: Theorem 2.1 (the limits of the tokens that are not leaders).
+
+    Example: the square's S is its 4 vertices and the midpoints of its 4 sides, never the origin.
+
+    >>> import torch, hardmax
+    >>> square = hardmax.polytope(torch.tensor([[1., 1], [1, -1], [-1, 1], [-1, -1]], dtype=torch.float64))
+    >>> hardmax.limit_set(square).tolist()
+    [[-1.0, -1.0], [-1.0, 0.0], [-1.0, 1.0], [0.0, -1.0], [0.0, 1.0], [1.0, -1.0], [1.0, 0.0], [1.0, 1.0]]
     """
     V = K.vertices
     d = V.shape[1]

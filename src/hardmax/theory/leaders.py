@@ -214,6 +214,12 @@ def find_leaders(tokens, *, A=None, mask=None, tie_rtol: float | None = None,
 
     Returns:
         (..., n) bool.
+
+    Example:
+
+    >>> import torch, hardmax
+    >>> hardmax.find_leaders(torch.tensor([[2., 0], [0, 2], [0.5, 0.5]], dtype=torch.float64)).tolist()
+    [True, True, False]
     """
     z, real, lead = _flatten(tokens, mask)
     A_used = _score_matrix(A, z.shape[-1], z.dtype, z.device)
