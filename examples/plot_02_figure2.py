@@ -22,7 +22,7 @@ for name, run in runs.items():
     print(f"{name:>20}: {len(run.final)} tokens, Theorem 2.1 {'holds' if report.passed else 'FAILS'}")
 
 fig = figure2(runs)
-fig  # a Figure (hardmax draws without pyplot): shown by the notebook and the docs
+fig  # hardmax.plots returns the Figure: shown here and in a notebook
 
 # %%
 # The table of checks behind one verdict:

@@ -26,4 +26,4 @@ print(hardmax.check_theorem(run).table())
 # The library's picture of the run: leaders as stars, the other tokens coloured by their limit, K shaded,
 # the points of S off the vertices as hollow diamonds, at the layers chosen.
 fig = plot_layers(run, layers=[0, 2, 10, 60])
-fig  # a Figure (hardmax draws without pyplot): shown by the notebook and the docs
+fig  # hardmax.plots returns the Figure: shown here and in a notebook

@@ -32,4 +32,4 @@ explanation = explain_text(run, review)
 print(explanation.summary())              # the prediction, the leaders and their followers
 
 fig = plot_review(explanation, run.model, layers=(0, 1, 2, 8))
-fig  # a Figure (hardmax draws without pyplot): shown by the notebook and the docs
+fig  # hardmax.plots returns the Figure: shown here and in a notebook

@@ -28,4 +28,4 @@ for side, counter in counts.items():
     print(f"{side:>8}: " + ", ".join(f"{words[k]} ({c})" for k, c in counter.most_common(10)))
 
 fig = plot_leader_words(counts, words, top=15, title="decisive leaders, d = 2 (5,000 test reviews)")
-fig  # a Figure (hardmax draws without pyplot): shown by the notebook and the docs
+fig  # hardmax.plots returns the Figure: shown here and in a notebook

@@ -22,7 +22,7 @@ result = run_synthetic(SyntheticConfig(n=6, T=8, d=10, seeds=20, iterations=1000
 print(result.table())                                  # correlation with W_mm along the descent
 
 fig = plot_correlations(result)
-fig  # a Figure (hardmax draws without pyplot): shown by the notebook and the docs
+fig  # hardmax.plots returns the Figure: shown here and in a notebook
 
 # %%
 # One problem by hand: the SVM itself, solved by Clarabel, and the tokens it supports.

@@ -39,4 +39,4 @@ for name, m in measures.items():
           f"exact zeros after the last ISTA step: {m.sparsity[-1]:.0%}")
 
 fig = plot_crate_measures(measures)
-fig  # a Figure (hardmax draws without pyplot): shown by the notebook and the docs
+fig  # hardmax.plots returns the Figure: shown here and in a notebook

@@ -27,11 +27,11 @@ solution = hardmax.solve(field, hardmax.RK4(dt=0.1), x, t1=300.0, save=hardmax.S
 print(hardmax.check_flow(solution).table())      # the papers' claims that apply, checked on this run
 
 fig = flow_figure(solution, panels=(0, 2, 10, -1))                     # t = 0, 10, 50, 300
-fig  # a Figure (hardmax draws without pyplot): shown by the notebook and the docs
+fig  # hardmax.plots returns the Figure: shown here and in a notebook
 
 # %%
 # Metastability: five tokens on the circle at β = 4 gather into two clusters quickly, stay there for a
 # long time, then merge. The energy :math:`E_\beta` climbs a staircase, one step per merge.
 result = metastability(n=5, beta=4.0, t1=400.0, dt=0.1)
 fig = metastability_figure(result)
-fig  # a Figure (hardmax draws without pyplot): shown by the notebook and the docs
+fig  # hardmax.plots returns the Figure: shown here and in a notebook

@@ -1,4 +1,4 @@
-"""The import structure the package documents (README "Modules", CONTRIBUTING.md): imports flow one way,
+"""The import structure the package documents (docs/architecture.md "Modules", CONTRIBUTING.md): imports flow one way,
 no module imports another in a cycle, nothing imports the command line, and no private name crosses a file.
 
 Imports are read from the source (every level, function bodies included; `if TYPE_CHECKING:` blocks are
