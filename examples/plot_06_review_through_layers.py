@@ -13,7 +13,6 @@ trained the first time an example needs it and reused afterwards.
 import tempfile
 from pathlib import Path
 
-
 import hardmax
 from hardmax.data import load_imdb
 from hardmax.experiments.pipeline import train_or_load

@@ -11,7 +11,6 @@ paper's histogram: the leaders are the sentiment words. Same small model as the 
 import tempfile
 from pathlib import Path
 
-
 from hardmax.data import load_imdb
 from hardmax.experiments.pipeline import train_or_load
 from hardmax.experiments.reproduce import quick

@@ -15,7 +15,6 @@ for two epochs, and each block's compression and sparsity are measured at initia
 
 import tempfile
 
-
 import hardmax
 from hardmax.data import load_imdb
 from hardmax.experiments.rate import crate_measures

@@ -237,7 +237,8 @@ def add_explain(subparsers) -> None:
     p.add_argument("--out", metavar="DIR", help="where to write the figure (default: RUN/explain)")
     p.add_argument("--gif", action="store_true", help="also write a GIF of the layers")
     p.add_argument("--decisive", type=float, default=2.0,
-                   help="a leader is decisive when its own decoder logit v·z + b exceeds this in absolute value (default: 2)")
+                   help="a leader is decisive when its own decoder logit v·z + b exceeds this in absolute value "
+                   "(default: 2)")
 
 
 def run_explain(args: argparse.Namespace) -> int:
@@ -287,11 +288,12 @@ def add_reproduce(subparsers) -> None:
                               "Full run: about 45 min on 2 CPU cores (16 training runs; about 1.5 min when they are "
                               "finished and reused); --quick: about 1.5 min.\n\n"
                               "examples: hardmax reproduce --quick\n"
-                              "          hardmax reproduce --report-dir results --benchmarks-page docs/reports/benchmarks.md")
+                              "          hardmax reproduce --report-dir results "
+                              "--benchmarks-page docs/reports/benchmarks.md")
     p.add_argument("--quick", action="store_true", help="5,000 + 5,000 reviews, 4 epochs per d, one candidate, "
                    "into runs/quick/ (the README's first job)")
-    add_options(p, ReproduceConfig, only=("dims", "out_dir", "report_dir", "benchmarks_page", "lrs", "stopwords", "layers", "beta",
-                                          "confidence", "decisive", "example_review"),
+    add_options(p, ReproduceConfig, only=("dims", "out_dir", "report_dir", "benchmarks_page", "lrs", "stopwords",
+                                          "layers", "beta", "confidence", "decisive", "example_review"),
                 flags={"out_dir": "--out"}, helps=REPRODUCE_HELP, given_only=True,
                 metavars={"out_dir": "DIR", "report_dir": "DIR", "benchmarks_page": "FILE", "example_review": "ROW"})
     p.add_argument("--data", metavar="PATH", help="the reviews (default: $HARDMAX_IMDB, the cache's record, download)")

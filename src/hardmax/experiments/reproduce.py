@@ -47,7 +47,7 @@ class ReproduceConfig:
     layers: int = 8  # K, applications of the shared attention layer
     beta: float = 1000.0  # training inverse temperature (paper: temperature 0.001)
     confidence: float = 0.95  # "confidently classified" threshold of the leader-word histogram (the paper's)
-    decisive: float = 2.0  # a leader counts in the histogram when its decoder logit v·z + b exceeds this in absolute value
+    decisive: float = 2.0  # leaders count in the histogram when the size of their logit v·z + b exceeds this
     example_review: int | None = None  # test row for the token-evolution figures; None: pick one
     progress: bool = True  # progress bars / lines and one line per trained or reused run
     label: str = "full"  # "full" or "quick", written into the report
