@@ -5,7 +5,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-HARDMAX_IMDB ?= $(firstword $(wildcard ../shared/data/aclImdb-labeled.tar.gz))
+HARDMAX_IMDB ?= $(abspath $(firstword $(wildcard ../shared/data/aclImdb-labeled.tar.gz)))
 export HARDMAX_IMDB
 # Where hardmax caches data; the archive found here is linked into it, so later commands find it too.
 CACHE := $(or $(HARDMAX_CACHE),$(HOME)/.cache/hardmax)
@@ -41,9 +41,10 @@ test: setup
 
 docs: setup build-docs
 
-# The site, with warnings as errors (a broken link, an undocumented public name, a failing gallery example),
+# The site, rebuilt whole (-E: every page's warnings, every example run) with warnings as errors (a broken
+# link, an undocumented public name, a failing gallery example),
 # then the docstrings' examples (>>>) run as doctests.
 build-docs:
-	MPLBACKEND=Agg $(BIN)/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+	MPLBACKEND=Agg $(BIN)/sphinx-build -E -W --keep-going -q -b html docs docs/_build/html
 	$(BIN)/pytest -q -p no:cacheprovider --doctest-modules src/hardmax
 	@echo "documentation: open docs/_build/html/index.html"

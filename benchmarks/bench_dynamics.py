@@ -20,7 +20,7 @@ Before timing, both library engines and the naive baseline are checked against t
 
 Timings are wall-clock: run on a quiet machine (the load average at the start is printed).
 
-Results are quoted in docs/benchmarks.md.
+Results are quoted in docs/reports/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ CHECK_ATOL = 1e-10  # float64 agreement required between the library and the per
 
 @dataclass(frozen=True, kw_only=True)
 class BenchConfig:
-    """What to time. Defaults reproduce docs/benchmarks.md; `quick()` is the smoke-test preset."""
+    """What to time. Defaults reproduce docs/reports/benchmarks.md; `quick()` is the smoke-test preset."""
 
     reviews: int = 8192  # reviews per timed `simulate` call
     loop_reviews: int = 100  # reviews timed with the per-token NumPy loop

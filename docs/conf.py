@@ -15,6 +15,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE / "_ext"))
 os.environ.setdefault("MPLBACKEND", "Agg")
+# The gallery runs each example from its own folder: a relative $HARDMAX_IMDB is read from where the build started.
+if os.environ.get("HARDMAX_IMDB") and not Path(os.environ["HARDMAX_IMDB"]).is_absolute():
+    os.environ["HARDMAX_IMDB"] = str(Path(os.environ["HARDMAX_IMDB"]).resolve())
 
 
 from hardmax.version import __version__  # noqa: E402
@@ -59,6 +62,7 @@ sphinx_gallery_conf = {
     "filename_pattern": r".*\.py$",  # every example runs at build time
     "ignore_pattern": r"(^|/)_",      # helpers shared by examples
     "abort_on_example_error": True,
+    "run_stale_examples": True,  # every build runs every example, against the library as it is now
     "only_warn_on_example_error": False,
     "download_all_examples": True,
     "remove_config_comments": True,

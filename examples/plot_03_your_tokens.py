@@ -17,7 +17,8 @@ tokens = torch.randn(40, 2, dtype=torch.float64)
 A = torch.tensor([[2.0, 0.5], [0.5, 1.0]], dtype=torch.float64)
 
 run = hardmax.simulate(tokens, alpha=0.5, layers=60, A=A)          # Trajectory: .tokens is (61, 40, 2)
-leaders = hardmax.find_leaders(run.final, A=A)
+# A follower that converged onto its leader is a copy of it in the last layer: leaders come from the history.
+leaders = hardmax.leader_layers(run) >= 0                            # (n,) leading from some layer to the end
 K = hardmax.polytope(run.final[leaders])                             # hull of the leaders' limits
 S = hardmax.limit_set(K, A)                                          # vertices + reachable projections of 0
 print(f"{int(leaders.sum())} leaders; K has {len(K.vertices)} vertices; S has {len(S)} points")

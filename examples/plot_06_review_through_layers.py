@@ -10,18 +10,15 @@ decision line. The model here is small (5,000 reviews, 4 epochs, as ``hardmax re
 trained the first time an example needs it and reused afterwards.
 """
 
-import tempfile
-from pathlib import Path
-
 import hardmax
-from hardmax.data import load_imdb
+from hardmax.data import default_cache_dir, load_imdb
 from hardmax.experiments.pipeline import train_or_load
 from hardmax.experiments.reproduce import quick
 from hardmax.explain import explain_text
 from hardmax.plots.sentiment import plot_review
 
 # Trains d = 2 on 5,000 reviews (about 20 s on 2 CPU cores), or reuses the run trained earlier.
-config = quick(out_dir=str(Path(tempfile.gettempdir()) / "hardmax-gallery"), progress=False)
+config = quick(out_dir=str(default_cache_dir() / "gallery"), progress=False)   # hardmax's cache
 trained = train_or_load(2, load_imdb(config.data, progress=False), config)
 run = hardmax.load_run(trained.run_dir)
 print(f"validation accuracy (exact hardmax): {trained.best_val_accuracy:.3f}")

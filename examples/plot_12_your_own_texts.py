@@ -19,7 +19,8 @@ import hardmax
 from hardmax.data import DataConfig, load_imdb, read_reviews, resolve_imdb_path
 from hardmax.explain import predict_texts
 
-work = Path(tempfile.mkdtemp())
+scratch = tempfile.TemporaryDirectory()                                # removed at the end
+work = Path(scratch.name)
 reviews = read_reviews(resolve_imdb_path(progress=False))              # the archive's reviews and ratings
 stars = {1: "1-2", 2: "1-2", 3: "3-4", 4: "3-4", 7: "7-8", 8: "7-8", 9: "9-10", 10: "9-10"}
 rows = range(0, len(reviews), 5)                                        # every fifth review: 10,000
@@ -54,3 +55,4 @@ ax.set_xlabel("predicted")
 ax.set_ylabel("true stars")
 fig.tight_layout()
 plt.show()
+scratch.cleanup()

@@ -1,7 +1,7 @@
 """CRATE blocks against the paper's hardmax layer on IMDb: accuracy, compression, sparsity, speed.
 
     HARDMAX_IMDB=... nice -n 10 python scripts/crate.py [--dims 2 4 8 16] [--layers 8] [--epochs 4]
-        [--limit 5000] [--out runs/crate] [--report reports]
+        [--limit 5000] [--out runs/crate] [--report results]
 
 For each d, trains `hardmax train`'s pipeline (`hardmax.training.train`: Adam, softmax attention,
 model chosen on validation under exact hardmax) on the same data and settings for the paper's

@@ -2,7 +2,7 @@
 
 Every case here failed before the reliability pass (read without error, evaluated, or ended in a
 traceback) and must now be refused with a message that names the file or the setting. The cases and
-how each is handled are listed in docs/reliability.md.
+how each is handled are listed in docs/reports/reliability.md.
 
 - Item 2, damaged archives: 16 flipped bytes and cuts at 10 %, 50 %, 90 %, 99.9 % of a generated .tar.gz,
   a flipped CRC or length byte of its gzip trailer, a cut trailer, a damaged tar header in the middle or

@@ -212,6 +212,16 @@ def test_the_recorded_command_names_a_relative_report_directory():
     assert _command(quick()) == "hardmax reproduce --quick"
     assert _command(ReproduceConfig(report_dir="results")) == "hardmax reproduce --report-dir results"
     assert _command(ReproduceConfig(report_dir="/home/someone/out")) == "hardmax reproduce"
+    assert _command(ReproduceConfig(report_dir="results", benchmarks_page="docs/reports/benchmarks.md")) == \
+        "hardmax reproduce --report-dir results --benchmarks-page docs/reports/benchmarks.md"
+
+
+def test_a_missing_benchmarks_page_is_refused_before_training(tmp_path):
+    from hardmax.experiments.pipeline import reproduce
+
+    config = quick(out_dir=str(tmp_path), report_dir=str(tmp_path), benchmarks_page=str(tmp_path / "nowhere.md"))
+    with pytest.raises(ValueError, match="--benchmarks-page .*nowhere.md: no such file"):
+        reproduce(config)
 
 
 def test_benchmark_commands_name_the_report_directory(payload, tmp_path):

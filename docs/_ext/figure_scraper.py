@@ -15,13 +15,14 @@ from sphinx_gallery.scrapers import figure_rst, matplotlib_scraper
 def figure_scraper(block, block_vars, gallery_conf, **kwargs):
     import matplotlib.pyplot as plt
 
-    seen = block_vars.setdefault("_hardmax_seen_figures", set())
-    seen.update(id(plt.figure(number)) for number in plt.get_fignums())  # pyplot's own: its scraper's
+    # Figures already shown, held (not their ids, which a new figure could reuse once one is freed).
+    seen = block_vars.setdefault("_hardmax_seen_figures", [])
+    seen.extend(plt.figure(number) for number in plt.get_fignums())  # pyplot's own: its scraper's
     rst = matplotlib_scraper(block, block_vars, gallery_conf, **kwargs)   # pyplot's figures, then closed
     paths = []
     for value in list(block_vars["example_globals"].values()):
-        if isinstance(value, Figure) and id(value) not in seen:
-            seen.add(id(value))
+        if isinstance(value, Figure) and not any(value is shown for shown in seen):
+            seen.append(value)
             path = next(block_vars["image_path_iterator"])
             value.savefig(path, dpi=110, bbox_inches="tight")
             paths.append(path)

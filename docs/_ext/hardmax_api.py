@@ -31,7 +31,7 @@ PACKAGE = "hardmax"
 ORDER = ("hardmax", "hardmax.dynamics", "hardmax.theory", "hardmax.measures", "hardmax.svm", "hardmax.models",
          "hardmax.data", "hardmax.training", "hardmax.explain", "hardmax.plots", "hardmax.experiments",
          "hardmax.explore", "hardmax.cli", "hardmax.io", "hardmax.inputs", "hardmax.memory", "hardmax.tables",
-         "hardmax.progress", "hardmax.lazy", "hardmax.version")
+         "hardmax.progress", "hardmax.lazy", "hardmax.version")  # a module with an empty __all__ gets no page
 
 
 @dataclass
@@ -48,17 +48,22 @@ class Entry:
         return min(below, key=lambda m: (m.count("."), len(m), m))
 
 
+def all_modules() -> list:
+    """Every module of the package whose name does not start with "_", the package first."""
+    package = importlib.import_module(PACKAGE)
+    return [package] + [importlib.import_module(info.name)
+                        for info in pkgutil.walk_packages(package.__path__, PACKAGE + ".")
+                        if not info.name.rsplit(".", 1)[-1].startswith("_")]
+
+
+def missing_all(modules: list) -> list[str]:
+    """Modules that do not say what they make public (every non-private module must declare `__all__`)."""
+    return [m.__name__ for m in modules if "__all__" not in vars(m) and not hasattr(m, "__all__")]
+
+
 def public_modules() -> list:
     """The package's modules that declare `__all__` (the public surface), the package first."""
-    package = importlib.import_module(PACKAGE)
-    found = [package]
-    for info in pkgutil.walk_packages(package.__path__, PACKAGE + "."):
-        if info.name.rsplit(".", 1)[-1].startswith("_"):
-            continue
-        module = importlib.import_module(info.name)
-        if "__all__" in vars(module) or hasattr(module, "__all__"):
-            found.append(module)
-    return found
+    return [m for m in all_modules() if m.__name__ not in missing_all([m])]
 
 
 def public_entries(modules: list) -> dict[tuple[str, int], Entry]:
@@ -100,10 +105,31 @@ def data_doc(entry: Entry) -> str:
     return ""
 
 
+def _has_doc(obj: object) -> bool:
+    """A docstring of its own (or inherited from a base class), not one Python or torch wrote for it: a
+    dataclass's generated "Name(field: type, ...)", or nn.Module.forward's generic text."""
+    doc = (inspect.getdoc(obj) or "").strip()
+    name = getattr(obj, "__name__", "")
+    return bool(doc) and not (inspect.isclass(obj) and doc.startswith(f"{name}(")) and \
+        not doc.startswith("Define the computation performed at every call")
+
+
 def undocumented(entry: Entry) -> bool:
     if _kind(entry.obj) == "data":
         return not data_doc(entry)
-    return not (entry.obj.__doc__ or "").strip()
+    return not _has_doc(entry.obj)
+
+
+def undocumented_members(cls: type) -> list[str]:
+    """Public methods and properties a class defines itself without a docstring (inherited ones count)."""
+    found = []
+    for name, value in vars(cls).items():
+        if name.startswith("_"):
+            continue
+        function = value.fget if isinstance(value, property) else getattr(value, "__func__", value)
+        if (inspect.isfunction(function) or isinstance(value, property)) and not _has_doc(getattr(cls, name)):
+            found.append(name)
+    return found
 
 
 def _title(text: str, underline: str = "=") -> list[str]:
@@ -170,12 +196,19 @@ def write_if_changed(path: Path, text: str) -> None:
 def generate(app: Sphinx) -> None:
     out = Path(app.srcdir) / "api"
     out.mkdir(exist_ok=True)
+    every = all_modules()
+    for name in missing_all(every):
+        logger.warning(f"module {name} has no __all__: list its public names (or name the module _private)")
     modules = public_modules()
     entries = public_entries(modules)
     for entry in entries.values():
         if undocumented(entry):
             logger.warning(f"undocumented public name {entry.home}.{entry.name}: give it a docstring "
                            f"(a '#:' comment for a constant) or take it out of __all__")
+        elif inspect.isclass(entry.obj):
+            for member in undocumented_members(entry.obj):
+                logger.warning(f"undocumented public member {entry.home}.{entry.name}.{member}: give it a "
+                               f"docstring (or a leading underscore)")
     by_module: dict[str, list[Entry]] = {}
     for entry in entries.values():
         for module_name in entry.modules:
@@ -216,12 +249,34 @@ def _marker(bullet: re.Match) -> str:
     return "1." if mark[0].isdigit() else mark
 
 
-def _escape(text: str) -> str:
-    """Escape `*`, `|` and a leading/trailing `_` of words outside backtick spans."""
-    parts = re.split(r"(`+[^`]*`+)", text)
-    for i in range(0, len(parts), 2):
-        parts[i] = re.sub(r"([*|])", r"\\\1", parts[i])
-    return "".join(parts)
+def _escape(text: str, ticks: int = 0) -> tuple[str, int]:
+    """Escape the characters reStructuredText reads as markup (`*`, `|`, a backslash, a `_` ending a word)
+    outside backtick spans. `ticks`: the length of the backtick run that opened a span still open at the
+    start of `text` (0: none); returned updated, so that a span may continue on the next line."""
+    out, i = [], 0
+    while i < len(text):
+        run = len(text[i:]) - len(text[i:].lstrip("`"))
+        if run:
+            after = text[i + run:i + run + 1]
+            if ticks == 0:
+                ticks = run
+                if out and out[-1][-1:].isalnum():  # "the`x`": a span must start a word
+                    out.append("\\ ")
+                out.append(text[i:i + run])
+            elif run == ticks:
+                ticks = 0
+                out.append(text[i:i + run])
+                if after.isalnum():  # "`Check`s": a span must end one (an escaped space shows as nothing)
+                    out.append("\\ ")
+            else:
+                out.append(text[i:i + run])
+            i += run
+            continue
+        char = text[i]
+        end_of_word = char == "_" and (i + 1 == len(text) or not (text[i + 1].isalnum() or text[i + 1] == "_"))
+        out.append("\\" + char if ticks == 0 and (char in "*|\\" or end_of_word) else char)
+        i += 1
+    return "".join(out), ticks
 
 
 def plain_to_rst(lines: list[str]) -> list[str]:
@@ -230,12 +285,13 @@ def plain_to_rst(lines: list[str]) -> list[str]:
     item: tuple[int, int, str] | None = None  # the current list item: its marker's indent, its text's, its kind
     literal_indent: int | None = None  # inside a literal block: its introducing line's indentation
     in_doctest = False  # a doctest block (>>> lines and their output) runs to the next blank line
+    ticks = 0  # a backtick span open at the end of the previous line (the length of its opening run)
     for line in lines:
         stripped = line.strip()
         indent = len(line) - len(line.lstrip())
         if not stripped:
             out.append(line)
-            prev_blank, in_doctest = True, False
+            prev_blank, in_doctest, ticks = True, False, 0
             continue
         if in_doctest:
             out.append(line)
@@ -248,16 +304,17 @@ def plain_to_rst(lines: list[str]) -> list[str]:
             literal_indent = None
         doctest = stripped.startswith(">>>")
         bullet = _BULLET.match(line)
+        left_list = False  # the line ends a list: a paragraph (or another list) needs a blank line before it
         if item is not None and indent < item[1] and not (bullet and indent == item[0]):
-            item = None
+            item, left_list = None, True
         if not prev_blank:
             if doctest:
                 blank = True
             elif item is not None and prev_indent <= item[1] and (
                     indent == item[1] or bullet and indent == item[0] and _marker(bullet) == item[2]):
                 blank = False  # a list item's next line, or the next item
-            elif bullet:
-                blank = True  # a list after a paragraph line
+            elif bullet or left_list:
+                blank = True  # a list after a paragraph line, or a paragraph after a list
             else:
                 blank = indent != prev_indent
             if blank:
@@ -269,7 +326,9 @@ def plain_to_rst(lines: list[str]) -> list[str]:
             in_doctest = True
             continue
         keep = len(bullet.group(0)) if bullet else indent  # a list's marker is markup, its text is not
-        out.append(line if stripped.endswith("::") else line[:keep] + _escape(line[keep:]))
+        literal_marker = stripped.endswith("::")  # "text::" introduces a literal block: its "::" stays markup
+        text, ticks = _escape(line[keep:len(line) - 2] if literal_marker else line[keep:], ticks)
+        out.append(line[:keep] + text + ("::" if literal_marker else ""))
         if stripped.endswith("::"):
             literal_indent = indent
         prev_indent, prev_blank = indent, False

@@ -261,6 +261,7 @@ class Explanation:
 
     @classmethod
     def from_dict(cls, record: dict) -> Explanation:
+        """The explanation `to_dict` wrote, its trace included when recorded."""
         values = dict(record)
         values["follows"] = {int(k): list(v) for k, v in record["follows"].items()}
         values["trace"] = None if record.get("trace") is None else ModelTrace.from_dict(record["trace"])

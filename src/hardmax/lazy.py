@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterable, Mapping
 
+__all__ = ["lazy_exports"]
+
 
 def lazy_exports(package: str, exports: Mapping[str, str], namespace: dict,
                  extra: Iterable[str] = ()) -> tuple[list[str], Callable[[str], object], Callable[[], list[str]]]:

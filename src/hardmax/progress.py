@@ -76,6 +76,7 @@ class LineProgress:
             print(text, file=self.file or sys.stderr, flush=True)
 
     def update(self, n: float = 1) -> None:
+        """Count `n` more; print the line when `every` seconds have passed since the last one."""
         self.n += n
         now = self._clock()
         if now - self._last >= self.every:
@@ -83,12 +84,15 @@ class LineProgress:
             self._print(self.line())
 
     def set_postfix_str(self, text: str, refresh: bool = True) -> None:
+        """Show `text` after the counts from the next line on (`refresh` is ignored)."""
         self.postfix = text
 
     def write(self, text: str) -> None:
+        """Print `text` on a line of its own (nothing when disabled)."""
         self._print(text)
 
     def close(self) -> None:
+        """Print the last line, once; later calls do nothing."""
         if not self._closed:
             self._closed = True
             self._print(self.line())

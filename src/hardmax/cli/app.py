@@ -26,6 +26,8 @@ from hardmax.cli.sentiment import (
 from hardmax.cli.simulate import add_particles, add_simulate, run_particles, run_simulate
 from hardmax.cli.svm import add_svm, run_svm
 
+__all__ = ["COMMANDS", "Command", "build_parser", "main"]
+
 # --------------------------------------------------------------------------------------------
 # main
 # --------------------------------------------------------------------------------------------
@@ -66,6 +68,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> _Parser:
+    """The `hardmax` parser: `--version`, and one subcommand per entry of `COMMANDS`, set to run that command."""
     try:
         version = metadata.version("hardmax")
     except metadata.PackageNotFoundError:

@@ -6,8 +6,11 @@ import argparse
 
 from hardmax.cli.options import HelpFormatter
 
+__all__ = ["add_explore", "run_explore"]
+
 
 def add_explore(subparsers) -> None:
+    """Register `hardmax explore` and its options on `subparsers`."""
     p = subparsers.add_parser("explore", help="the dynamics playground and the trained classifiers in a browser",
                               formatter_class=HelpFormatter,
                               description="Start a local web server with two pages: the dynamics playground "
@@ -25,6 +28,7 @@ def add_explore(subparsers) -> None:
 
 
 def run_explore(args: argparse.Namespace) -> int:
+    """Run `hardmax explore` with the parsed `args`; returns the exit code."""
     from hardmax.cli.output import say
     from hardmax.explore.server import create_app, open_socket, serve, warm_up
 

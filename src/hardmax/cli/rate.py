@@ -9,12 +9,15 @@ from pathlib import Path
 
 from hardmax.cli.options import HelpFormatter
 
+__all__ = ["add_rate", "run_rate"]
+
 # --------------------------------------------------------------------------------------------
 # hardmax rate
 # --------------------------------------------------------------------------------------------
 
 
 def add_rate(subparsers) -> None:
+    """Register `hardmax rate` and its options on `subparsers`."""
     p = subparsers.add_parser(
         "rate", help="coding rate R and rate reduction ΔR through the layers of a trained run",
         formatter_class=HelpFormatter,
@@ -61,6 +64,7 @@ def _check_long_runs(config, reviews: int | None, tokens: int, d: int, given: st
 
 
 def run_rate(args: argparse.Namespace) -> int:
+    """Run `hardmax rate` with the parsed `args`; returns the exit code."""
     _check_options(args)
     import time
     from dataclasses import asdict

@@ -14,6 +14,9 @@ from pathlib import Path
 
 from hardmax.cli.options import HelpFormatter, add_options, config_from_args, given
 
+__all__ = ["add_evaluate", "add_explain", "add_predict", "add_reproduce", "add_train", "run_evaluate", "run_explain",
+           "run_predict", "run_reproduce", "run_train"]
+
 RUN_HELP = {
     "train": "run directory to create (config.json, vocab.json, history.json, model.safetensors)",
     "read": "run directory written by `hardmax train` or `hardmax reproduce` (e.g. runs/quick/d2)",
@@ -112,6 +115,7 @@ def _add_train_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_train(subparsers) -> None:
+    """Register `hardmax train` and its options on `subparsers`."""
     from hardmax.models.config import ModelConfig
 
     p = subparsers.add_parser("train", help="train the sentiment classifier on IMDb", formatter_class=HelpFormatter,
@@ -134,6 +138,7 @@ def add_train(subparsers) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
+    """Run `hardmax train` with the parsed `args`; returns the exit code."""
     from hardmax.data import load_imdb
     from hardmax.data.config import DataConfig
     from hardmax.training import resolve_device, run_state, train
@@ -163,6 +168,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def add_evaluate(subparsers) -> None:
+    """Register `hardmax evaluate` and its options on `subparsers`."""
     p = subparsers.add_parser("evaluate", help="test accuracy (softmax and hardmax) and leader statistics of a run",
                               formatter_class=HelpFormatter,
                               description="Accuracy and loss under softmax and exact hardmax, their agreement, and "
@@ -176,6 +182,7 @@ def add_evaluate(subparsers) -> None:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
+    """Run `hardmax evaluate` with the parsed `args`; returns the exit code."""
     import time
 
     from hardmax.cli.output import say
@@ -223,6 +230,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
 
 
 def add_explain(subparsers) -> None:
+    """Register `hardmax explain` and its options on `subparsers`."""
     p = subparsers.add_parser("explain", help="prediction, leaders and followers of one review, with a figure",
                               formatter_class=HelpFormatter,
                               description="Run one review through a trained classifier under exact hardmax and "
@@ -242,6 +250,7 @@ def add_explain(subparsers) -> None:
 
 
 def run_explain(args: argparse.Namespace) -> int:
+    """Run `hardmax explain` with the parsed `args`; returns the exit code."""
     from hardmax.cli.output import say
     from hardmax.explain import explain_text
     from hardmax.plots import save_figure
@@ -278,6 +287,7 @@ REPRODUCE_HELP = {
 
 
 def add_reproduce(subparsers) -> None:
+    """Register `hardmax reproduce` and its options on `subparsers`."""
     from hardmax.experiments.reproduce import ReproduceConfig
 
     p = subparsers.add_parser("reproduce", help="the paper's sentiment results for d = 2, 4, 8, 16 → runs/reproduce/",
@@ -302,6 +312,7 @@ def add_reproduce(subparsers) -> None:
 
 
 def run_reproduce(args: argparse.Namespace) -> int:
+    """Run `hardmax reproduce` with the parsed `args`; returns the exit code."""
     from hardmax.experiments.pipeline import reproduce
     from hardmax.experiments.reproduce import ReproduceConfig, quick
 
@@ -337,6 +348,7 @@ def _replace_train(train, **changes):
 
 
 def add_predict(subparsers) -> None:
+    """Register `hardmax predict` and its options on `subparsers`."""
     p = subparsers.add_parser(
         "predict", help="predictions for a file of texts, with their leaders (CSV or JSON Lines)",
         formatter_class=HelpFormatter,
@@ -362,6 +374,7 @@ def add_predict(subparsers) -> None:
 
 
 def run_predict(args: argparse.Namespace) -> int:
+    """Run `hardmax predict` with the parsed `args`; returns the exit code."""
     import csv
     import json
     import math

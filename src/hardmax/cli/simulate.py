@@ -13,12 +13,15 @@ import time
 from hardmax.cli.options import HelpFormatter, add_options, config_from_args
 from hardmax.experiments.dynamics import SimulateConfig
 
+__all__ = ["add_particles", "add_simulate", "run_particles", "run_simulate"]
+
 # --------------------------------------------------------------------------------------------
 # hardmax simulate
 # --------------------------------------------------------------------------------------------
 
 
 def add_simulate(subparsers) -> None:
+    """Register `hardmax simulate` and its options on `subparsers`."""
     p = subparsers.add_parser(
         "simulate",
         help="run the hardmax dynamics, draw them, and check Theorem 2.1",
@@ -40,6 +43,7 @@ def add_simulate(subparsers) -> None:
 
 
 def run_simulate(args: argparse.Namespace) -> int:
+    """Run `hardmax simulate` with the parsed `args`; returns the exit code."""
     from hardmax.cli.output import say, summary
     from hardmax.experiments.dynamics import run_simulation, save_simulation
 
@@ -62,6 +66,7 @@ def run_simulate(args: argparse.Namespace) -> int:
 
 
 def add_particles(subparsers) -> None:
+    """Register `hardmax particles` and its options on `subparsers`."""
     p = subparsers.add_parser(
         "particles",
         help="reproduce the particle-system papers' pictures: clustering, metastability, phase diagrams",
@@ -83,6 +88,7 @@ def add_particles(subparsers) -> None:
 
 
 def run_particles(args: argparse.Namespace) -> int:
+    """Run `hardmax particles` with the parsed `args`; returns the exit code."""
     from hardmax.cli.output import say, summary
     from hardmax.experiments.particles import reproduce
 

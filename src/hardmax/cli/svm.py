@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+__all__ = ["add_svm", "run_svm"]
+
 
 def add_svm(subparsers) -> None:
+    """Register `hardmax svm` and its options on `subparsers`."""
     p = subparsers.add_parser(
         "svm",
         help="attention as a max-margin token selector (Att-SVM): reproduce, draw, join to hardmax",
@@ -81,6 +84,7 @@ def _load_imdb_run(args: argparse.Namespace):
 
 
 def run_svm(args: argparse.Namespace) -> int:
+    """Run `hardmax svm` with the parsed `args`; returns the exit code."""
     _check_options(args)
     import dataclasses
     import time

@@ -7,6 +7,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+__all__ = ["IMDB_BYTES", "IMDB_FILENAME", "IMDB_SHA256", "IMDB_URL", "PAD", "PAD_WORD", "PIPELINE_VERSION",
+           "STOP_LISTS", "UNK", "UNK_WORD", "VAL_BLOCK", "Columns", "DataConfig", "DataError", "SplitProtocol",
+           "StopWords", "Truncation", "ValSplit", "check_stopwords"]
+
 #: The canonical archive. Checksum and size agree across several independent public records
 #: (TensorFlow Datasets metadata, dataset loaders in Rust, Go, Julia and Python).
 IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
@@ -48,7 +52,7 @@ werent won wont wouldn wouldnt
 """.split())
 #: The stop-word lists a data configuration can name (`STOP_LISTS`).
 StopWords = Literal["nltk", "nltk_keep_negations", "sklearn", "none"]
-# "nltk": the paper's list; "nltk_keep_negations": the same without its negations (docs/experiments.md
+# "nltk": the paper's list; "nltk_keep_negations": the same without its negations (docs/reports/experiments.md
 # measures it); "sklearn": scikit-learn's 318 words, longer (it also drops "never", "nothing", "well",
 # "serious", and a few content words such as "show", "find", "fire"); "none".
 _NLTK = frozenset(_NLTK_ENGLISH.split())
@@ -121,6 +125,7 @@ class Columns:
     group: str | None = None
 
     def names(self) -> list[str]:
+        """The columns named, in the order text, label, split, group (None left out)."""
         return [c for c in (self.text, self.label, self.split, self.group) if c is not None]
 
 
@@ -134,7 +139,7 @@ class DataConfig:
     val_split: ValSplit = "movies"  # "movies": blocks of consecutive review ids (≈ whole movies); "random"
     seed: int = 0  # seeds the paper's 70/30 split and the validation hold-out
     max_len: int = 128  # tokens kept per review after cleaning: longer ones truncated, shorter padded
-    # "head_tail": the first and last max_len/2 tokens (chosen on validation, docs/experiments.md);
+    # "head_tail": the first and last max_len/2 tokens (chosen on validation, docs/reports/experiments.md);
     # "head": the first max_len (the paper's)
     truncation: Truncation = "head_tail"
     min_count: int = 5  # training occurrences (within max_len) a word needs to get its own id

@@ -22,6 +22,8 @@ from hardmax.data.tables import read_table
 from hardmax.data.text import Split, Vocabulary
 from hardmax.io import atomic_write, remove_stale_temp_files, write_text
 
+__all__ = ["load_imdb"]
+
 logger = logging.getLogger(__name__)
 
 

@@ -28,6 +28,9 @@ from tqdm.auto import tqdm
 from hardmax.data.config import IMDB_FILENAME, IMDB_SHA256, IMDB_URL, DataError
 from hardmax.io import atomic_write
 
+__all__ = ["Reviews", "acl_root", "default_cache_dir", "download_imdb", "not_found_message", "read_reviews",
+           "resolve_imdb_path"]
+
 logger = logging.getLogger(__name__)
 
 

@@ -22,6 +22,8 @@ from hardmax.data.config import (
 from hardmax.data.source import Reviews
 from hardmax.data.text import Split, Vocabulary, clean_truncated, tensorise, word_cache
 
+__all__ = ["DataStats", "ImdbData", "SplitStats", "build_splits", "file_sha256", "make_split"]
+
 # --------------------------------------------------------------------------------------------
 # Splits and statistics.
 # --------------------------------------------------------------------------------------------
@@ -227,6 +229,7 @@ def file_sha256(path: Path) -> str:
 
 
 def make_split(ids: np.ndarray, labels: np.ndarray, index: np.ndarray) -> Split:
+    """The `Split` of padded `ids` (N, L), `labels` (N,) and source rows `index` (N,); mask: ids != PAD."""
     ids_t = torch.from_numpy(np.ascontiguousarray(ids, dtype=np.int64))
     mask = ids_t != PAD
     return Split(ids=ids_t, mask=mask, labels=torch.from_numpy(labels.astype(np.int64)),
@@ -235,6 +238,11 @@ def make_split(ids: np.ndarray, labels: np.ndarray, index: np.ndarray) -> Split:
 
 def build_splits(reviews: Reviews, config: DataConfig, progress: bool) -> tuple[dict[str, Split], Vocabulary,
                                                                           dict[str, SplitStats]]:
+    """Clean, truncate and encode `reviews` into `config`'s train, val and test splits.
+
+    Returns the `Split`s by name, the `Vocabulary` (built on the training part only) and each split's
+    `SplitStats`; reviews left empty by cleaning are dropped and counted. `progress` shows a bar per split.
+    """
     rows = _split_rows(reviews, config)
     # One process: cleaning the 50k reviews takes ~7 s of CPU. A Pool(2) was measured slower on
     # the 2-core machine (each worker lemmatises the shared vocabulary again, token lists must be

@@ -26,6 +26,8 @@ import numpy as np
 from hardmax.data.config import Columns, DataError
 from hardmax.data.source import Reviews
 
+__all__ = ["decode_text", "label_order", "read_table", "read_texts", "table_format", "texts_of_lines"]
+
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet",
            ".pq": "parquet"}
 SPLIT_ALIASES = {"train": "train", "training": "train", "val": "val", "valid": "val", "validation": "val",

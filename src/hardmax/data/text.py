@@ -29,6 +29,9 @@ from hardmax.data.config import (
     check_stopwords,
 )
 
+__all__ = ["EncodedTexts", "Split", "Vocabulary", "clean_text", "clean_truncated", "clear_word_caches", "encode_texts",
+           "tensorise", "word_cache"]
+
 # --------------------------------------------------------------------------------------------
 # Text pipeline.
 # --------------------------------------------------------------------------------------------
@@ -93,6 +96,7 @@ _WORD_CACHES: dict[tuple[bool, bool, str], _WordCache] = {}
 
 
 def word_cache(lowercase: bool, lemmatize: bool, stopwords: StopWords) -> _WordCache:
+    """The shared cache (surface word -> token, "" when dropped) of these cleaning options, made on first use."""
     check_stopwords(stopwords)
     key = (bool(lowercase), bool(lemmatize), stopwords)
     if key not in _WORD_CACHES:
@@ -200,10 +204,12 @@ class Vocabulary:
         return word in self._index
 
     def to_json(self) -> str:
+        """The vocabulary as JSON text, {"format": "hardmax.vocabulary/1", "words": [...]} in id order."""
         return json.dumps({"format": "hardmax.vocabulary/1", "words": list(self.words)}, ensure_ascii=False)
 
     @classmethod
     def from_json(cls, text: str) -> Vocabulary:
+        """The vocabulary `to_json` wrote; DataError when `text` is not one."""
         payload = json.loads(text)
         if not isinstance(payload, dict) or payload.get("format") != "hardmax.vocabulary/1":
             raise DataError("not a hardmax vocabulary (expected format 'hardmax.vocabulary/1')")
@@ -253,6 +259,7 @@ class EncodedTexts:
 
 
 def tensorise(token_lists: Sequence[Sequence[str]], vocab: Vocabulary, max_len: int) -> np.ndarray:
+    """(N, max_len) int64 ids: each list's first `max_len` tokens encoded by `vocab` (UNK when unknown), then PAD."""
     ids = np.zeros((len(token_lists), max_len), dtype=np.int64)  # PAD = 0
     for row, tokens in enumerate(token_lists):
         encoded = vocab.encode(tokens[:max_len])

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+__all__ = ["Deduplicated", "deduplicate", "take_rows"]
+
 
 def take_rows(values: Tensor, index: Tensor, lead: int = 0) -> Tensor:
     """values[..., b, index[b, i], :] for every b, i: (*lead_dims, batch, m, d) -> (*lead_dims, batch, r, d).

@@ -27,6 +27,8 @@ from torch import Tensor
 from hardmax.dynamics.inputs import as_tensor
 from hardmax.dynamics.rules import AttentionRule, Hardmax, Softmax
 
+__all__ = ["QK", "Bilinear", "Field", "Flat", "Manifold", "Rescaled", "Scores", "Sphere", "queries"]
+
 
 @runtime_checkable
 class Scores(Protocol):
@@ -68,13 +70,16 @@ class Bilinear:
             object.__setattr__(self, "A", _matrix(self.A, "A"))
 
     def matrix(self, t, like: Tensor) -> Tensor | None:
+        """(d, d) or (batch, d, d) A in `like`'s dtype and device, at any time `t`; None for the identity."""
         return None if self.A is None else self.A.to(dtype=like.dtype, device=like.device)
 
     def rows(self, rows: slice) -> Bilinear:
+        """The scores of the sequences `rows`: A sliced when it holds one matrix per sequence, else itself."""
         return self if self.A is None or self.A.dim() == 2 else Bilinear(self.A[rows])
 
     @property
     def symmetric(self) -> bool:
+        """Whether A = Aᵀ exactly (the identity is)."""
         return self.A is None or bool(torch.equal(self.A, self.A.transpose(-1, -2)))
 
 
@@ -94,13 +99,16 @@ class QK:
         object.__setattr__(self, "K", k)
 
     def matrix(self, t, like: Tensor) -> Tensor:
+        """(d, d) A = QᵀK in `like`'s dtype and device, the same at every time `t`."""
         return (self.Q.T @ self.K).to(dtype=like.dtype, device=like.device)
 
     def rows(self, rows: slice) -> QK:
+        """Itself: Q and K are shared by every sequence."""
         return self
 
     @property
     def symmetric(self) -> bool:
+        """Whether QᵀK is symmetric, to 1e3 eps times its largest entry."""
         a = self.Q.T @ self.K
         return bool(torch.allclose(a, a.T, rtol=0, atol=1e3 * torch.finfo(a.dtype).eps * float(a.abs().max())))
 
@@ -126,6 +134,7 @@ class Rescaled:
         object.__setattr__(self, "V", v)
 
     def matrix(self, t, like: Tensor) -> Tensor:
+        """(d, d) or (batch, d, d) A(t) = e^{tVᵀ} A e^{tV} in `like`'s dtype and device (symmetrised when A is)."""
         # e^{tV} in float64 on the CPU (d × d), whatever the time's type (torchdiffeq passes a tensor) and device
         e = torch.linalg.matrix_exp(float(t) * self.V.detach().cpu().to(torch.float64))
         e = e.to(dtype=like.dtype, device=like.device)
@@ -135,9 +144,11 @@ class Rescaled:
 
     @property
     def symmetric(self) -> bool:
+        """Whether the inner scores are symmetric (then so is every A(t))."""
         return self.scores.symmetric
 
     def rows(self, rows: slice) -> Rescaled:
+        """The rescaled scores of the sequences `rows`: the inner scores sliced, the same V."""
         return Rescaled(self.scores.rows(rows), self.V)
 
 
@@ -146,13 +157,16 @@ class Flat:
     """Tokens in R^d: velocity V(Σ_j P_ij z_j − z_i); nothing to retract."""
 
     def velocity(self, z: Tensor, target: Tensor, V: Tensor | None) -> Tensor:
+        """(batch, n, d) V (target − z) from tokens `z` and targets Σ_j P_ij z_j, both (batch, n, d) (V None: I)."""
         v = target - z
         return v if V is None else v @ V.transpose(-1, -2)
 
     def retract(self, z: Tensor) -> Tensor:
+        """`z` itself: R^d needs no retraction."""
         return z
 
     def check(self, z: Tensor) -> None:
+        """Accept any tokens: R^d has no constraint."""
         return None
 
 
@@ -161,18 +175,25 @@ class Sphere:
     """Tokens on the unit sphere S^{d−1}: velocity P⊥_{x_i}(V Σ_j P_ij x_j); a step is retracted by x / |x|."""
 
     def velocity(self, z: Tensor, target: Tensor, V: Tensor | None) -> Tensor:
+        """(batch, n, d) P⊥_z (V target) = V target − ⟨V target, z⟩ z: tangent to the sphere at `z` (V None: I).
+
+        `z` and `target` (Σ_j P_ij z_j) are (batch, n, d).
+        """
         drift = target if V is None else target @ V.transpose(-1, -2)
         return drift.addcmul(torch.linalg.vecdot(drift, z).unsqueeze(-1), z, value=-1)
 
     def retract(self, z: Tensor) -> Tensor:
+        """(batch, n, d) z / ‖z‖: each token back on the unit sphere."""
         return z / torch.linalg.vector_norm(z, dim=-1, keepdim=True)
 
     def check(self, z: Tensor) -> None:
+        """Raise ValueError unless every token of `z` has norm 1, to 1e3 eps of its dtype."""
         norms = torch.linalg.vector_norm(z.detach(), dim=-1)
         if not bool(((norms - 1).abs() <= 1e3 * torch.finfo(z.dtype).eps).all()):
             raise ValueError("tokens on the sphere must have norm 1; normalise them (z / |z|) first")
 
 
+#: Where the tokens live: `Flat()` (R^d) or `Sphere()` (the unit sphere S^{d−1}).
 Manifold = Flat | Sphere
 
 
@@ -228,6 +249,7 @@ class Field:
         return Field(self.rule, self.scores.rows(rows), self.value, self.manifold)
 
     def V(self, like: Tensor) -> Tensor | None:
+        """(d, d) the value matrix V in `like`'s dtype and device; None for the identity."""
         return None if self.value is None else self.value.to(dtype=like.dtype, device=like.device)
 
     def attention(self, t, z: Tensor, w: Tensor | None) -> Tensor:

@@ -26,6 +26,8 @@ from hardmax.dynamics.simulator import check_score_range, simulate, validate_mas
 from hardmax.dynamics.solvers import Adaptive, Euler, Solver
 from hardmax.memory import require_memory
 
+__all__ = ["SOLVE_ENGINES", "Solution", "engine_for", "solve"]
+
 #: The engines `solve` accepts: "layers" (simulate's, for the paper's layer), "loop" (one batched torch loop), "auto".
 SOLVE_ENGINES = ("auto", "layers", "loop")
 

@@ -50,6 +50,8 @@ from numba import prange
 
 from hardmax.dynamics.ties import TIE_FRAME
 
+__all__ = ["KernelRun", "deduplicate_review", "hardmax_snapshots", "hardmax_trajectory", "hash_multipliers"]
+
 # NumPy's error model: a float division by zero gives inf/NaN as in NumPy instead of raising. Raised in a
 # `prange` body, an exception ends that worker's remaining reviews silently (seen: reviews left unwritten),
 # and Python's model also costs a zero test per division.

@@ -11,6 +11,8 @@ from hardmax.dynamics.dedup import take_rows
 from hardmax.dynamics.select import Rows, hardmax_rows, move, score_bias, select
 from hardmax.dynamics.ties import Frames, coarse_tolerance, default_tie_rtol, query_size, refine
 
+__all__ = ["CompactRun", "full_layers", "hardmax_layers", "hardmax_run", "leaders_hold"]
+
 
 class CompactRun(NamedTuple):
     """A hardmax trajectory in compact form: layer 1 in full, then only the rows that may still move.

@@ -31,6 +31,8 @@ from torch import Tensor
 from hardmax.dynamics.select import hardmax_sets, hardmax_targets
 from hardmax.dynamics.ties import default_tie_rtol
 
+__all__ = ["RULES", "AttentionRule", "Hardmax", "Localmax", "Softmax", "Unnormalised", "rule_from_dict", "rule_to_dict"]
+
 
 @runtime_checkable
 class AttentionRule(Protocol):
@@ -70,11 +72,20 @@ class Hardmax:
         return default_tie_rtol(dtype) if self.tie_rtol is None else float(self.tie_rtol)
 
     def matrix(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
+        """(batch, m, m) hardmax P: P_ij = w_j 1[j ∈ C_i] / Σ_{l ∈ C_i} w_l, C_i the maximisers by rule (★).
+
+        `tokens` (batch, m, d), `multiplicity` w (batch, m), scores ⟨A z_i, z_j⟩ (A None: the identity).
+        Rows of absent tokens (w = 0) are 0.
+        """
         p = hardmax_sets(tokens, multiplicity, A, self.rtol(tokens.dtype)) * multiplicity.unsqueeze(-2)
         p = p / p.sum(-1, keepdim=True).clamp(min=torch.finfo(tokens.dtype).tiny)
         return _absent_rows_zero(p, multiplicity)
 
     def targets(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
+        """(batch, m, d) targets Σ_j P_ij z_j: the w-weighted mean of C_i (the maximiser itself when it is alone).
+
+        `tokens` (batch, m, d), `multiplicity` w (batch, m), scores ⟨A z_i, z_j⟩ (A None: the identity).
+        """
         return hardmax_targets(tokens, multiplicity, A, self.rtol(tokens.dtype))
 
 
@@ -94,11 +105,20 @@ class Softmax:
             raise ValueError(f"softmax attention needs a finite inverse temperature beta > 0, got {b!r}")
 
     def matrix(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
+        """(batch, m, m) softmax P: P_ij = w_j exp(β⟨A z_i, z_j⟩) / Σ_l w_l exp(β⟨A z_i, z_l⟩).
+
+        `tokens` (batch, m, d), `multiplicity` w (batch, m), scores ⟨A z_i, z_j⟩ (A None: the identity).
+        Absent keys get weight 0; rows of absent tokens are 0.
+        """
         queries = tokens if A is None else tokens @ A
         logits = float(self.beta) * (queries @ tokens.transpose(-1, -2)) + _key_bias(multiplicity)
         return _absent_rows_zero(torch.softmax(logits, dim=-1), multiplicity)
 
     def targets(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
+        """(batch, m, d) targets Σ_j P_ij z_j, by PyTorch's fused attention (P is not formed).
+
+        `tokens` (batch, m, d), `multiplicity` w (batch, m), scores ⟨A z_i, z_j⟩ (A None: the identity).
+        """
         queries = tokens if A is None else tokens @ A
         # log w_j turns a merged token back into its w_j copies; log 0 = -inf removes absent keys.
         # PyTorch's fused attention computes softmax(β q kᵀ + bias) v without materialising it twice,
@@ -141,6 +161,11 @@ class Localmax:
                              "(theta = 0 is Hardmax())")
 
     def matrix(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
+        """(batch, m, m) localmax P: P_ij = w_j 1[j ∈ C_i^θ] / Σ_{l ∈ C_i^θ} w_l.
+
+        `tokens` (batch, m, d), `multiplicity` w (batch, m), scores ⟨A z_i, z_j⟩ (A None: the identity).
+        Rows of absent tokens (w = 0) are 0.
+        """
         present = multiplicity > 0
         s = (_queries(tokens, A) @ tokens.transpose(-1, -2)).masked_fill(~present.unsqueeze(-2), -math.inf)
         near = s >= s.amax(-1, keepdim=True) - float(self.theta)
@@ -149,6 +174,7 @@ class Localmax:
         return _absent_rows_zero(p, multiplicity)
 
     def targets(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
+        """(batch, m, d) targets Σ_j P_ij z_j, P from `matrix` (same arguments)."""
         return self.matrix(tokens, multiplicity, A) @ tokens
 
 
@@ -170,11 +196,17 @@ class Unnormalised:
         _beta(self.beta, "unnormalised attention")
 
     def matrix(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
+        """(batch, m, m) P_ij = w_j exp(β⟨A z_i, z_j⟩) / Σ_l w_l: rows do not sum to 1.
+
+        `tokens` (batch, m, d), `multiplicity` w (batch, m), scores ⟨A z_i, z_j⟩ (A None: the identity).
+        Rows of absent tokens (w = 0) are 0.
+        """
         logits = float(self.beta) * (_queries(tokens, A) @ tokens.transpose(-1, -2)) + _key_bias(multiplicity)
         p = torch.exp(logits) / multiplicity.sum(-1).clamp(min=1).view(*multiplicity.shape[:-1], 1, 1)
         return _absent_rows_zero(p, multiplicity)
 
     def targets(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
+        """(batch, m, d) targets Σ_j P_ij z_j, P from `matrix` (same arguments)."""
         return self.matrix(tokens, multiplicity, A) @ tokens
 
 

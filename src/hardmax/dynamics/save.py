@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+__all__ = ["Save"]
+
 
 @dataclass(frozen=True)
 class Save:
@@ -40,6 +42,7 @@ class Save:
         return "final" if self.every is None else ("all" if self.every == 1 else int(self.every))
 
     def indices(self, steps: int) -> tuple[int, ...]:
+        """The saved steps among 0..`steps`: every `every`-th and the last, or (`every` None) the first and the last."""
         if self.every is None:
             return (0, steps) if steps else (0,)
         return tuple(sorted({*range(0, steps + 1, int(self.every)), steps}))

@@ -2,8 +2,9 @@
 
 The machinery behind `rules.Hardmax` (one layer, positions only) and `layers` (several layers, with
 frames): scores with absent keys masked, the coarse one-max pass, refinement of near-ties by
-`ties.refine`, and the targets Σ_j P_ij z_j (in a row's frame when frames are carried). Nothing here
-is public API; `hardmax.dynamics` exports the rule objects and `simulate`.
+`ties.refine`, and the targets Σ_j P_ij z_j (in a row's frame when frames are carried). These are the
+engine's parts, listed and documented for whoever works on the engine; a user's entry points are the rule
+objects and `simulate` that `hardmax.dynamics` exports.
 """
 
 from __future__ import annotations
@@ -17,8 +18,20 @@ from torch import Tensor
 from hardmax.dynamics.dedup import take_rows
 from hardmax.dynamics.ties import TIE_FRAME, Frames, coarse_tolerance, query_size, refine
 
+__all__ = ["Rows", "hardmax_rows", "hardmax_sets", "hardmax_targets", "move", "score_bias", "select",
+           "sets_from_scores"]
+
 
 class Rows(NamedTuple):
+    """What `select` finds for the first r tokens (the rows) of a batch.
+
+    Attributes:
+        target: (batch, r, d) Σ_j P_ij z_j, in the row's frame when frames are given.
+        leader: (batch, r) bool, C_i = {i}: a single maximiser, itself.
+        own: (batch, r) the row's own score s_ii. other: (batch, r) max_{j ≠ i} s_ij.
+        frames: the rows' frames after following a token of another frame (None: no frames).
+    """
+
     target: Tensor  # (batch, r, d) Σ_j P_ij z_j, in the row's frame when frames are given
     leader: Tensor  # (batch, r) bool: C_i = {i} (a single maximiser, itself)
     own: Tensor  # (batch, r) s_ii
@@ -146,4 +159,5 @@ def hardmax_sets(tokens: Tensor, weights: Tensor, A: Tensor | None, tie_rtol: fl
 
 
 def move(tokens: Tensor, target: Tensor, gamma, present: Tensor) -> Tensor:
+    """(batch, m, d) `tokens` moved towards `target`: z + γ (target − z) where `present` (batch, m), else z."""
     return torch.where(present.unsqueeze(-1), tokens + gamma * (target - tokens), tokens)

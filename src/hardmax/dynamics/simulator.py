@@ -25,6 +25,9 @@ try:  # the compiled CPU kernel; without numba every case runs on the torch engi
 except ImportError:  # pragma: no cover - numba is a dependency, but a broken install should still run
     _kernel = None
 
+__all__ = ["ENGINES", "Engine", "Store", "Trajectory", "check_score_range", "simulate", "simulation_bytes",
+           "validate_A", "validate_alpha", "validate_mask"]
+
 #: The engines `simulate` accepts: "auto" picks the compiled kernel for hardmax on a CPU.
 Engine = Literal["auto", "torch", "compiled"]
 #: The values of `Engine`.

@@ -24,6 +24,8 @@ from torch import Tensor
 
 from hardmax.dynamics.field import Field, Sphere
 
+__all__ = ["RK4", "Adaptive", "Euler", "FixedStep", "Renormalised", "Solver"]
+
 
 def _positive(x, name: str) -> float:
     if isinstance(x, bool) or not isinstance(x, int | float) or not (math.isfinite(x) and x > 0):
@@ -81,6 +83,7 @@ class Euler:
         return a / (1 + a)
 
     def step(self, field: Field, t, z: Tensor, w: Tensor | None, dt: float) -> Tensor:
+        """(batch, n, d) tokens after one step of size `dt` from time `t`: R(z + dt ż), R the manifold's retraction."""
         return field.manifold.retract(z + dt * field.velocity(t, z, w))
 
 
@@ -95,9 +98,11 @@ class RK4:
         object.__setattr__(self, "dt", _positive(self.dt, "dt"))
 
     def steps(self, count: int, dtype: torch.dtype, device) -> Tensor:
+        """(count,) the constant step dt, in the tokens' dtype."""
         return _constant(self.dt, count, dtype, device)
 
     def step(self, field: Field, t, z: Tensor, w: Tensor | None, dt: float) -> Tensor:
+        """(batch, n, d) tokens after one classical RK4 step of size `dt` from time `t`, then retracted."""
         f = field.velocity
         k1 = f(t, z, w)
         k2 = f(t + dt / 2, torch.add(z, k1, alpha=dt / 2), w)
@@ -121,9 +126,11 @@ class Renormalised:
         object.__setattr__(self, "dt", _positive(self.dt, "dt"))
 
     def steps(self, count: int, dtype: torch.dtype, device) -> Tensor:
+        """(count,) the constant step dt, in the tokens' dtype."""
         return _constant(self.dt, count, dtype, device)
 
     def step(self, field: Field, t, z: Tensor, w: Tensor | None, dt: float) -> Tensor:
+        """(batch, n, d) (x + dt V Σ_j P_ij x_j) / ‖…‖ for present tokens, absent ones unchanged (sphere only)."""
         if not isinstance(field.manifold, Sphere):
             raise ValueError("Renormalised is a scheme on the sphere: use Field(..., manifold=Sphere())")
         drift = field.targets(t, z, w)
@@ -166,5 +173,7 @@ class Adaptive:
         return field.manifold.retract(out)
 
 
+#: The solvers with a fixed step dt: `Euler`, `RK4`, `Renormalised`.
 FixedStep = Euler | RK4 | Renormalised
+#: Every solver `solve` accepts: the fixed-step ones and `Adaptive`.
 Solver = FixedStep | Adaptive

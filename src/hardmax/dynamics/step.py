@@ -13,6 +13,8 @@ from torch import Tensor
 from hardmax.dynamics.rules import AttentionRule, Hardmax
 from hardmax.dynamics.select import move
 
+__all__ = ["HARDMAX", "attention_matrix", "attention_step", "scores"]
+
 HARDMAX = Hardmax()  #: the default rule: hardmax with the dtype's default tie tolerance
 
 

@@ -54,6 +54,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+__all__ = ["Frames", "abs_queries", "coarse_tolerance", "default_tie_rtol", "query_size", "refine"]
+
 
 def default_tie_rtol(dtype: torch.dtype) -> float:
     """The default `tie_rtol` of rule (★): 64 machine epsilons (float32: 7.6e-6, float64: 1.4e-14).
@@ -85,6 +87,7 @@ class Frames(NamedTuple):
 
     @staticmethod
     def absolute(tokens: Tensor) -> Frames:
+        """The absolute frame of `tokens` (batch, m, d): origin 0, offset the positions, label −1."""
         return Frames(torch.zeros_like(tokens), tokens, torch.full(tokens.shape[:-1], -1, dtype=torch.long,
                                                                     device=tokens.device))
 

@@ -8,3 +8,5 @@
 
 Each experiment is importable (a config dataclass and one function) and has a `hardmax` command.
 """
+
+__all__ = []

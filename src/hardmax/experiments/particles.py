@@ -26,6 +26,9 @@ from torch import Tensor
 from hardmax.dynamics import RK4, Bilinear, Field, Renormalised, Rescaled, Save, Softmax, Solution, Sphere, solve
 from hardmax.theory import cluster_counts, energy
 
+__all__ = ["Metastability", "PhaseDiagram", "Reproduction", "clustering_2023", "metastability", "phase_diagram",
+           "phase_table", "reproduce"]
+
 KINDS_2023 = ("polytope", "hyperplanes", "polytope x hyperplanes", "boolean")
 # The metastability picture's start: of seeds 0-11 (n = 5, β = 4), one whose two clusters last longest before
 # merging within T = 400 (t ≈ 7 to 214); `reproduce` keeps it whatever its `seed`, so that the docs' picture stays.

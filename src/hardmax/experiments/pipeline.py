@@ -58,6 +58,7 @@ class Candidate:
 
     @property
     def name(self) -> str:
+        """The candidate's name in the grid, "stop-word list / lr" (e.g. "nltk / 0.01")."""
         return candidate_name(self.stopwords, self.lr)
 
 
@@ -262,6 +263,8 @@ def reproduce(config: ReproduceConfig) -> list[DimensionResult]:
     start = time.perf_counter()
     torch.manual_seed(config.train.seed)
     report_dir = Path(config.report_dir)
+    if config.benchmarks_page is not None and not Path(config.benchmarks_page).is_file():
+        raise ValueError(f"--benchmarks-page {config.benchmarks_page}: no such file (the page results.md links to)")
     datasets = {stop: load_imdb(dataclasses.replace(config.data, stopwords=stop), progress=config.progress)
                 for stop in config.stopwords}
     data = datasets[config.stopwords[0]]  # described in the report's header
@@ -286,6 +289,8 @@ def _command(config: ReproduceConfig) -> str:
     words = ["hardmax reproduce"] + (["--quick"] if config.label == "quick" else [])
     if config.report_dir != base.report_dir and not Path(config.report_dir).is_absolute():
         words += ["--report-dir", Path(config.report_dir).as_posix()]  # absolute paths are the user's own
+    if config.benchmarks_page is not None and not Path(config.benchmarks_page).is_absolute():
+        words += ["--benchmarks-page", Path(config.benchmarks_page).as_posix()]
     return " ".join(words)
 
 

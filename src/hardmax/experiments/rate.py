@@ -131,6 +131,7 @@ class LayerRates:
         return (self.rate_scaled.mean(-1) / self.rate_scaled[0].mean()).tolist()
 
     def to_dict(self) -> dict:
+        """JSON values: the layers, mean and median R, mean scale-free R, compression and the class measures."""
         return {"layers": list(self.layers), "rate_mean": self.rate_mean, "rate_scaled_mean": self.rate_scaled_mean,
                 "rate_median": self.rate.median(-1).values.tolist(), "compression": self.compression,
                 "reduction": self.reduction, "rate_of_means": self.rate_of_means, "class_rate": self.class_rate}
@@ -206,6 +207,7 @@ class LeaderRates:
     scaled_bound_holds: float
 
     def to_dict(self) -> dict:
+        """JSON values: the table, the correlation, the cluster measures and the mean number of leaders."""
         return {"table": {str(k): list(v) for k, v in self.table.items()}, "correlation": self.correlation,
                 "clusters_mean": self.clusters_mean, "rank_at_most_clusters": self.rank_at_most_clusters,
                 "scaled_bound_holds": self.scaled_bound_holds,
@@ -303,6 +305,7 @@ class RateReport:
     leaders: LeaderRates
 
     def to_dict(self) -> dict:
+        """JSON values: the settings, every trajectory's `LayerRates.to_dict` and the leaders' `LeaderRates.to_dict`."""
         return {"d": self.d, "layers": self.layers, "alpha": self.alpha, "beta": self.beta, "reviews": self.reviews,
                 "eps": self.eps, "classifier": {k: v.to_dict() for k, v in self.classifier.items()},
                 "simulated": {k: v.to_dict() for k, v in self.simulated.items()}, "leaders": self.leaders.to_dict()}
@@ -467,6 +470,7 @@ class CrateReport:
     trained: CrateMeasures
 
     def to_dict(self) -> dict:
+        """The report as nested dicts of its fields (`dataclasses.asdict`), for JSON."""
         return asdict(self)
 
     def table(self) -> str:

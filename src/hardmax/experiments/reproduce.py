@@ -40,7 +40,7 @@ class ReproduceConfig:
     train: TrainConfig = field(default_factory=TrainConfig)  # optimisation (its lr is replaced by each of `lrs`)
     # Candidates trained per d: every stop-word list (`data.stopwords` is replaced by each) with every
     # learning rate; the run with the best validation accuracy (exact hardmax) is kept. No single
-    # setting suits every d (docs/experiments.md): lr 1e-2 for small d, 3e-3 for d = 16; NLTK's list
+    # setting suits every d (docs/reports/experiments.md): lr 1e-2 for small d, 3e-3 for d = 16; NLTK's list
     # (the paper's) helps d = 8 and 16 on validation, scikit-learn's longer one d = 4.
     lrs: tuple[float, ...] = (1e-2, 3e-3)  # learning rates tried per d
     stopwords: tuple[str, ...] = ("nltk", "sklearn")  # stop-word lists tried per d

@@ -172,6 +172,7 @@ class SyntheticResult:
 
     @property
     def iterations(self) -> Tensor:
+        """(R,) int64 the step counts recorded (0 = the initial parameters), as `paths` records them."""
         return self.paths["W"].iterations
 
     @property

@@ -159,6 +159,7 @@ class PlaygroundRequest:
 
     @classmethod
     def from_json(cls, body, limits: Limits) -> PlaygroundRequest:
+        """The run the JSON object `body` asks for; RequestError if it is malformed, TooLarge beyond `limits`."""
         body = _object(body, set(cls.KEYS), "simulate")
         Z, A = _tokens_and_A(body, limits)
         alpha = _number(body.get("alpha", 0.5), "alpha", low=0, strict_low=True, high=1e6)
@@ -196,6 +197,7 @@ class AttentionRequest:
 
     @classmethod
     def from_json(cls, body, limits: Limits) -> AttentionRequest:
+        """The request in the JSON object `body`; RequestError if it is malformed, TooLarge beyond `limits`."""
         body = _object(body, set(cls.KEYS), "attention")
         Z, A = _tokens_and_A(body, limits)
         return cls(tokens=Z, A=A, rule=_rule(body, limits))
@@ -213,6 +215,7 @@ class ReviewRequest:
 
     @classmethod
     def from_json(cls, body, limits: Limits, runs: tuple[str, ...]) -> ReviewRequest:
+        """The request in the JSON object `body`, for one of `runs`; RequestError if not, TooLarge beyond `limits`."""
         body = _object(body, set(cls.KEYS), "review")
         run, text = body.get("run"), body.get("text")
         if not isinstance(run, str) or run not in runs:

@@ -83,6 +83,7 @@ class Explorer:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def run(self, name: str):
+        """The trained run named `name` (a key of `runs`), loaded on first use and kept."""
         from hardmax.training import load_run
 
         with self._lock:
@@ -91,6 +92,9 @@ class Explorer:
             return self._loaded[name]
 
     def describe_runs(self) -> list[dict]:
+        """One dict per run for the page: name, d, layers and kind ("hardmax", "crate", or "unreadable" when its
+        config.json cannot be read); hardmax runs first, then by name.
+        """
         out = []
         for name, path in self.runs.items():
             try:

@@ -63,6 +63,10 @@ class MCR2Loss(nn.Module):
         self.num_classes = check_num_classes(num_classes)
 
     def forward(self, Z: Tensor, labels: Tensor) -> MCR2Result:
+        """The MCR² loss of features `Z` (N, d) with integer classes `labels` (N,), as an `MCR2Result`.
+
+        `result.loss` is Rc − γ R, the scalar to minimise; Z is first normalised to unit rows when `normalize`.
+        """
         if self.normalize and isinstance(Z, Tensor) and Z.is_floating_point():
             Z = F.normalize(Z, dim=-1)
         parts = rate_reduction(Z, labels, self.eps, num_classes=self.num_classes)

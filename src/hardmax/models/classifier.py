@@ -53,6 +53,7 @@ class ModelTrace:
 
     @classmethod
     def from_dict(cls, record: dict) -> ModelTrace:
+        """The trace `to_dict` wrote, as tensors (ids and index int64; pooled and logits in the tokens' dtype)."""
         trajectory = Trajectory.from_dict(record["trajectory"])
         dtype = trajectory.tokens.dtype
         return cls(trajectory=trajectory, ids=torch.tensor(record["ids"], dtype=torch.int64),

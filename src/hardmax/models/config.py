@@ -33,7 +33,7 @@ class CrateBlocks:
     """
 
     # K subspaces, of dimension p = d/K. Default one head: the reference code's heads have p = 64 ≥ every
-    # d here, and at d = 16 one head trains 3.5x faster than four and is as accurate (docs/rate.md).
+    # d here, and at d = 16 one head trains 3.5x faster than four and is as accurate (docs/reports/rate.md).
     heads: int = 1
     head_dim: int | None = None  # p, dimension of each subspace; None = d // heads (the reference's choice)
     beta: float | None = None  # inverse temperature of the MSSA softmax; None = 1/√p (reference: dim_head**-0.5)
@@ -79,6 +79,7 @@ class CrateBlocks:
         return 1 / math.sqrt(self.subspace_dim(d)) if self.beta is None else float(self.beta)
 
     def to_dict(self) -> dict:
+        """The settings as a dict (`dataclasses.asdict`), as given: None where a setting follows d."""
         return asdict(self)
 
 

@@ -16,6 +16,8 @@ from hardmax.plots.save import check_fps, save_gif
 from hardmax.plots.scene import FIGURE2_LAYERS, check_layers, check_single, make_scene
 from hardmax.theory import FIGURE2_ALPHA, paper_figure2_configurations
 
+__all__ = ["animate", "animate_figure2", "figure2", "frame_layers", "plot_layers", "plot_layers_3d", "plot_trajectory"]
+
 # --------------------------------------------------------------------------------------------
 # Public figures.
 # --------------------------------------------------------------------------------------------

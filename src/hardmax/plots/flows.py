@@ -22,6 +22,8 @@ from matplotlib.figure import Figure
 from hardmax.dynamics import Solution, Sphere
 from hardmax.plots.save import save_gif
 
+__all__ = ["animate_flow", "cluster_colours", "draw_flow", "flow_figure", "metastability_figure", "phase_figure"]
+
 _PALETTE = ("#d95f02", "#1b9e77", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#1f78b4", "#666666")
 
 

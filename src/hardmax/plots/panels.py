@@ -16,6 +16,8 @@ from scipy.spatial import ConvexHull, QhullError
 
 from hardmax.plots.scene import K_EDGE, K_FACE, PALETTE, Scene
 
+__all__ = ["add_legend", "draw_panel", "draw_panel_3d"]
+
 # --------------------------------------------------------------------------------------------
 # Drawing one panel.
 # --------------------------------------------------------------------------------------------
@@ -128,6 +130,7 @@ def _legend_handles(limit_label: str | None) -> list:
 
 
 def add_legend(fig: Figure, limit_label: str | None) -> None:
+    """Add the legend below `fig`'s panels: leader, token, trail, K, and `limit_label` (points of S) unless None."""
     # "outside" places the legend in a margin reserved by the constrained layout engine.
     loc = "outside lower center" if fig.get_layout_engine() is not None else "lower center"
     fig.legend(handles=_legend_handles(limit_label), loc=loc, ncol=5, frameon=False, fontsize=8,

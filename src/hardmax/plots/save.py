@@ -10,6 +10,8 @@ from matplotlib.figure import Figure
 
 from hardmax.io import atomic_write
 
+__all__ = ["MAX_FPS", "check_fps", "save_figure", "save_gif"]
+
 # --------------------------------------------------------------------------------------------
 # Saving.
 # --------------------------------------------------------------------------------------------

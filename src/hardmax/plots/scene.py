@@ -11,6 +11,8 @@ from matplotlib import colormaps
 from hardmax.dynamics import Trajectory
 from hardmax.theory import find_clusters, leader_layers, limit_set, polytope
 
+__all__ = ["FIGURE2_LAYERS", "Scene", "check_layers", "check_single", "default_layers", "make_scene", "projection"]
+
 FIGURE2_LAYERS = (0, 1, 2, 5, 30)  #: the layers shown in the paper's Figure 2
 
 # Tableau colours without grey (grey is K's colour); cycled when there are more clusters.
@@ -62,6 +64,7 @@ class Scene:
 
 
 def check_single(trajectory: Trajectory) -> None:
+    """Raise ValueError unless `trajectory` holds one sequence: tokens of shape (layers + 1, n, d)."""
     if trajectory.tokens.dim() != 3:
         raise ValueError(
             "plots show one sequence: trajectory.tokens must have shape (layers + 1, n, d), got "
@@ -140,6 +143,7 @@ def default_layers(total: int) -> tuple[int, ...]:
 
 
 def check_layers(layers: Sequence[int] | None, total: int) -> tuple[int, ...]:
+    """The layers to show: `layers` (None: `default_layers(total)`); ValueError if none, or one outside 0..`total`."""
     chosen = default_layers(total) if layers is None else tuple(int(k) for k in layers)
     if not chosen:
         raise ValueError("layers must name at least one layer to show")

@@ -24,6 +24,9 @@ from hardmax.theory.leaders import (
     stable_from,
 )
 
+__all__ = ["Check", "Status", "TheoremReport", "check_theorem"]
+
+#: The outcome of a `Check`: "not tested" when there was nothing to measure (never reported as passed).
 Status = Literal["passed", "failed", "not tested"]
 
 
@@ -50,6 +53,7 @@ class Check:
 
     @property
     def passed(self) -> bool:
+        """Whether the check passed ("not tested" is not passed)."""
         return self.status == "passed"
 
 
@@ -87,6 +91,7 @@ class TheoremReport:
 
     @property
     def failed_sequences(self) -> tuple[int, ...]:
+        """The indices of the sequences that failed a check, sorted."""
         return tuple(sorted({int(m.split(":")[0].split()[1]) for m in self.failures}))
 
     def to_dict(self) -> dict:

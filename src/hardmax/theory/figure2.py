@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+__all__ = ["FIGURE2_ALPHA", "FIGURE2_SEED", "figure2_configurations", "paper_figure2_configurations"]
+
 FIGURE2_ALPHA = 0.5  #: step parameter of the paper's Figure 2 (A = identity)
 FIGURE2_SEED = 20240701  #: the random followers of the paper's configurations (arXiv 2407.01602)
 

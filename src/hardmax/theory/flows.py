@@ -42,6 +42,8 @@ from hardmax.dynamics import Bilinear, Field, Flat, Hardmax, Localmax, Rescaled,
 from hardmax.tables import markdown_table
 from hardmax.theory.check import Check
 
+__all__ = ["FlowReport", "check_flow", "cluster_counts", "energy"]
+
 _DIRECTIONS = 64
 _COUNT_BLOCK = 1 << 22  # pairs per block of cluster_counts (32 MiB of labels)
 
@@ -132,6 +134,7 @@ class FlowReport:
         raise KeyError(f"no check named {name!r}; checks: {', '.join(c.name for c in self.checks)}")
 
     def table(self) -> str:
+        """Markdown: a line with the verdict, a row per check (claim, value, expected, status), the failure messages."""
         head = (f"Claims of the particle-system papers on {self.sequences} sequence(s), {self.saved} saved states: "
                 f"{self.verdict}")
         rows = [(c.claim, c.value, c.expected, c.status) for c in self.checks]

@@ -18,6 +18,8 @@ import torch
 from hardmax.dynamics import validate_A
 from hardmax.theory.inputs import as_tokens, check_atol
 
+__all__ = ["Facets", "HullTest", "Polytope", "components", "hull_distance", "limit_set", "polytope", "project_origin"]
+
 
 def components(points: np.ndarray, radius: float) -> np.ndarray:
     """Single-linkage clusters at `radius`, labelled 0, 1, ... by first appearance. points: (n, d)."""
@@ -240,6 +242,7 @@ class HullTest:
 
     @staticmethod
     def of(P: np.ndarray, atol: float) -> HullTest:
+        """The hull test of points `P` (m, d): their affine hull up to `atol`/8, then qhull's facets in it."""
         from scipy.spatial import ConvexHull, QhullError
 
         c, Q = _affine_frame(P, atol / 8)

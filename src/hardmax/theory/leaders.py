@@ -28,6 +28,10 @@ try:  # the compiled snapshots, where numba is installed (as `simulate` finds it
 except ImportError:  # pragma: no cover - numba is a dependency; the torch tie rule is the fallback
     _kernel = None
 
+__all__ = ["Clusters", "HardmaxPath", "ScaledPath", "attention_sets", "default_atol", "find_clusters", "find_leaders",
+           "hardmax_path", "leader_history", "leader_layers", "scaled_path", "stable_from", "trajectory_rtol",
+           "unit_scaled"]
+
 CHUNK_ENTRIES = 1 << 19  # attention entries (sequences × m × m) processed at once
 # Trajectories whose largest coordinate (or A's largest entry) lies beyond 2^±SAFE_EXPONENT are analysed
 # scaled to order 1 (`unit_scaled`), as `simulate` runs them.

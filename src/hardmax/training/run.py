@@ -71,6 +71,7 @@ class EpochRecord:
 
     @classmethod
     def from_dict(cls, entry: dict, *, source: str = "history.json") -> EpochRecord:
+        """The record `to_dict` wrote; CheckpointError naming `source` when a field is missing or not a number."""
         names = [f.name for f in fields(cls)]
         missing = [name for name in names if not isinstance(entry, dict) or name not in entry]
         if missing:
@@ -82,6 +83,7 @@ class EpochRecord:
                 from None
 
     def to_dict(self) -> dict:
+        """The record as plain values (`dataclasses.asdict`), an entry of history.json."""
         return asdict(self)
 
 
