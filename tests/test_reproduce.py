@@ -220,7 +220,7 @@ def test_a_missing_benchmarks_page_is_refused_before_training(tmp_path):
     from hardmax.experiments.pipeline import reproduce
 
     config = quick(out_dir=str(tmp_path), report_dir=str(tmp_path), benchmarks_page=str(tmp_path / "nowhere.md"))
-    with pytest.raises(ValueError, match="--benchmarks-page .*nowhere.md: no such file"):
+    with pytest.raises(ValueError, match=r"benchmarks_page \(--benchmarks-page\) .*nowhere.md: no such file"):
         reproduce(config)
 
 

@@ -84,7 +84,7 @@ class LineProgress:
             self._print(self.line())
 
     def set_postfix_str(self, text: str, refresh: bool = True) -> None:
-        """Show `text` after the counts from the next line on (`refresh` is ignored)."""
+        """Show `text` at the end of each line from the next one on (`refresh` is ignored)."""
         self.postfix = text
 
     def write(self, text: str) -> None:

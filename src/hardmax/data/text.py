@@ -209,7 +209,8 @@ class Vocabulary:
 
     @classmethod
     def from_json(cls, text: str) -> Vocabulary:
-        """The vocabulary `to_json` wrote; DataError when `text` is not one."""
+        """The vocabulary `to_json` wrote; DataError when the JSON is not a hardmax vocabulary record
+        (json.JSONDecodeError when it is not JSON)."""
         payload = json.loads(text)
         if not isinstance(payload, dict) or payload.get("format") != "hardmax.vocabulary/1":
             raise DataError("not a hardmax vocabulary (expected format 'hardmax.vocabulary/1')")

@@ -15,7 +15,8 @@ attention matrix P (batch, m, m) and the targets Σ_j P_ij z_j (batch, m, d). `a
                         Geshkovski, Letrouit, Polyanskiy, Rigollet 2023, the gradient flow of E_β on the sphere)
 
 w_j is the multiplicity of token j (identical tokens merged into one; 0 = absent, e.g. padding).
-Rows of absent tokens are 0.
+Rows of absent tokens are 0. The scores are s_ij = z_iᵀ A z_j = ⟨z_i, A z_j⟩, the paper's ⟨A z_i, z_j⟩ for the
+symmetric A it assumes (hardmax requires one; the other rules also take a non-symmetric A, e.g. QᵀK).
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ class Hardmax:
     def matrix(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
         """(batch, m, m) hardmax P: P_ij = w_j 1[j ∈ C_i] / Σ_{l ∈ C_i} w_l, C_i the maximisers by rule (★).
 
-        `tokens` (batch, m, d), `multiplicity` w (batch, m), scores ⟨A z_i, z_j⟩ (A None: the identity).
+        `tokens` (batch, m, d), `multiplicity` w (batch, m), scores s_ij = z_iᵀ A z_j (A None: the identity).
         Rows of absent tokens (w = 0) are 0.
         """
         p = hardmax_sets(tokens, multiplicity, A, self.rtol(tokens.dtype)) * multiplicity.unsqueeze(-2)
@@ -84,7 +85,7 @@ class Hardmax:
     def targets(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
         """(batch, m, d) targets Σ_j P_ij z_j: the w-weighted mean of C_i (the maximiser itself when it is alone).
 
-        `tokens` (batch, m, d), `multiplicity` w (batch, m), scores ⟨A z_i, z_j⟩ (A None: the identity).
+        `tokens` (batch, m, d), `multiplicity` w (batch, m), scores s_ij = z_iᵀ A z_j (A None: the identity).
         """
         return hardmax_targets(tokens, multiplicity, A, self.rtol(tokens.dtype))
 
@@ -107,7 +108,7 @@ class Softmax:
     def matrix(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
         """(batch, m, m) softmax P: P_ij = w_j exp(β⟨A z_i, z_j⟩) / Σ_l w_l exp(β⟨A z_i, z_l⟩).
 
-        `tokens` (batch, m, d), `multiplicity` w (batch, m), scores ⟨A z_i, z_j⟩ (A None: the identity).
+        `tokens` (batch, m, d), `multiplicity` w (batch, m), scores s_ij = z_iᵀ A z_j (A None: the identity).
         Absent keys get weight 0; rows of absent tokens are 0.
         """
         queries = tokens if A is None else tokens @ A
@@ -117,7 +118,7 @@ class Softmax:
     def targets(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
         """(batch, m, d) targets Σ_j P_ij z_j, by PyTorch's fused attention (P is not formed).
 
-        `tokens` (batch, m, d), `multiplicity` w (batch, m), scores ⟨A z_i, z_j⟩ (A None: the identity).
+        `tokens` (batch, m, d), `multiplicity` w (batch, m), scores s_ij = z_iᵀ A z_j (A None: the identity).
         """
         queries = tokens if A is None else tokens @ A
         # log w_j turns a merged token back into its w_j copies; log 0 = -inf removes absent keys.
@@ -163,7 +164,7 @@ class Localmax:
     def matrix(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
         """(batch, m, m) localmax P: P_ij = w_j 1[j ∈ C_i^θ] / Σ_{l ∈ C_i^θ} w_l.
 
-        `tokens` (batch, m, d), `multiplicity` w (batch, m), scores ⟨A z_i, z_j⟩ (A None: the identity).
+        `tokens` (batch, m, d), `multiplicity` w (batch, m), scores s_ij = z_iᵀ A z_j (A None: the identity).
         Rows of absent tokens (w = 0) are 0.
         """
         present = multiplicity > 0
@@ -198,7 +199,7 @@ class Unnormalised:
     def matrix(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
         """(batch, m, m) P_ij = w_j exp(β⟨A z_i, z_j⟩) / Σ_l w_l: rows do not sum to 1.
 
-        `tokens` (batch, m, d), `multiplicity` w (batch, m), scores ⟨A z_i, z_j⟩ (A None: the identity).
+        `tokens` (batch, m, d), `multiplicity` w (batch, m), scores s_ij = z_iᵀ A z_j (A None: the identity).
         Rows of absent tokens (w = 0) are 0.
         """
         logits = float(self.beta) * (_queries(tokens, A) @ tokens.transpose(-1, -2)) + _key_bias(multiplicity)

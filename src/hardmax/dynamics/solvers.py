@@ -173,7 +173,7 @@ class Adaptive:
         return field.manifold.retract(out)
 
 
-#: The solvers with a fixed step dt: `Euler`, `RK4`, `Renormalised`.
+#: The non-adaptive solvers, whose steps are set in advance: Euler (dt, or α per layer), RK4, Renormalised.
 FixedStep = Euler | RK4 | Renormalised
 #: Every solver `solve` accepts: the fixed-step ones and `Adaptive`.
 Solver = FixedStep | Adaptive

@@ -264,7 +264,8 @@ def reproduce(config: ReproduceConfig) -> list[DimensionResult]:
     torch.manual_seed(config.train.seed)
     report_dir = Path(config.report_dir)
     if config.benchmarks_page is not None and not Path(config.benchmarks_page).is_file():
-        raise ValueError(f"--benchmarks-page {config.benchmarks_page}: no such file (the page results.md links to)")
+        raise ValueError(f"benchmarks_page (--benchmarks-page) {config.benchmarks_page}: no such file "
+                         "(the page results.md links to)")
     datasets = {stop: load_imdb(dataclasses.replace(config.data, stopwords=stop), progress=config.progress)
                 for stop in config.stopwords}
     data = datasets[config.stopwords[0]]  # described in the report's header

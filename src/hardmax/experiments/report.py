@@ -43,7 +43,8 @@ BENCHMARKS = {
 
 def benchmarks_link(report_dir: str | os.PathLike, page: str | os.PathLike | None = None) -> str | None:
     """A relative link from report_dir to the page that quotes the benchmarks: `page` when given and present,
-    else a benchmarks.md beside the report, else None. The library assumes no repository layout."""
+    else a benchmarks.md beside the report, else None (`reproduce` refuses a `benchmarks_page` that is missing
+    before it trains). The library assumes no repository layout."""
     report_dir = Path(report_dir)
     for candidate in ([Path(page)] if page is not None else []) + [report_dir / "benchmarks.md"]:
         if candidate.is_file():
