@@ -153,7 +153,26 @@ def test_module_pages_link_re_exports_to_their_home():
     page = hardmax_api.module_page(dynamics, [e for e in entries.values() if "hardmax.dynamics" in e.modules])
     assert ".. autofunction:: hardmax.dynamics.simulate" in page and ".. autoclass:: hardmax.dynamics.Hardmax" in page
     top = hardmax_api.top_page(importlib.import_module("hardmax"), entries)
-    assert ":py:obj:`hardmax.simulate <hardmax.dynamics.simulate>`" in top
+    assert ".. py:function:: simulate\n   :module: hardmax\n" in top and ":py:obj:`hardmax.dynamics.simulate`" in top
+    assert ".. py:class:: Hardmax\n   :module: hardmax.dynamics.rules\n" in hardmax_api.module_page(
+        importlib.import_module("hardmax.dynamics.rules"),
+        [e for e in entries.values() if "hardmax.dynamics.rules" in e.modules])
+
+
+def test_every_public_name_is_an_entry_under_every_module_that_exports_it():
+    """`hardmax.simulate` and `hardmax.dynamics.simulate` both resolve: the home documents the object (autodoc,
+    or py:data for a constant), the other modules name it (a py directive with :module:)."""
+    modules = hardmax_api.public_modules()
+    entries = hardmax_api.public_entries(modules)
+    missing = []
+    for module in modules:
+        name = module.__name__
+        listed = [e for e in entries.values() if name in e.modules]
+        page = (hardmax_api.top_page(module, entries) if name == "hardmax"
+                else hardmax_api.module_page(module, listed))
+        missing += [f"{name}.{e.name}" for e in listed
+                    if f":: {name}.{e.name}\n" not in page and f":: {e.name}\n   :module: {name}\n" not in page]
+    assert not missing, missing[:20]
 
 
 def test_the_readme_links_to_files_that_exist():

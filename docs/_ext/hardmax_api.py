@@ -1,14 +1,17 @@
 """The API reference, generated from the package itself: one page per module that declares `__all__`.
 
-Every name listed in an `__all__` is public. Each public object gets exactly one rendered entry, on the page
-of its *home*: the shortest module path that exports it, below the top-level `hardmax` (so `Hardmax` lives
-on `hardmax.dynamics`, `RANK_RTOL` on `hardmax.svm`, not on the files that define them). The other modules
-that list it link to that entry. The `hardmax` page is the index of the top-level names.
+Every name listed in an `__all__` is public. Each public object is documented once, on the page of its
+*home*: the shortest module path that exports it, below the top-level `hardmax` (so `Hardmax` is documented
+on `hardmax.dynamics`, `RANK_RTOL` on `hardmax.svm`, not on the files that define them). Every other module
+that lists it names it too (an entry with the first line of its documentation and a link to the home), so
+that `hardmax.simulate`, `hardmax.dynamics.simulate` and `hardmax.dynamics.simulator.simulate` all resolve.
+The `hardmax` page is the index of the top-level names.
 
-A public class or function without a docstring, or a public constant without a ``#:`` comment or
-docstring, is reported as a Sphinx warning; the docs are built with warnings as errors, so an
-undocumented public name fails the build. Pages are written under docs/api/ (not tracked) when the
-builder starts; only changed pages are rewritten, so incremental builds stay incremental.
+Reported as Sphinx warnings (the docs are built with warnings as errors, so each fails the build): a module
+without `__all__`, a public class or function without a docstring, a public method or property without one,
+a public constant without a ``#:`` comment, and a public name that ends without an entry in the built
+reference. Pages are written under docs/api/ (not tracked) when the builder starts; only changed pages are
+rewritten.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from sphinx.util import logging
 logger = logging.getLogger(__name__)
 
 PACKAGE = "hardmax"
-# Architecture order (README "Modules"): the reference's table of contents follows it.
+# Architecture order (docs/architecture.md "Modules"): the reference's table of contents follows it.
 ORDER = ("hardmax", "hardmax.dynamics", "hardmax.theory", "hardmax.measures", "hardmax.svm", "hardmax.models",
          "hardmax.data", "hardmax.training", "hardmax.explain", "hardmax.plots", "hardmax.experiments",
          "hardmax.explore", "hardmax.cli", "hardmax.io", "hardmax.inputs", "hardmax.memory", "hardmax.tables",
@@ -143,9 +146,6 @@ def module_page(module, entries: list[Entry]) -> str:
     lines = _title(f"``{name}``") + [f".. automodule:: {name}", "   :no-members:", "", f".. currentmodule:: {name}", ""]
     if homed:
         lines += [".. autosummary::", "   :nosignatures:", ""] + [f"   {e.name}" for e in homed] + [""]
-    if elsewhere:
-        lines += ["Also exported here (documented at their home):", ""]
-        lines += [f"- :py:obj:`{name}.{e.name} <{e.home}.{e.name}>`" for e in elsewhere] + [""]
     for e in homed:
         kind = _kind(e.obj)
         if kind in ("class", "exception"):
@@ -153,14 +153,31 @@ def module_page(module, entries: list[Entry]) -> str:
         elif kind == "function":
             lines += [f".. autofunction:: {name}.{e.name}", ""]
         else:
-            lines += _data_lines(f"{name}.{e.name}", e)
+            lines += _data_lines(name, e)
+    if elsewhere:
+        lines += _title("Also exported here", "-") + ["The objects documented at their homes, under these names too.",
+                                                       ""]
+        for e in elsewhere:
+            lines += _alias_lines(name, e)
     return "\n".join(lines) + "\n"
 
 
-def _data_lines(target: str, entry: Entry) -> list[str]:
-    """A constant as a py:data entry: its value when short, and its ``#:`` documentation."""
+_DIRECTIVES = {"class": "py:class", "exception": "py:exception", "function": "py:function", "data": "py:data"}
+
+
+def _alias_lines(module: str, entry: Entry) -> list[str]:
+    """`module.name` as a name of its own (an anchor and an inventory entry, so that `hardmax.simulate`
+    resolves) for the object documented at its home: the first line of its documentation and a link there."""
+    doc = data_doc(entry) if _kind(entry.obj) == "data" else (inspect.getdoc(entry.obj) or "")
+    summary, _ = _escape(doc.strip().split("\n\n", 1)[0].replace("\n", " ")) if doc.strip() else ("", 0)
+    return [f".. {_DIRECTIVES[_kind(entry.obj)]}:: {entry.name}", f"   :module: {module}", "   :no-index-entry:", "",
+            f"   {summary} Documented at :py:obj:`{entry.home}.{entry.name}`.", ""]
+
+
+def _data_lines(module: str, entry: Entry) -> list[str]:
+    """A constant as a py:data entry `module.name`: its value when short, and its ``#:`` documentation."""
     value = repr(entry.obj)
-    lines = [f".. py:data:: {target}"]
+    lines = [f".. py:data:: {entry.name}", f"   :module: {module}"]
     if len(value) <= 80 and "\n" not in value:
         lines.append(f"   :value: {value}")
     return lines + [""] + ["   " + line for line in data_doc(entry).splitlines()] + [""]
@@ -170,16 +187,16 @@ def top_page(package, entries: dict[tuple[str, int], Entry]) -> str:
     lines = _title("``hardmax``") + [f".. automodule:: {PACKAGE}", "   :no-members:", "",
                                       "Every top-level name, with the module that documents it:", "",
                                       ".. list-table::", "   :header-rows: 1", "", "   * - name", "     - home", ""]
-    for name in package.__all__:
-        entry = entries[(name, id(getattr(package, name)))]
-        if entry.home == PACKAGE:
-            continue
-        lines += [f"   * - :py:obj:`hardmax.{name} <{entry.home}.{name}>`", f"     - :py:mod:`{entry.home}`"]
-    homed = [entries[(n, id(getattr(package, n)))] for n in package.__all__]
-    homed = [e for e in homed if e.home == PACKAGE]
+    listed = [entries[(n, id(getattr(package, n)))] for n in package.__all__]
+    for entry in listed:
+        if entry.home != PACKAGE:
+            lines += [f"   * - :py:obj:`hardmax.{entry.name}`", f"     - :py:mod:`{entry.home}`"]
     lines += [""]
-    for e in homed:
-        lines += _data_lines(f"{PACKAGE}.{e.name}", e)
+    for entry in listed:
+        if entry.home == PACKAGE:
+            lines += _data_lines(PACKAGE, entry)
+        else:
+            lines += _alias_lines(PACKAGE, entry)
     return "\n".join(lines) + "\n"
 
 
@@ -335,6 +352,15 @@ def plain_to_rst(lines: list[str]) -> list[str]:
     return out
 
 
+def check_rendered(app: Sphinx, env) -> None:
+    """Every name of every `__all__` is an object of the built reference (`module.name` resolves)."""
+    objects = env.get_domain("py").objects
+    for module in public_modules():
+        for name in module.__all__:
+            if f"{module.__name__}.{name}" not in objects:
+                logger.warning(f"public name {module.__name__}.{name} has no entry in the API reference")
+
+
 def _process_docstring(app, what, name, obj, options, lines: list[str]) -> None:
     lines[:] = plain_to_rst(lines)
 
@@ -342,4 +368,5 @@ def _process_docstring(app, what, name, obj, options, lines: list[str]) -> None:
 def setup(app: Sphinx) -> dict:
     app.connect("builder-inited", generate)
     app.connect("autodoc-process-docstring", _process_docstring)
+    app.connect("env-check-consistency", check_rendered)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
