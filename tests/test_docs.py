@@ -182,3 +182,21 @@ def test_the_readme_links_to_files_that_exist():
     links = [markdown or html for markdown, html in re.findall(r"\]\(([^)\s]+)\)|src=\"([^\"]+)\"", text)]
     local = [link.split("#")[0] for link in links if not link.startswith(("http://", "https://", "mailto:"))]
     assert local and not [link for link in local if link and not (ROOT / link).exists()]
+
+
+def test_a_public_name_without_a_built_entry_is_reported(monkeypatch):
+    """The build's last check: the inventory Sphinx built is compared with every `__all__`."""
+    said = []
+    monkeypatch.setattr(hardmax_api.logger, "warning", said.append)
+
+    class Domain:
+        objects = {"hardmax.simulate": None}
+
+    class Env:
+        def get_domain(self, name):
+            assert name == "py"
+            return Domain()
+
+    hardmax_api.check_rendered(None, Env())
+    assert "public name hardmax.dynamics.simulate has no entry in the API reference" in said
+    assert not any("hardmax.simulate has" in line for line in said)
