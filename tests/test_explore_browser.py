@@ -4,7 +4,7 @@ Chromium: $HARDMAX_CHROMIUM, or `chromium` / `chromium-browser` / `google-chrome
 `apt-get install chromium`). Without one these tests skip, saying so, unless HARDMAX_REQUIRE_BROWSER=1
 (`.ci/run` sets it, after installing Chromium), where they fail. Every page may reach only the local server:
 any other request is blocked and recorded, and each test asserts that none was made. HARDMAX_SCREENSHOTS=DIR
-keeps the screenshots (the README's pictures come from there).
+keeps the screenshots (docs/explore.md's pictures, results/figures/explore-*.png, come from there).
 """
 
 from __future__ import annotations
