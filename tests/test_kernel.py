@@ -240,3 +240,33 @@ def test_without_numba_auto_runs_the_torch_engine_and_numba_is_refused(monkeypat
     with pytest.raises(ValueError, match="numba is not installed"):
         simulate(z, alpha=0.7, layers=4, engine="compiled")
     torch.testing.assert_close(simulate(z, alpha=0.7, layers=4).tokens, with_kernel, rtol=0, atol=1e-15)
+
+
+def test_threads_may_call_the_parallel_kernels_at_once():
+    """numba's work-queue layer aborts the whole process when two threads launch parallel kernels at once
+    ("Concurrent access has been detected"): the explorer's server computes two requests at a time. Every
+    parallel kernel runs under `kernel.KERNEL_LOCK`; here four threads simulate and check runs concurrently,
+    in a child process (an abort would kill the test runner), and get what one thread gets."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        from concurrent.futures import ThreadPoolExecutor
+        import torch, hardmax
+        from hardmax.plots.scene import make_scene
+
+        def work(seed):
+            z = torch.randn(120, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+            run = hardmax.simulate(z, alpha=0.05, layers=150)
+            make_scene(run, 2)
+            return hardmax.check_theorem(run).passed, hardmax.leader_layers(run).tolist(), run.final.tolist()
+
+        alone = [work(seed) for seed in range(6)]
+        with ThreadPoolExecutor(4) as pool:
+            for _ in range(2):
+                assert list(pool.map(work, range(6))) == alone
+        print("ok")
+    """)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]

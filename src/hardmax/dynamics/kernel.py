@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from typing import NamedTuple
 
 import numba
@@ -50,12 +51,19 @@ from numba import prange
 
 from hardmax.dynamics.ties import TIE_FRAME
 
-__all__ = ["KernelRun", "deduplicate_review", "hardmax_snapshots", "hardmax_trajectory", "hash_multipliers"]
+__all__ = ["KERNEL_LOCK", "KernelRun", "deduplicate_review", "hardmax_snapshots", "hardmax_trajectory",
+           "hash_multipliers"]
 
 # NumPy's error model: a float division by zero gives inf/NaN as in NumPy instead of raising. Raised in a
 # `prange` body, an exception ends that worker's remaining reviews silently (seen: reviews left unwritten),
 # and Python's model also costs a zero test per division.
 _JIT = dict(cache=True, error_model="numpy")
+
+#: numba's parallel kernels must not be launched from two threads at once with its work-queue threading layer
+#: (the process aborts: "Concurrent access has been detected"): every parallel kernel of this module runs under
+#: this lock (each call already uses every core), so threads (the explorer's server, a user's pool) may call
+#: `simulate`, `leader_layers`, `check_theorem`, ... at once.
+KERNEL_LOCK = threading.Lock()
 
 if "NUMBA_THREADING_LAYER" not in os.environ:
     # numba picks OpenMP here by default, whose idle workers keep spinning after a kernel call and slow the
@@ -836,13 +844,14 @@ def hardmax_snapshots(z: np.ndarray, mask: np.ndarray, A: np.ndarray | None, tie
     bits = z.view(np.uint32 if z.dtype == np.float32 else np.uint64)
     identity = A is None
     A_arr = np.eye(z.shape[-1], dtype=z.dtype) if A is None else np.ascontiguousarray(A, dtype=z.dtype)
-    previous = numba.get_num_threads()
-    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
-    try:
-        _snapshots(z, bits, np.ascontiguousarray(mask), hash_multipliers(z.shape[-1]), A_arr, identity,
-                   z.dtype.type(tie_rtol), same.astype(z.dtype), leader, target)
-    finally:
-        numba.set_num_threads(previous)
+    with KERNEL_LOCK:
+        previous = numba.get_num_threads()
+        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+        try:
+            _snapshots(z, bits, np.ascontiguousarray(mask), hash_multipliers(z.shape[-1]), A_arr, identity,
+                       z.dtype.type(tie_rtol), same.astype(z.dtype), leader, target)
+        finally:
+            numba.set_num_threads(previous)
     return leader, target
 
 
@@ -898,12 +907,14 @@ def hardmax_trajectory(z: np.ndarray, mask: np.ndarray, A: np.ndarray | None, ga
     A_arr = np.eye(z.shape[-1], dtype=z.dtype) if A is None else np.ascontiguousarray(A, dtype=z.dtype)
     broke = np.zeros(z.shape[0], np.int8)
     peak = np.zeros(z.shape[0], z.dtype)
-    previous = numba.get_num_threads()
-    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
-    try:
-        _reviews(z, bits, np.ascontiguousarray(mask), hash_multipliers(z.shape[-1]), A_arr, identity,
-                 gammas.astype(z.dtype, copy=False), z.dtype.type(tie_rtol),
-                 np.iinfo(np.int64).max if safe_exponent is None else int(safe_exponent), slots, out, broke, peak)
-    finally:
-        numba.set_num_threads(previous)
+    with KERNEL_LOCK:
+        previous = numba.get_num_threads()
+        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+        try:
+            _reviews(z, bits, np.ascontiguousarray(mask), hash_multipliers(z.shape[-1]), A_arr, identity,
+                     gammas.astype(z.dtype, copy=False), z.dtype.type(tie_rtol),
+                     np.iinfo(np.int64).max if safe_exponent is None else int(safe_exponent), slots, out, broke,
+                     peak)
+        finally:
+            numba.set_num_threads(previous)
     return KernelRun(broke=broke, peak=peak)

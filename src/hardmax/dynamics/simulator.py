@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -34,9 +33,6 @@ Engine = Literal["auto", "torch", "compiled"]
 ENGINES: tuple[str, ...] = ("auto", "torch", "compiled")
 #: Which layers `simulate` keeps: "all", "final", or every k-th (an int).
 Store = Literal["all", "final"] | int
-# numba's parallel kernels must not be launched from two threads at once with its fallback
-# (workqueue) threading layer; calls are serialised, each one already uses every core.
-_KERNEL_LOCK = threading.Lock()
 # Hardmax is scale-free (scaling every token by c scales the trajectory by c); a review whose largest
 # coordinate lies outside 2^±SAFE_EXPONENT is run scaled by a power of two, which is exact, so that
 # scores and tie tolerances neither overflow nor underflow (float32: |z| ≳ 1e19 or ≲ 1e-19).
@@ -511,12 +507,12 @@ class _Engine:
         # arrays (madvise), so writing a fresh one (600 MB for 8,192 IMDb reviews) takes ~1,000 page
         # faults instead of ~150,000, which with torch's allocator cost as much as the arithmetic.
         out_np = np.empty((len(stored), *tokens_np.shape), dtype=tokens_np.dtype)
-        with _KERNEL_LOCK:
-            done = _kernel.hardmax_trajectory(tokens_np, mask.contiguous().numpy(),
-                                              None if self.A is None else self.A.detach().numpy(),
-                                              (self.alphas / (1 + self.alphas)).numpy(),
-                                              self.rule.rtol(z.dtype), out_np, torch.get_num_threads(),
-                                              stored=stored, safe_exponent=SAFE_EXPONENT)
+        # (the kernel serialises its parallel calls itself: `kernel.KERNEL_LOCK`)
+        done = _kernel.hardmax_trajectory(tokens_np, mask.contiguous().numpy(),
+                                          None if self.A is None else self.A.detach().numpy(),
+                                          (self.alphas / (1 + self.alphas)).numpy(),
+                                          self.rule.rtol(z.dtype), out_np, torch.get_num_threads(),
+                                          stored=stored, safe_exponent=SAFE_EXPONENT)
         return torch.from_numpy(out_np), torch.from_numpy(done.peak)
 
     def _torch(self, z: Tensor, mask: Tensor) -> tuple[Tensor, Tensor | None]:
