@@ -34,7 +34,7 @@ PACKAGE = "hardmax"
 ORDER = ("hardmax", "hardmax.dynamics", "hardmax.theory", "hardmax.measures", "hardmax.svm", "hardmax.models",
          "hardmax.data", "hardmax.training", "hardmax.explain", "hardmax.plots", "hardmax.experiments",
          "hardmax.explore", "hardmax.cli", "hardmax.io", "hardmax.inputs", "hardmax.memory", "hardmax.tables",
-         "hardmax.progress", "hardmax.lazy", "hardmax.version")  # a module with an empty __all__ gets no page
+         "hardmax.progress", "hardmax.lazy", "hardmax.version")
 
 
 @dataclass
@@ -61,12 +61,12 @@ def all_modules() -> list:
 
 def missing_all(modules: list) -> list[str]:
     """Modules that do not say what they make public (every non-private module must declare `__all__`)."""
-    return [m.__name__ for m in modules if "__all__" not in vars(m) and not hasattr(m, "__all__")]
+    return [m.__name__ for m in modules if not hasattr(m, "__all__")]
 
 
 def public_modules() -> list:
     """The package's modules that declare `__all__` (the public surface), the package first."""
-    return [m for m in all_modules() if m.__name__ not in missing_all([m])]
+    return [m for m in all_modules() if hasattr(m, "__all__")]
 
 
 def public_entries(modules: list) -> dict[tuple[str, int], Entry]:
