@@ -52,7 +52,7 @@ def benchmarks_link(report_dir: str | os.PathLike, page: str | os.PathLike | Non
     return None
 
 
-def _command(name: str, report_dir: str) -> str:
+def _bench_command(name: str, report_dir: str) -> str:
     """The benchmark command of `name` writing into report_dir, in backticks."""
     return "`" + BENCHMARKS[name][1].format(dir=report_dir) + "`"
 
@@ -83,13 +83,13 @@ def _reuse_note(results: dict) -> str:
 def _benchmark_lines(bench: dict, report_dir: str) -> list[str]:
     rows = []
     if "train" in bench:
-        command = _command("train", report_dir)
+        command = _bench_command("train", report_dir)
         rows += [(f"training, d = {row['d']} (reviews/s)", f"{row['train_reviews_per_second']:,.0f}",
                   "≥ 2,000" if row["d"] == 16 else "", command) for row in bench["train"]["rows"]]
         rows += [(f"exact hardmax on {row['test_reviews']:,} test reviews, d = {row['d']} (s)",
                   f"{row['hardmax_test_seconds']:.2f}", "< 5", command) for row in bench["train"]["rows"]]
     if "data" in bench:
-        command = _command("data", report_dir)
+        command = _bench_command("data", report_dir)
         rows += [(f"data pipeline, first run on {bench['data']['reviews']:,} reviews (s)",
                   f"{bench['data']['cold_seconds']:.1f}", "< 60", command),
                  ("data pipeline, cached load (s)", f"{bench['data']['warm_seconds']:.2f}", "< 3", command)]
@@ -98,7 +98,7 @@ def _benchmark_lines(bench: dict, report_dir: str) -> list[str]:
         if row:
             rows.append(("dynamics engine, float32 (reviews/s; × the per-token loop)",
                          f"{row['library_reviews_per_s']:,.0f} ({row['speedup_vs_loop']:.0f}×)", "≥ 20,000 (200×)",
-                         _command("dynamics", report_dir)))
+                         _bench_command("dynamics", report_dir)))
     return ["", "## Speed on an idle machine (benchmark scripts)", "",
             *markdown_table(("measure", "figure", "target", "command"), rows)]
 
