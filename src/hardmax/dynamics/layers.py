@@ -8,10 +8,10 @@ import torch
 from torch import Tensor
 
 from hardmax.dynamics.dedup import take_rows
-from hardmax.dynamics.select import Rows, hardmax_rows, move, score_bias, select
+from hardmax.dynamics.select import Following, Rows, hardmax_rows, move, score_bias, sets_from_scores
 from hardmax.dynamics.ties import Frames, coarse_tolerance, default_tie_rtol, query_size, refine
 
-__all__ = ["CompactRun", "full_layers", "hardmax_layers", "hardmax_run", "leaders_hold"]
+__all__ = ["AHEAD", "AHEAD_SCORES", "CompactRun", "full_layers", "hardmax_layers", "hardmax_run", "leaders_hold"]
 
 
 class CompactRun(NamedTuple):
@@ -57,6 +57,12 @@ def _layer(rows: Rows, gamma, present: Tensor, labels: Tensor) -> Frames:
 def leaders_hold(z: Tensor, frames: Frames, weights: Tensor, A: Tensor | None, tie_rtol: float,
                   b: Tensor, i: Tensor) -> bool:
     """Whether each token (b, i) still has C_i = {i} by rule (★), its row computed in full."""
+    return bool(_held(z, frames, weights, A, tie_rtol, b, i).all())
+
+
+def _held(z: Tensor, frames: Frames, weights: Tensor, A: Tensor | None, tie_rtol: float,
+          b: Tensor, i: Tensor) -> Tensor:
+    """(T,) bool: C_i = {i} by rule (★) for the tokens (b, i) (T,), each row computed in full."""
     q = z[b, i] if A is None else z[b, i] @ A
     present = weights > 0
     s = torch.baddbmm(score_bias(present[b], z.dtype), q.unsqueeze(1), z[b].transpose(-1, -2)).squeeze(1)
@@ -64,11 +70,86 @@ def leaders_hold(z: Tensor, frames: Frames, weights: Tensor, A: Tensor | None, t
     tol = coarse_tolerance(size, z[b], present[b], tie_rtol).squeeze(1)
     candidates = s >= (s.amax(-1) - tol).unsqueeze(-1)
     members = refine(candidates, s, q, size.squeeze(1), z, frames, b, tie_rtol, rows=i, A=A)
-    return bool((members.sum(-1) == 1).all() and members[torch.arange(b.shape[0], device=b.device), i].all())
+    return (members.sum(-1) == 1) & members[torch.arange(b.shape[0], device=b.device), i]
+
+
+#: The most layers `hardmax_run` computes ahead of their attention sets' decision.
+AHEAD = 64
+#: The most scores (layers ahead × batch × followers × tokens) one batched decision of layers run ahead may hold:
+#: 2^21, 16 MiB of float64 scores and some 80 MiB of working memory in all (`simulator.simulation_bytes`).
+AHEAD_SCORES = 1 << 21
+
+
+class _Followers(NamedTuple):
+    """The part of a compact run that stays fixed after layer 1: f follower rows first, then the leaders.
+
+    Shapes: weights, present, labels, bias (batch, m) / (batch, 1, m); lead_own, lead_other (batch, m − f) each
+    leader's own score and best score on another leader at layer 1."""
+
+    f: int
+    weights: Tensor
+    present: Tensor
+    labels: Tensor
+    bias: Tensor
+    lead_own: Tensor
+    lead_other: Tensor
+    A: Tensor | None
+    tie_rtol: float
+
+    def decide(self, z: Tensor, frames: Frames) -> tuple[Tensor, Tensor]:
+        """The followers' attention sets at K states at once, and whether every leader holds there.
+
+        z: (K, batch, m, d) positions, frames: (K, batch, m[, d]). Returns members (K, batch, f, m) bool by
+        rule (★), and held (K,) bool: no leader's row lets another token in (those that come near are decided
+        in full; `hardmax_run` falls back to full layers where one does not hold).
+        """
+        K, batch, m, d = z.shape
+        f, A = self.f, self.A
+        z = z.reshape(K * batch, m, d)
+        frames = Frames(*(x.reshape(K * batch, *x.shape[2:]) for x in frames))
+        present, weights = self.present.repeat(K, 1), self.weights.repeat(K, 1)
+        row_present = present[:, :f]
+        rows = z[:, :f]
+        # Absent rows get zero queries: their scores are then 0 (or -inf), harmless in the check below.
+        queries = torch.where(row_present.unsqueeze(-1), rows if A is None else rows @ A, 0.0)
+        s = torch.baddbmm(self.bias.repeat(K, 1, 1), queries, z.transpose(-1, -2))  # (K batch, f, m)
+        size = query_size(z, present, A)
+        tol = coarse_tolerance(size, z, present, self.tie_rtol)
+        held = torch.ones(K * batch, dtype=torch.bool, device=z.device)
+        if m > f:
+            # A leader stays a leader while no other score in its row comes near its own: the followers' (read
+            # from their rows, s_fℓ = s_ℓf up to rounding, which the coarse tolerance covers) and the other
+            # leaders' (fixed). Near ones are decided in full by rule (★).
+            reach = torch.maximum(s[:, :, f:].amax(1), self.lead_other.repeat(K, 1))
+            near = present[:, f:] & (reach >= self.lead_own.repeat(K, 1) - tol)
+            if bool(near.any()):
+                b, i = near.nonzero(as_tuple=True)
+                held[b[~_held(z, frames, weights, A, self.tie_rtol, b, i + f)]] = False
+        members = sets_from_scores(s, z, queries, size, row_present, tol, self.tie_rtol, frames, A)
+        return members.view(K, batch, f, m), held.view(K, batch).all(1)
+
+    def follow(self, z: Tensor, frames: Frames, members: Tensor, gamma) -> tuple[Tensor, Frames, Following]:
+        """One layer of the followers with attention sets `members` (batch, f, m): positions and frames after it,
+        and the plan of the sets."""
+        f = self.f
+        plan = Following.of(members, z, self.weights, self.present[:, :f], frames)
+        moved = _layer(Rows(plan.targets(z, frames), plan.leader, None, None, plan.frames), gamma,
+                       self.present[:, :f], self.labels[:, :f])
+        frames = Frames(*(torch.cat((new, old[:, f:]), 1) for new, old in zip(moved, frames, strict=True)))
+        return torch.cat((moved.positions(), z[:, f:]), 1), frames, plan
+
+    def again(self, z: Tensor, frames: Frames, plan: Following, gamma) -> tuple[Tensor, Frames]:
+        """One more layer with the sets of `plan`, when it moves no frame: only the offsets move. The same
+        arithmetic as `follow` (the targets, `move`, the positions), none of its bookkeeping."""
+        f = self.f
+        offset = move(frames.offset[:, :f], plan.targets(z, frames), gamma, self.present[:, :f])
+        origin, label = frames.origin[:, :f], frames.label[:, :f]
+        rows = torch.where((label >= 0).unsqueeze(-1), origin + offset, offset)
+        return torch.cat((rows, z[:, f:]), 1), frames._replace(offset=torch.cat((offset, frames.offset[:, f:]), 1))
 
 
 def hardmax_run(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | None,
-                tie_rtol: float) -> CompactRun | None:
+                tie_rtol: float, ahead: int = AHEAD) -> CompactRun | None:
     """len(alphas) ≥ 1 hardmax layers, computing only the followers' rows after layer 1.
 
     Leaders never move (C_i = {i} makes the update zero), and stay leaders as long as no other token
@@ -80,6 +161,14 @@ def hardmax_run(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | Non
     so the result is always that of the full computation (the follower rows' scores come from a
     smaller matrix product, so they may round differently in the last bit). Positions are carried
     in frames (see `ties`): followers of a leader as offsets from it.
+
+    Layers run ahead of their decision. Once the tokens settle, a layer's attention sets are mostly its
+    predecessor's: the run then computes up to `ahead` layers with the sets held (a few elementwise operations a
+    layer: `Following.targets`, the move), decides the sets of all those layers in one batched pass, and keeps
+    the layers up to the first whose sets (or fixed keys) differ, from where it goes on. Every kept layer is one
+    the layer-by-layer run computes, bit for bit: its sets were decided at its own positions, its arithmetic is
+    the same. The width doubles while the guesses hold and falls back to what held, so a sequence whose sets
+    change at every layer runs layer by layer (ahead=1 always does).
     """
     layers = alphas.shape[0]
     batch, m, d = tokens.shape
@@ -97,33 +186,45 @@ def hardmax_run(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | Non
     order = torch.argsort((~follower).to(torch.uint8), dim=1, stable=True)  # followers first
     z = take_rows(z1, order)
     frames = Frames(take_rows(frames.origin, order), take_rows(frames.offset, order), frames.label.gather(1, order))
-    labels = labels.gather(1, order)
-    w, p = weights.gather(1, order), present.gather(1, order)
-    bias = score_bias(p, tokens.dtype)
-    row_present, lead_present = p[:, :f], p[:, f:]
-    # A leader's own score and its best score on another token at layer 1.
-    lead_own, lead_other = first.own.gather(1, order)[:, f:], first.other.gather(1, order)[:, f:]
+    p = present.gather(1, order)
+    run = _Followers(f, weights.gather(1, order), p, labels.gather(1, order), score_bias(p, tokens.dtype),
+                     first.own.gather(1, order)[:, f:], first.other.gather(1, order)[:, f:], A, tie_rtol)
+    gammas = alphas / (1 + alphas)
     later = z.new_empty(layers - 1, batch, f, d)
-    for k in range(1, layers):
-        rows = z[:, :f]
-        # Absent rows get zero queries: their scores are then 0 (or -inf), harmless in the check below.
-        queries = torch.where(row_present.unsqueeze(-1), rows if A is None else rows @ A, 0.0)
-        s = torch.baddbmm(bias, queries, z.transpose(-1, -2))  # (batch, f, m)
-        if m > f:
-            # A leader stays a leader while no other score in its row comes near its own: the
-            # followers' (read from their rows) and the other leaders' (fixed). Near ones are decided
-            # in full by rule (★).
-            reach = torch.maximum(s[:, :, f:].amax(1), lead_other)
-            near = lead_present & (reach >= lead_own - coarse_tolerance(query_size(z, p, A), z, p, tie_rtol))
-            if bool(near.any()):
-                b, i = near.nonzero(as_tuple=True)
-                if not leaders_hold(z, frames, w, A, tie_rtol, b, i + f):
-                    return None
-        selected = select(s, z, queries, w, row_present, tie_rtol, frames, A)
-        moved = _layer(selected, alphas[k] / (1 + alphas[k]), row_present, labels[:, :f])
-        frames = Frames(*(torch.cat((new, old[:, f:]), 1) for new, old in zip(moved, frames, strict=True)))
-        z = torch.cat((moved.positions(), z[:, f:]), 1)
-        later[k - 1] = z[:, :f]
+    limit = max(1, min(ahead, AHEAD_SCORES // max(1, batch * f * m)))
+    width, k = 1, 1  # layers run at once; layers done (z, frames: after layer k)
+    members, held = run.decide(z.unsqueeze(0), Frames(*(x.unsqueeze(0) for x in frames)))
+    members, held = members[0], bool(held[0])
+    while k < layers:
+        if not held:
+            return None
+        before = frames
+        z, frames, plan = run.follow(z, frames, members, gammas[k])
+        # The sets held compute the next layers only after a layer that moved no frame (then neither would they).
+        steady = torch.equal(frames.label, before.label) and torch.equal(frames.origin, before.origin)
+        ahead_now = min(width, layers - k) if steady else 1
+        states = [(z, frames)]
+        for j in range(1, ahead_now):
+            states.append(run.again(*states[-1], plan, gammas[k + j]))
+        zs = torch.stack([state[0] for state in states])  # (ahead_now, batch, m, d): layers k+1 … k+ahead_now
+        checked = ahead_now - (k + ahead_now == layers)  # the last layer's sets are never needed
+        kept = ahead_now
+        if checked:
+            framed = Frames(*(torch.stack(x) for x in zip(*(state[1] for state in states[:checked]), strict=True)))
+            sets, holds = run.decide(zs[:checked], framed)
+            # A layer computed with held sets is the layer-by-layer one while the sets, and which keys sit at a
+            # fixed position (a tie between fixed keys is followed in its own frame), are those it was run with.
+            differs = (sets != members).flatten(1).any(1) | (framed.fixed() != before.fixed()).flatten(1).any(1)
+            differs = differs.tolist()
+            kept = next((j + 1 for j, x in enumerate(differs[:ahead_now - 1]) if x), ahead_now)
+            if not all(holds[:min(kept, checked)].tolist()):
+                return None
+            width = min(2 * width, limit) if steady and not any(differs) else max(1, kept)
+            if k + kept < layers:
+                members, held = sets[kept - 1], True
+        later[k - 1:k - 1 + kept] = zs[:kept, :, :f]
+        z, frames = states[kept - 1]
+        k += kept
     return CompactRun(z1, order, counts, later)
 
 

@@ -18,7 +18,7 @@ from torch import Tensor
 from hardmax.dynamics.dedup import take_rows
 from hardmax.dynamics.ties import TIE_FRAME, Frames, coarse_tolerance, query_size, refine
 
-__all__ = ["Rows", "hardmax_rows", "hardmax_sets", "hardmax_targets", "move", "score_bias", "select",
+__all__ = ["Following", "Rows", "hardmax_rows", "hardmax_sets", "hardmax_targets", "move", "score_bias", "select",
            "sets_from_scores"]
 
 
@@ -56,9 +56,59 @@ def sets_from_scores(s: Tensor, keys: Tensor, queries: Tensor, size: Tensor, row
     multi = members.view(torch.uint8).sum(-1, dtype=torch.int32) >= 2
     if bool(multi.any()):
         b, i = multi.nonzero(as_tuple=True)
-        members[b, i] = refine(members[b, i], s[b, i], queries[b, i], size[b, 0], keys, frames, b, tie_rtol,
-                               rows=i, A=A)
+        one, inverse = _same_decision(b, i, keys, frames, members)
+        b1, i1 = b[one], i[one]
+        decided = refine(members[b1, i1], s[b1, i1], queries[b1, i1], size[b1, 0], keys, frames, b1, tie_rtol,
+                         rows=i1, A=A)
+        members[b, i] = decided[inverse]
     return members
+
+
+# Below this many rows to refine, grouping them costs more than it saves.
+_GROUPED_FROM = 256
+
+
+def _same_decision(b: Tensor, i: Tensor, keys: Tensor, frames: Frames | None, members: Tensor) -> tuple[Tensor, Tensor]:
+    """Rows (b, i) (T,) that `refine` decides alike: one of each kind (G,) and each row's kind (T,).
+
+    Tokens converge onto their leaders until their positions round onto them (their offsets still differ), so
+    late in a run whole clusters of rows sit at one position. Rows at one position (the same bits) in one frame
+    with the same candidates have the same queries, scores and candidates, and rule (★) compares candidate
+    keys only, so their sets are the same, except where the row itself enters: a framed row splits its gaps
+    against anchored keys at its own origin and offset (`_split_at_origin`), when a candidate at a fixed position
+    lives in another frame. Such rows are decided one by one; the others once per position.
+    """
+    T = b.shape[0]
+    every = torch.arange(T, device=b.device)
+    if T < _GROUPED_FROM:
+        return every, every
+    pos = keys[b, i]
+    bits = pos.view(torch.int64) if pos.dtype == torch.float64 else pos.view(torch.int32).long()
+    if frames is None:
+        label, alone = torch.full_like(b, -1), torch.full_like(b, -1)
+    else:
+        r = members.shape[1]
+        # (batch, r): a candidate at a fixed position in another frame than the row's
+        foreign = (members & frames.fixed().unsqueeze(1)
+                   & (frames.label.unsqueeze(1) != frames.label[:, :r].unsqueeze(2))).any(2)
+        label = frames.label[b, i]
+        alone = torch.where((label >= 0) & foreign[b, i], i, -1)
+    kind = torch.cat([b.unsqueeze(1), label.unsqueeze(1), alone.unsqueeze(1), bits], 1)  # (T, 3 + d)
+    # Grouped by a hash of the kind (a sort of T numbers, not of T rows), then confirmed by value: a row whose
+    # kind is not its group's (a collision) is decided on its own.
+    odd = torch.arange(kind.shape[1], dtype=torch.long, device=b.device) * 2 + 1
+    mixed = (kind * (odd * _GOLDEN)).sum(1)  # products and sums wrap around in int64: a hash
+    _, inverse = torch.unique(mixed, return_inverse=True)
+    one = torch.empty(int(inverse.max()) + 1, dtype=torch.long, device=b.device).scatter_(0, inverse, every)
+    collided = (kind[one[inverse]] != kind).any(1).nonzero().squeeze(1)
+    if len(collided):
+        inverse[collided] = len(one) + torch.arange(len(collided), device=b.device)
+        one = torch.cat([one, collided])
+    return one, inverse
+
+
+# 2^64 / golden ratio, odd, as an int64: column k of a row kind is multiplied by (2k + 1) times it (a hash).
+_GOLDEN = 0x9E3779B97F4A7C15 - 2**64
 
 
 def select(s: Tensor, keys: Tensor, queries: Tensor, weights: Tensor, row_present: Tensor, tie_rtol: float,
@@ -69,8 +119,6 @@ def select(s: Tensor, keys: Tensor, queries: Tensor, weights: Tensor, row_presen
     A z_i; row_present (batch, r). With `frames` (the keys' frames, see `ties`), a row that follows a
     single token of another frame moves into that frame, and its target is expressed in its frame.
     """
-    r, m = s.shape[1:]
-    rows_z = keys[:, :r]
     size = query_size(keys, weights > 0, A)
     tol = coarse_tolerance(size, keys, weights > 0, tie_rtol)
     members = sets_from_scores(s, keys, queries, size, row_present, tol, tie_rtol, frames, A)
@@ -79,56 +127,112 @@ def select(s: Tensor, keys: Tensor, queries: Tensor, weights: Tensor, row_presen
     diagonal.fill_(-math.inf)
     other = s.amax(dim=-1)
     diagonal.copy_(own)
-    # One product gives both the number of members and the sum of their indices (the index itself
-    # when there is one); small integers, so exact in any floating dtype.
-    count_and_index = torch.stack([torch.ones(m, dtype=s.dtype, device=s.device),
-                                   torch.arange(m, dtype=s.dtype, device=s.device)], dim=1)  # (m, 2)
-    count, index = (members.to(s.dtype) @ count_and_index).unbind(-1)
-    rows = torch.arange(r, device=s.device)
-    single = row_present & (count == 1)
-    arg = torch.where(single, index.long(), rows)  # a valid index everywhere
-    leader = single & (arg == rows)
-    tied = row_present & (count >= 2)
-    if frames is None:
-        target = take_rows(keys, arg)
-        if bool(tied.any()):
-            b, i = tied.nonzero(as_tuple=True)
-            p = members[b, i] * weights[b]
-            target[b, i] = (p.unsqueeze(1) @ keys[b]).squeeze(1) / p.sum(-1, keepdim=True)
-        return Rows(target, leader, own, other, None)
-    origin, offset, label = (x[:, :r] for x in frames)
-    j_label = label.new_empty(0) if r == 0 else frames.label.gather(1, arg)
-    j_origin = take_rows(frames.origin, arg)
-    # Following one token of another frame: move into that frame (the token's leader's), so that the
-    # distance to the leader is carried as an offset with full relative precision.
-    move_in = single & ~leader & (j_label >= 0) & (j_label != label)
-    origin = torch.where(move_in.unsqueeze(-1), j_origin, origin)
-    offset = torch.where(move_in.unsqueeze(-1), rows_z - j_origin, offset)
-    label = torch.where(move_in, j_label, label)
-    same = (j_label == label) & (label >= 0)
-    target = torch.where(same.unsqueeze(-1), take_rows(frames.offset, arg), take_rows(keys, arg) - origin)
-    if bool(tied.any()):
+    plan = Following.of(members, keys, weights, row_present, frames)
+    return Rows(plan.targets(keys, frames), plan.leader, own, other, plan.frames)
+
+
+class Following(NamedTuple):
+    """What the attention sets C_i (batch, r, m) of the first r keys make of one layer, apart from the positions.
+
+    `of` derives it from the sets and the keys' frames; `targets` then gives Σ_j P_ij z_j (in each row's frame)
+    for any positions of the keys. While the sets, the keys' frame labels and origins, and which keys sit at a
+    fixed position stay as they were, a later layer's targets are `targets` of its positions: the same
+    arithmetic, without deciding the sets again (`layers.hardmax_run` runs layers ahead that way).
+
+    Attributes:
+        arg: (batch, r) the single member of each row's set (the row itself where there are several).
+        leader: (batch, r) bool, C_i = {i}.
+        same: (batch, r) bool, the single member lives in the row's frame (its offset is the target).
+        tied: (2, T) rows (b, i) with several members; weights (T, m) their members' weights,
+            total (T, 1) the weights' sum, shared (T, m) which keys live in the row's frame.
+        anchored: (T',) rows (flat) tied between fixed keys only: target 0 in the tie's own frame.
+        frames: the rows' frames after this layer's moves (None: no frames).
+    """
+
+    arg: Tensor
+    leader: Tensor
+    same: Tensor | None
+    tied: Tensor
+    weights: Tensor
+    total: Tensor
+    shared: Tensor | None
+    anchored: Tensor | None
+    frames: Frames | None
+
+    @staticmethod
+    def of(members: Tensor, keys: Tensor, weights: Tensor, row_present: Tensor, frames: Frames | None) -> Following:
+        """The plan of sets `members` (batch, r, m) for keys (batch, m, d) with weights (batch, m) and frames."""
+        r, m = members.shape[1:]
+        # One product gives both the number of members and the sum of their indices (the index itself
+        # when there is one); small integers, so exact in any floating dtype.
+        count_and_index = torch.stack([torch.ones(m, dtype=keys.dtype, device=keys.device),
+                                       torch.arange(m, dtype=keys.dtype, device=keys.device)], dim=1)  # (m, 2)
+        count, index = (members.to(keys.dtype) @ count_and_index).unbind(-1)
+        rows = torch.arange(r, device=keys.device)
+        single = row_present & (count == 1)
+        arg = torch.where(single, index.long(), rows)  # a valid index everywhere
+        leader = single & (arg == rows)
+        tied = row_present & (count >= 2)
         b, i = tied.nonzero(as_tuple=True)
         p = members[b, i] * weights[b]  # (T, m)
-        k_same = (frames.label[b] == label[b, i].unsqueeze(1)) & (label[b, i] >= 0).unsqueeze(1)
-        rel = torch.where(k_same.unsqueeze(-1), frames.offset[b], keys[b] - origin[b, i].unsqueeze(1))
-        target[b, i] = (p.unsqueeze(1) @ rel).squeeze(1) / p.sum(-1, keepdim=True)
-        # A row tied between tokens at fixed positions (leaders: in a frame, offset 0) has a fixed target t:
-        # it moves into a frame of its own with origin t, so that its distance to t is an offset that keeps
-        # full relative precision however small it gets (see `ties.refine` for the decision it allows).
-        fixed = frames.fixed()  # (batch, m)
-        itself = torch.arange(m, device=s.device) == i.unsqueeze(1)  # (T, m): a row in its own set moves
-        to_tie = ~(members[b, i] & (~fixed[b] | itself)).any(-1)  # (T,)
-        if bool(to_tie.any()):
-            b, i, p = b[to_tie], i[to_tie], p[to_tie]
-            t = (p.unsqueeze(1) @ keys[b]).squeeze(1) / p.sum(-1, keepdim=True)  # (T', d) absolute
-            own_label = TIE_FRAME + i
-            stay = ((label[b, i] == own_label) & (origin[b, i] == t).all(-1)).unsqueeze(-1)
-            origin[b, i] = torch.where(stay, origin[b, i], t)
-            offset[b, i] = torch.where(stay, offset[b, i], rows_z[b, i] - t)
-            label[b, i] = own_label
-            target[b, i] = 0
-    return Rows(target, leader, own, other, Frames(origin, offset, label))
+        total = p.sum(-1, keepdim=True)
+        rows_tied = torch.stack([b, i])
+        if frames is None:
+            return Following(arg, leader, None, rows_tied, p, total, None, None, None)
+        rows_z = keys[:, :r]
+        origin, offset, label = (x[:, :r] for x in frames)
+        j_label = label.new_empty(0) if r == 0 else frames.label.gather(1, arg)
+        j_origin = take_rows(frames.origin, arg)
+        # Following one token of another frame: move into that frame (the token's leader's), so that the
+        # distance to the leader is carried as an offset with full relative precision.
+        move_in = single & ~leader & (j_label >= 0) & (j_label != label)
+        origin = torch.where(move_in.unsqueeze(-1), j_origin, origin)
+        offset = torch.where(move_in.unsqueeze(-1), rows_z - j_origin, offset)
+        label = torch.where(move_in, j_label, label)
+        same = (j_label == label) & (label >= 0)
+        shared = (frames.label[b] == label[b, i].unsqueeze(1)) & (label[b, i] >= 0).unsqueeze(1)
+        flat = b * r + i
+        anchored = flat[:0]
+        if len(flat):
+            # A row tied between tokens at fixed positions (leaders: in a frame, offset 0) has a fixed target t:
+            # it moves into a frame of its own with origin t, so that its distance to t is an offset that keeps
+            # full relative precision however small it gets (see `ties.refine` for the decision it allows).
+            fixed = frames.fixed()  # (batch, m)
+            itself = torch.arange(m, device=keys.device) == i.unsqueeze(1)  # (T, m): a row in its own set moves
+            to_tie = ~(members[b, i] & (~fixed[b] | itself)).any(-1)  # (T,)
+            if bool(to_tie.any()):
+                b, i, q = b[to_tie], i[to_tie], p[to_tie]
+                t = (q.unsqueeze(1) @ keys[b]).squeeze(1) / total[to_tie]  # (T', d) absolute
+                own_label = TIE_FRAME + i
+                stay = ((label[b, i] == own_label) & (origin[b, i] == t).all(-1)).unsqueeze(-1)
+                origin[b, i] = torch.where(stay, origin[b, i], t)
+                offset[b, i] = torch.where(stay, offset[b, i], rows_z[b, i] - t)
+                label[b, i] = own_label
+                anchored = flat[to_tie]
+        return Following(arg, leader, same, rows_tied, p, total, shared, anchored,
+                         Frames(origin, offset, label))
+
+    def targets(self, keys: Tensor, frames: Frames | None) -> Tensor:
+        """(batch, r, d) Σ_j P_ij z_j of the rows for keys at positions `keys` (batch, m, d) in `frames` (the keys'
+        frames before the layer; their offsets are read, the rows' own frames are the plan's): in the row's frame,
+        the member's offset where it shares it, else its position minus the row's origin."""
+        batch, r = self.arg.shape
+        d = keys.shape[-1]
+        b, i = self.tied
+        if self.frames is None:
+            target = take_rows(keys, self.arg)
+            if len(b):
+                target[b, i] = (self.weights.unsqueeze(1) @ keys[b]).squeeze(1) / self.total
+            return target
+        origin = self.frames.origin
+        target = torch.where(self.same.unsqueeze(-1), take_rows(frames.offset, self.arg),
+                             take_rows(keys, self.arg) - origin)
+        if len(b):
+            rel = torch.where(self.shared.unsqueeze(-1), frames.offset[b], keys[b] - origin[b, i].unsqueeze(1))
+            target[b, i] = (self.weights.unsqueeze(1) @ rel).squeeze(1) / self.total
+            if len(self.anchored):
+                target.view(batch * r, d)[self.anchored] = 0
+        return target
 
 
 def hardmax_rows(tokens: Tensor, weights: Tensor, A: Tensor | None, tie_rtol: float,

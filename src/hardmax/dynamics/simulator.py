@@ -13,7 +13,7 @@ from torch import Tensor
 
 from hardmax.dynamics.dedup import Deduplicated, deduplicate, take_rows
 from hardmax.dynamics.inputs import as_floating, as_tensor
-from hardmax.dynamics.layers import full_layers, hardmax_run
+from hardmax.dynamics.layers import AHEAD, AHEAD_SCORES, full_layers, hardmax_run
 from hardmax.dynamics.rules import AttentionRule, Hardmax, Unnormalised, rule_from_dict, rule_to_dict
 from hardmax.dynamics.save import Save
 from hardmax.dynamics.step import HARDMAX, attention_matrix, attention_step
@@ -333,15 +333,18 @@ def simulation_bytes(batch: int, n: int, d: int, layers: int, stored: int, items
     The stored trajectory (stored × batch × n × d, and a Python int per stored layer), A and its
     eigenvalue check (d × d); the torch engine adds each block's full trajectory (layers + 1 layers of a
     review at least), a chunk's own trajectory and the copies that spread it over the block (4 × (layers + 1)
-    × chunk × n × d, measured: 3-5×), and a chunk's pairwise scores and masks (chunk × n × n); attention
-    matrices add layers × batch × n × n."""
+    × chunk × n × d, measured: 3-5×), a chunk's pairwise scores, masks and the rows refined (chunk × n × n,
+    measured: 48 bytes each in float64), and the batched decision of the layers run ahead (up to
+    `layers.AHEAD_SCORES` scores, measured: 36-64 bytes each); attention matrices add layers × batch × n × n."""
     per_layer = float(batch) * n * d * itemsize
     total = stored * (per_layer + 40.0) + 3.0 * d * d * 8
     if torch_engine:
         block = max(1.0, min(float(batch), _BLOCK_BYTES / ((layers + 1.0) * n * d * itemsize)))
         total += block * (layers + 1.0) * n * d * itemsize if stored < layers + 1 else 0.0
         chunk = min(float(batch), chunk_size)
-        total += 4.0 * (layers + 1.0) * chunk * n * d * itemsize + chunk * n * n * (3.0 * itemsize + 2)
+        total += 4.0 * (layers + 1.0) * chunk * n * d * itemsize + chunk * n * n * (6.0 * itemsize + 8)
+        if layers > 2:
+            total += min(float(AHEAD_SCORES), AHEAD * chunk * n * n) * (8.0 * itemsize + 16)
     if keep_attention:
         total += float(layers) * batch * n * n * itemsize
     return total

@@ -141,12 +141,15 @@ class _Keys(NamedTuple):
 
     @staticmethod
     def gather(idx: Tensor, keys: Tensor, frames: Frames | None, b: Tensor) -> _Keys:
-        take = idx.unsqueeze(-1).expand(-1, -1, keys.shape[-1])
-        pos = keys[b].gather(1, take)
+        batch, m, d = keys.shape
+        flat = b.unsqueeze(1) * m + idx  # (T, k): the keys' places in the flat (batch · m) axis, no (T, m) copy
+
+        def rows(x: Tensor) -> Tensor:
+            return x.reshape(batch * m, *x.shape[2:])[flat]
+
         if frames is None:
-            return _Keys(idx, pos, None, None, None)
-        return _Keys(idx, pos, frames.offset[b].gather(1, take), frames.label[b].gather(1, idx),
-                     frames.fixed()[b].gather(1, idx))
+            return _Keys(idx, rows(keys), None, None, None)
+        return _Keys(idx, rows(keys), rows(frames.offset), rows(frames.label), rows(frames.fixed()))
 
     def of_rows(self, r: Tensor) -> _Keys:
         """These keys for the rows r (R,) only."""
@@ -241,8 +244,14 @@ def _surely_unbeaten(raw: Tensor, pos: Tensor, valid: Tensor, size: Tensor, tie_
 
 
 def _first(flags: Tensor, width: int) -> Tensor:
-    """(T, width) the places of each row's first `width` True flags (T, k), in order (then False places)."""
-    return torch.sort(flags.to(torch.uint8), dim=1, descending=True, stable=True).indices[:, :width]
+    """(T, width) the places of each row's first `width` True flags (T, k), in order (then False places, in order).
+
+    The stable sort of the flags, descending, without sorting: a True flag's rank among the Trues, a False one's
+    after every True."""
+    trues = flags.cumsum(1)
+    rank = torch.where(flags, trues - 1, trues[:, -1:] + torch.arange(flags.shape[1], device=flags.device) - trues)
+    places = torch.arange(flags.shape[1], device=flags.device).expand_as(rank)
+    return torch.empty_like(rank).scatter_(1, rank, places)[:, :width]
 
 
 def refine(candidates: Tensor, scores: Tensor, queries: Tensor, size: Tensor, keys: Tensor, frames: Frames | None,
