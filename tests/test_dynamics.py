@@ -731,6 +731,145 @@ def test_a_follower_converging_to_its_leader_never_unseats_it():
     assert leaders_hold(inside, Frames.absolute(inside), w3, None, 1e-12, zero, zero)
 
 
+def _configurations_that_settle():
+    """(name, tokens (batch, m, d), weights (batch, m), alphas, A): runs whose attention sets settle, with exact ties,
+    ties between leaders (followers in a tie's own frame), masks, duplicates, float32 offsets that underflow to 0
+    (followers turning into fixed keys), an SPD A and a coarse tolerance that unseats leaders mid-run."""
+    rng = np.random.default_rng(11)
+    lattice = torch.tensor([[x, y] for x in range(-2, 3) for y in range(-2, 3) if (x, y) != (0, 0)],
+                           dtype=torch.float64) / 2
+    square = torch.tensor([[1., 1], [1, -1], [-1, 1], [-1, -1], [0.5, 0], [-0.5, 0], [0, 0.3], [0.2, -0.7]],
+                          dtype=torch.float64)
+    g = rng.standard_normal((3, 3))
+    A = torch.from_numpy(np.eye(3) + 0.5 * g @ g.T)
+    batch = torch.from_numpy(rng.standard_normal((6, 25, 2)))
+    batch[:, 10:14] = batch[:, :4]  # duplicates (several copies: weights below)
+    weights = torch.from_numpy((rng.random((6, 25)) > 0.2) * rng.integers(1, 3, (6, 25))).to(torch.float64)
+    one = torch.ones
+    turns = np.random.default_rng(11)  # a follower turns leader at layer 11 (anchored: its followers move in)
+    turns.integers(5, 40), turns.integers(2, 4)
+    turning = torch.from_numpy(turns.standard_normal((1, 9, 2)))
+    return [
+        ("a follower turns leader", turning, one(1, 9, dtype=torch.float64), float(turns.uniform(0.2, 2)), None, 150),
+        ("gaussian", torch.from_numpy(rng.standard_normal((1, 80, 2))), one(1, 80, dtype=torch.float64), 0.5, None,
+         300),
+        ("lattice", lattice[None], one(1, 24, dtype=torch.float64), 0.3, None, 300),
+        ("square", square[None], one(1, 8, dtype=torch.float64), 0.5, None, 400),
+        ("float32", torch.from_numpy(rng.standard_normal((1, 40, 2))).float(), one(1, 40), 1.0, None, 150),
+        # offsets underflow to 0: followers become fixed keys, tie with their leaders and unseat them
+        ("float32 to underflow", torch.from_numpy(rng.standard_normal((1, 40, 2))).float(), one(1, 40), 1.0, None, 400),
+        ("A", torch.from_numpy(rng.standard_normal((2, 40, 3))), one(2, 40, dtype=torch.float64), 0.7, A, 200),
+        ("batch with masks", batch, weights, 1.0, None, 100),
+    ]
+
+
+@pytest.mark.parametrize("case", _configurations_that_settle(), ids=lambda c: c[0])
+def test_layers_run_ahead_are_the_layer_by_layer_layers(case):
+    """Layers computed with the attention sets held and verified afterwards in one batched decision are the
+    layer-by-layer run's, bit for bit, and the run hands over to full layers exactly where it does; it does
+    run ahead (far fewer decisions than layers), or the test would check nothing."""
+    from hardmax.dynamics import layers as L
+
+    _, tokens, weights, alpha, A, depth = case
+    alphas = torch.full((depth,), alpha, dtype=tokens.dtype)
+    rtol = default_tie_rtol(tokens.dtype)
+    A = None if A is None else A.to(tokens.dtype)
+    one_by_one = L.hardmax_run(tokens, weights, alphas, A, rtol, ahead=1)
+    calls = []
+    decide = L._Followers.decide
+
+    def counted(self, z, frames):
+        calls.append(z.shape[0])
+        return decide(self, z, frames)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(L._Followers, "decide", counted)
+        ahead = L.hardmax_run(tokens, weights, alphas, A, rtol)
+    assert (ahead is None) == (one_by_one is None)
+    if ahead is not None:
+        assert torch.equal(ahead.first, one_by_one.first) and torch.equal(ahead.later, one_by_one.later)
+        assert torch.equal(ahead.order, one_by_one.order)
+        assert sum(calls) >= depth - 1  # every layer's sets decided (some twice: after a guess that failed)
+        assert len(calls) < depth / 4, calls  # in blocks
+    # A coarse tolerance unseats a leader somewhere in a block: the same hand-over to full layers.
+    assert (L.hardmax_run(tokens, weights, alphas, A, 0.5) is None) == (
+        L.hardmax_run(tokens, weights, alphas, A, 0.5, ahead=1) is None)
+
+
+@pytest.mark.parametrize("case", ["gaussian", "float32", "lattice", "A"])
+def test_rows_at_one_position_are_decided_once_with_the_same_sets(case):
+    """Scoring and refining one row per position and frame (the clusters converged to rounding) gives every
+    row's own sets: the same trajectory as every row on its own, for followers, ties between leaders (rows whose
+    decision depends on the row itself), float32 and an SPD A."""
+    from hardmax.dynamics import layers, select
+
+    _, tokens, _, alpha, A, depth = next(c for c in _configurations_that_settle() if c[0] == case)
+    A = None if A is None else A.to(tokens.dtype)
+    distinct = layers._Distinct.of
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(select, "_GROUPED_FROM", 10**9)
+        patch.setattr(layers._Distinct, "of",
+                      staticmethod(lambda pos, label, present, alone=None: distinct(pos, label, present,
+                                                                                    torch.ones_like(present))))
+        every_row = simulate(tokens, alpha=alpha, layers=depth, A=A, engine="torch").tokens
+    shared = []
+    real = select.same_kind
+
+    def seen(kind):
+        one, inverse = real(kind)
+        shared.append(len(kind) - len(one))
+        return one, inverse
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(select, "_GROUPED_FROM", 0)
+        patch.setattr(select, "same_kind", seen)
+        patch.setattr(layers, "same_kind", seen)
+        once = simulate(tokens, alpha=alpha, layers=depth, A=A, engine="torch").tokens
+    assert torch.equal(once, every_row)
+    assert max(shared) > 0  # rows were grouped
+
+
+def test_rows_share_a_place_only_at_one_position_in_one_frame():
+    """The grouping key of rows decided once: the same bits and the same frame; an absent row, a row of another
+    frame, another state, -0.0 against 0.0, and a row flagged to be decided alone each get a place of their own."""
+    from hardmax.dynamics.layers import _Distinct
+
+    pos = torch.tensor([[[1.0, 2.0], [1.0, 2.0], [1.0, 2.0], [1.0, 2.0], [0.0, 1.0], [-0.0, 1.0], [3.0, 3.0]],
+                        [[1.0, 2.0], [1.0, 2.0], [5.0, 5.0], [5.0, 5.0], [5.0, 5.0], [5.0, 5.0], [5.0, 5.0]]],
+                       dtype=torch.float64)
+    label = torch.tensor([[4, 4, 9, 4, -1, -1, 4], [4, 4, -1, -1, -1, -1, -1]])
+    present = torch.ones(2, 7, dtype=torch.bool)
+    present[0, 3] = False
+    slots = _Distinct.of(pos, label, present)
+    s0, s1 = slots.slot.tolist()
+    assert s0[0] == s0[1] and len({s0[0], s0[2], s0[3], s0[4], s0[5], s0[6]}) == 6
+    assert s1[0] == s1[1] and len(set(s1[2:])) == 1 and s1[0] != s1[2]
+    assert slots.width == 6 and slots.present.sum().item() == 5 + 2
+    assert slots.shared().tolist() == [[True, True] + [False] * 5, [True] * 7]
+    alone = torch.zeros(2, 7, dtype=torch.bool)
+    alone[1, 3] = True
+    s1 = _Distinct.of(pos, label, present, alone).slot[1].tolist()
+    assert s1[2] == s1[4] and s1[3] != s1[2]
+    for r, slot in enumerate(_Distinct.of(pos, label, present).slot):  # each place stands for rows at its position
+        assert torch.equal(pos[r][slots.rows[r][slot]], pos[r]) or not present[r].all()
+
+
+def test_a_row_in_a_frame_with_a_fixed_candidate_of_another_frame_is_decided_alone():
+    """foreign_anchor: the rows whose decision depends on their own origin and offset (rule (★)'s split at the
+    origin) — framed, with a candidate at a fixed position in another frame."""
+    from hardmax.dynamics.select import foreign_anchor
+    from hardmax.dynamics.ties import Frames
+
+    offset = torch.tensor([[[0.0, 0.0], [0.1, 0.0], [0.0, 0.0], [0.0, 0.0]]], dtype=torch.float64)
+    frames = Frames(torch.ones_like(offset), offset, torch.tensor([[5, 5, 7, -1]]))  # fixed: keys 0 and 2
+    candidates = torch.tensor([[True, True, False, False], [True, False, True, False], [False, True, False, True],
+                               [True, False, True, False]])
+    b = torch.zeros(4, dtype=torch.long)
+    label = torch.tensor([5, 5, 5, -1])
+    assert foreign_anchor(candidates, frames, b, label).tolist() == [False, True, False, False]
+
+
 def test_hardmax_layers_keeps_autograd_working():
     """With gradients on, the runner must not write into tensors autograd saved: same values as
     without gradients, and a backward pass that reaches the tokens."""

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
 from hardmax.dynamics.dedup import take_rows
-from hardmax.dynamics.select import Following, Rows, hardmax_rows, move, score_bias, sets_from_scores
+from hardmax.dynamics.select import (
+    Following,
+    Rows,
+    foreign_anchor,
+    hardmax_rows,
+    move,
+    position_bits,
+    same_kind,
+    score_bias,
+    sets_from_scores,
+)
 from hardmax.dynamics.ties import Frames, coarse_tolerance, default_tie_rtol, query_size, refine
 
 __all__ = ["AHEAD", "AHEAD_SCORES", "CompactRun", "full_layers", "hardmax_layers", "hardmax_run", "leaders_hold"]
@@ -61,15 +72,17 @@ def leaders_hold(z: Tensor, frames: Frames, weights: Tensor, A: Tensor | None, t
 
 
 def _held(z: Tensor, frames: Frames, weights: Tensor, A: Tensor | None, tie_rtol: float,
-          b: Tensor, i: Tensor) -> Tensor:
-    """(T,) bool: C_i = {i} by rule (★) for the tokens (b, i) (T,), each row computed in full."""
+          b: Tensor, i: Tensor, size: Tensor | None = None, tol: Tensor | None = None) -> Tensor:
+    """(T,) bool: C_i = {i} by rule (★) for the tokens (b, i) (T,), each row computed in full. size, tol:
+    (batch, 1) W and the coarse tolerance of each sequence when known (`query_size`, `coarse_tolerance`)."""
     q = z[b, i] if A is None else z[b, i] @ A
     present = weights > 0
+    if size is None:
+        size = query_size(z, present, A)
+        tol = coarse_tolerance(size, z, present, tie_rtol)
     s = torch.baddbmm(score_bias(present[b], z.dtype), q.unsqueeze(1), z[b].transpose(-1, -2)).squeeze(1)
-    size = query_size(z[b], present[b], A)
-    tol = coarse_tolerance(size, z[b], present[b], tie_rtol).squeeze(1)
-    candidates = s >= (s.amax(-1) - tol).unsqueeze(-1)
-    members = refine(candidates, s, q, size.squeeze(1), z, frames, b, tie_rtol, rows=i, A=A)
+    candidates = s >= (s.amax(-1) - tol[b, 0]).unsqueeze(-1)
+    members = refine(candidates, s, q, size[b, 0], z, frames, b, tie_rtol, rows=i, A=A)
     return (members.sum(-1) == 1) & members[torch.arange(b.shape[0], device=b.device), i]
 
 
@@ -80,17 +93,77 @@ AHEAD = 64
 AHEAD_SCORES = 1 << 21
 
 
+class _Distinct(NamedTuple):
+    """The distinct rows of N states of f rows each: rows at one position (the same bits) in one frame, once.
+
+    Attributes:
+        slot: (N, f) each row's place among its state's distinct rows.
+        rows: (N, width) the row standing for each place (padding: row 0).
+        present: (N, width) a present row stands there (not padding, not absent rows).
+        width: the most distinct rows of a state.
+    """
+
+    slot: Tensor
+    rows: Tensor
+    present: Tensor
+    width: int
+
+    @staticmethod
+    def of(pos: Tensor, label: Tensor, present: Tensor, alone: Tensor | None = None) -> _Distinct:
+        """Distinct rows of positions pos (N, f, d) with frame labels and presence (N, f); rows flagged `alone`
+        (N, f) get a place of their own."""
+        N, f, _ = pos.shape
+        if f == 0:
+            return _Distinct(label.new_zeros(N, 0), label.new_zeros(N, 0), present[:, :0], 0)
+        index = torch.arange(f, device=pos.device).expand(N, f)
+        state = torch.arange(N, device=pos.device).unsqueeze(1).expand(N, f)
+        own = torch.full_like(index, -1) if alone is None else torch.where(alone, index, -1)
+        kind = torch.cat([state.unsqueeze(-1), torch.where(present, label, -2).unsqueeze(-1),
+                          torch.where(present, own, -1).unsqueeze(-1),
+                          torch.where(present.unsqueeze(-1), position_bits(pos), 0)], -1)
+        one, inverse = same_kind(kind.view(N * f, -1))
+        # Places within each state, in the order of the groups' states.
+        group_state = torch.div(one, f, rounding_mode="floor")
+        order = torch.argsort(group_state, stable=True)
+        counts = torch.bincount(group_state, minlength=N)
+        start = torch.cumsum(counts, 0) - counts
+        place = torch.empty_like(order)
+        place[order] = torch.arange(len(order), device=pos.device) - start[group_state[order]]
+        width = int(counts.max())
+        rows = torch.zeros(N, width, dtype=torch.long, device=pos.device)
+        rows[group_state, place] = one % f
+        taken = torch.zeros(N, width, dtype=torch.bool, device=pos.device)
+        taken[group_state, place] = present.reshape(-1)[one]
+        return _Distinct(place[inverse].view(N, f), rows, taken, width)
+
+    def state(self) -> Tensor:
+        """(N · width,) the state of each place."""
+        N, width = self.rows.shape
+        return torch.arange(N, device=self.rows.device).repeat_interleave(width)
+
+    def batch(self) -> Tensor:
+        """(N, 1) the state of each row, for indexing (N, width) by slot."""
+        return torch.arange(self.slot.shape[0], device=self.slot.device).unsqueeze(1)
+
+    def shared(self) -> Tensor:
+        """(N, f) bool: rows whose place stands for more than one row."""
+        N, width = self.rows.shape
+        many = torch.zeros(N, width, dtype=torch.long, device=self.rows.device)
+        many.scatter_add_(1, self.slot, torch.ones_like(self.slot))
+        return many.gather(1, self.slot) > 1
+
+
 class _Followers(NamedTuple):
     """The part of a compact run that stays fixed after layer 1: f follower rows first, then the leaders.
 
-    Shapes: weights, present, labels, bias (batch, m) / (batch, 1, m); lead_own, lead_other (batch, m − f) each
-    leader's own score and best score on another leader at layer 1."""
+    Shapes: weights, present, labels (batch, m); lead_own, lead_other (batch, m − f) each leader's own score and
+    best score on another leader at layer 1. absent: whether some token is absent (its scores are then −inf)."""
 
     f: int
     weights: Tensor
     present: Tensor
     labels: Tensor
-    bias: Tensor
+    absent: bool
     lead_own: Tensor
     lead_other: Tensor
     A: Tensor | None
@@ -102,19 +175,28 @@ class _Followers(NamedTuple):
         z: (K, batch, m, d) positions, frames: (K, batch, m[, d]). Returns members (K, batch, f, m) bool by
         rule (★), and held (K,) bool: no leader's row lets another token in (those that come near are decided
         in full; `hardmax_run` falls back to full layers where one does not hold).
+
+        Rows at one position in one frame have the same scores and sets (`select._same_decision`), and once the
+        followers have converged onto their leaders to rounding most rows share a few positions: each state's
+        distinct rows are scored and decided once, and their sets spread to every row.
         """
         K, batch, m, d = z.shape
         f, A = self.f, self.A
         z = z.reshape(K * batch, m, d)
         frames = Frames(*(x.reshape(K * batch, *x.shape[2:]) for x in frames))
         present, weights = self.present.repeat(K, 1), self.weights.repeat(K, 1)
-        row_present = present[:, :f]
-        rows = z[:, :f]
-        # Absent rows get zero queries: their scores are then 0 (or -inf), harmless in the check below.
-        queries = torch.where(row_present.unsqueeze(-1), rows if A is None else rows @ A, 0.0)
-        s = torch.baddbmm(self.bias.repeat(K, 1, 1), queries, z.transpose(-1, -2))  # (K batch, f, m)
         size = query_size(z, present, A)
         tol = coarse_tolerance(size, z, present, self.tie_rtol)
+        distinct = _Distinct.of(z[:, :f], frames.label[:, :f], present[:, :f])
+        sets, s = self._sets(z, frames, present, size, tol, distinct)
+        if distinct.width < f:
+            # A row whose decision depends on the row itself (not only its position) is decided on its own.
+            alone = distinct.shared() & foreign_anchor(
+                sets.flatten(0, 1), frames, distinct.state(), frames.label.gather(1, distinct.rows).flatten()
+            ).view(distinct.rows.shape)[distinct.batch(), distinct.slot]
+            if bool(alone.any()):
+                distinct = _Distinct.of(z[:, :f], frames.label[:, :f], present[:, :f], alone)
+                sets, s = self._sets(z, frames, present, size, tol, distinct)
         held = torch.ones(K * batch, dtype=torch.bool, device=z.device)
         if m > f:
             # A leader stays a leader while no other score in its row comes near its own: the followers' (read
@@ -124,9 +206,23 @@ class _Followers(NamedTuple):
             near = present[:, f:] & (reach >= self.lead_own.repeat(K, 1) - tol)
             if bool(near.any()):
                 b, i = near.nonzero(as_tuple=True)
-                held[b[~_held(z, frames, weights, A, self.tie_rtol, b, i + f)]] = False
-        members = sets_from_scores(s, z, queries, size, row_present, tol, self.tie_rtol, frames, A)
+                held[b[~_held(z, frames, weights, A, self.tie_rtol, b, i + f, size, tol)]] = False
+        members = sets.gather(1, distinct.slot.unsqueeze(-1).expand(-1, -1, m))  # (K batch, f, m)
         return members.view(K, batch, f, m), held.view(K, batch).all(1)
+
+    def _sets(self, z: Tensor, frames: Frames, present: Tensor, size: Tensor, tol: Tensor,
+              distinct: _Distinct) -> tuple[Tensor, Tensor]:
+        """The sets (N, width, m) of the distinct rows and their scores (N, width, m) (N = K · batch)."""
+        A = self.A
+        rows = take_rows(z, distinct.rows)
+        # Absent rows get zero queries: their scores are then 0 (or -inf), harmless in the leaders' check.
+        queries = torch.where(distinct.present.unsqueeze(-1), rows if A is None else rows @ A, 0.0)
+        s = queries @ z.transpose(-1, -2)
+        if self.absent:
+            s = s.masked_fill_(~present.unsqueeze(1), -math.inf)
+        sets = sets_from_scores(s, z, queries, size, distinct.present, tol, self.tie_rtol, frames, A,
+                                rows=distinct.rows)
+        return sets, s
 
     def follow(self, z: Tensor, frames: Frames, members: Tensor, gamma) -> tuple[Tensor, Frames, Following]:
         """One layer of the followers with attention sets `members` (batch, f, m): positions and frames after it,
@@ -138,14 +234,24 @@ class _Followers(NamedTuple):
         frames = Frames(*(torch.cat((new, old[:, f:]), 1) for new, old in zip(moved, frames, strict=True)))
         return torch.cat((moved.positions(), z[:, f:]), 1), frames, plan
 
-    def again(self, z: Tensor, frames: Frames, plan: Following, gamma) -> tuple[Tensor, Frames]:
-        """One more layer with the sets of `plan`, when it moves no frame: only the offsets move. The same
-        arithmetic as `follow` (the targets, `move`, the positions), none of its bookkeeping."""
+    def again(self, z: Tensor, frames: Frames, plan: Following, gammas: Tensor) -> list[tuple[Tensor, Frames]]:
+        """len(gammas) more layers with the sets of `plan`, when it moves no frame: only the offsets move. The
+        same arithmetic as `follow` (the targets, `move`, the positions), none of its bookkeeping. Returns the
+        positions and frames after each."""
         f = self.f
-        offset = move(frames.offset[:, :f], plan.targets(z, frames), gamma, self.present[:, :f])
-        origin, label = frames.origin[:, :f], frames.label[:, :f]
-        rows = torch.where((label >= 0).unsqueeze(-1), origin + offset, offset)
-        return torch.cat((rows, z[:, f:]), 1), frames._replace(offset=torch.cat((offset, frames.offset[:, f:]), 1))
+        origin, framed = frames.origin[:, :f], (frames.label[:, :f] >= 0).unsqueeze(-1)
+        present = self.present[:, :f].unsqueeze(-1)
+        fixed_z, fixed_offset = z[:, f:], frames.offset[:, f:]
+        states = []
+        for gamma in gammas:
+            old = frames.offset[:, :f]
+            offset = old + gamma * (plan.targets(z, frames) - old)  # `move`
+            if self.absent:
+                offset = torch.where(present, offset, old)
+            z = torch.cat((torch.where(framed, origin + offset, offset), fixed_z), 1)
+            frames = frames._replace(offset=torch.cat((offset, fixed_offset), 1))
+            states.append((z, frames))
+        return states
 
 
 def hardmax_run(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | None,
@@ -187,7 +293,7 @@ def hardmax_run(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | Non
     z = take_rows(z1, order)
     frames = Frames(take_rows(frames.origin, order), take_rows(frames.offset, order), frames.label.gather(1, order))
     p = present.gather(1, order)
-    run = _Followers(f, weights.gather(1, order), p, labels.gather(1, order), score_bias(p, tokens.dtype),
+    run = _Followers(f, weights.gather(1, order), p, labels.gather(1, order), not bool(p.all()),
                      first.own.gather(1, order)[:, f:], first.other.gather(1, order)[:, f:], A, tie_rtol)
     gammas = alphas / (1 + alphas)
     later = z.new_empty(layers - 1, batch, f, d)
@@ -203,9 +309,7 @@ def hardmax_run(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | Non
         # The sets held compute the next layers only after a layer that moved no frame (then neither would they).
         steady = torch.equal(frames.label, before.label) and torch.equal(frames.origin, before.origin)
         ahead_now = min(width, layers - k) if steady else 1
-        states = [(z, frames)]
-        for j in range(1, ahead_now):
-            states.append(run.again(*states[-1], plan, gammas[k + j]))
+        states = [(z, frames), *run.again(z, frames, plan, gammas[k + 1:k + ahead_now])]
         zs = torch.stack([state[0] for state in states])  # (ahead_now, batch, m, d): layers k+1 … k+ahead_now
         checked = ahead_now - (k + ahead_now == layers)  # the last layer's sets are never needed
         kept = ahead_now

@@ -45,21 +45,25 @@ def score_bias(present: Tensor, dtype: torch.dtype) -> Tensor:
 
 
 def sets_from_scores(s: Tensor, keys: Tensor, queries: Tensor, size: Tensor, row_present: Tensor, tol: Tensor,
-                    tie_rtol: float, frames: Frames | None, A: Tensor | None = None) -> Tensor:
-    """(batch, r, m) bool: C_i of the first r keys from their scores s (batch, r, m), rule (★) of `ties`.
+                    tie_rtol: float, frames: Frames | None, A: Tensor | None = None,
+                    rows: Tensor | None = None) -> Tensor:
+    """(batch, r, m) bool: C_i of r rows from their scores s (batch, r, m) against keys (batch, m, d), rule (★).
 
-    One pass keeps the keys within the coarse tolerance `tol` (batch, r) of the row's maximum; the rows
-    with several (near-ties, and followers close to their leader) are decided by `ties.refine`.
+    One pass keeps the keys within the coarse tolerance `tol` (batch, 1) of the row's maximum; the rows
+    with several (near-ties, and followers close to their leader) are decided by `ties.refine`. Rows are keys:
+    row i is key i, or key rows[b, i] when `rows` (batch, r) is given.
     """
     members = (s >= (s.amax(dim=-1) - tol).unsqueeze(-1)) & row_present.unsqueeze(-1)
     # Counted as bytes into int32: a bool sum widens to int64 first and runs ~5x slower on a CPU.
     multi = members.view(torch.uint8).sum(-1, dtype=torch.int32) >= 2
     if bool(multi.any()):
         b, i = multi.nonzero(as_tuple=True)
-        one, inverse = _same_decision(b, i, keys, frames, members)
+        key = i if rows is None else rows[b, i]
+        candidates = members[b, i]
+        one, inverse = _same_decision(b, key, keys, frames, candidates)
         b1, i1 = b[one], i[one]
-        decided = refine(members[b1, i1], s[b1, i1], queries[b1, i1], size[b1, 0], keys, frames, b1, tie_rtol,
-                         rows=i1, A=A)
+        decided = refine(candidates[one], s[b1, i1], queries[b1, i1], size[b1, 0], keys, frames, b1, tie_rtol,
+                         rows=key[one], A=A)
         members[b, i] = decided[inverse]
     return members
 
@@ -68,41 +72,62 @@ def sets_from_scores(s: Tensor, keys: Tensor, queries: Tensor, size: Tensor, row
 _GROUPED_FROM = 256
 
 
-def _same_decision(b: Tensor, i: Tensor, keys: Tensor, frames: Frames | None, members: Tensor) -> tuple[Tensor, Tensor]:
-    """Rows (b, i) (T,) that `refine` decides alike: one of each kind (G,) and each row's kind (T,).
+def _same_decision(b: Tensor, i: Tensor, keys: Tensor, frames: Frames | None,
+                   candidates: Tensor) -> tuple[Tensor, Tensor]:
+    """Rows (b, i) (T,) (key i of sequence b) that `refine` decides alike: one of each kind (G,) and each row's
+    kind (T,). candidates: (T, m) the rows' candidates.
 
     Tokens converge onto their leaders until their positions round onto them (their offsets still differ), so
     late in a run whole clusters of rows sit at one position. Rows at one position (the same bits) in one frame
-    with the same candidates have the same queries, scores and candidates, and rule (★) compares candidate
-    keys only, so their sets are the same, except where the row itself enters: a framed row splits its gaps
-    against anchored keys at its own origin and offset (`_split_at_origin`), when a candidate at a fixed position
-    lives in another frame. Such rows are decided one by one; the others once per position.
+    have the same queries, scores and candidates, and rule (★) compares candidate keys only, so their sets are
+    the same, except where the row itself enters (`foreign_anchor`): such rows are decided one by one, the
+    others once per position.
     """
     T = b.shape[0]
     every = torch.arange(T, device=b.device)
     if T < _GROUPED_FROM:
         return every, every
-    pos = keys[b, i]
-    bits = pos.view(torch.int64) if pos.dtype == torch.float64 else pos.view(torch.int32).long()
-    if frames is None:
-        label, alone = torch.full_like(b, -1), torch.full_like(b, -1)
-    else:
-        r = members.shape[1]
-        # (batch, r): a candidate at a fixed position in another frame than the row's
-        foreign = (members & frames.fixed().unsqueeze(1)
-                   & (frames.label.unsqueeze(1) != frames.label[:, :r].unsqueeze(2))).any(2)
-        label = frames.label[b, i]
-        alone = torch.where((label >= 0) & foreign[b, i], i, -1)
-    kind = torch.cat([b.unsqueeze(1), label.unsqueeze(1), alone.unsqueeze(1), bits], 1)  # (T, 3 + d)
-    # Grouped by a hash of the kind (a sort of T numbers, not of T rows), then confirmed by value: a row whose
-    # kind is not its group's (a collision) is decided on its own.
-    odd = torch.arange(kind.shape[1], dtype=torch.long, device=b.device) * 2 + 1
+    label = torch.full_like(b, -1) if frames is None else frames.label[b, i]
+    one, inverse = same_kind(torch.cat([b.unsqueeze(1), label.unsqueeze(1), position_bits(keys[b, i])], 1))
+    if frames is not None:
+        alone = foreign_anchor(candidates[one], frames, b[one], label[one])[inverse].nonzero().squeeze(1)
+        if len(alone):
+            inverse[alone] = len(one) + torch.arange(len(alone), device=b.device)
+            one = torch.cat([one, alone])
+    return one, inverse
+
+
+def foreign_anchor(candidates: Tensor, frames: Frames, b: Tensor, label: Tensor) -> Tensor:
+    """(T,) bool: rows in a frame (label (T,) ≥ 0) with a candidate (T, m) at a fixed position in another frame.
+
+    Their decision depends on the row itself, not only on its position: rule (★) splits such a row's gaps against
+    anchored keys at its own origin and offset (`ties._split_at_origin`). b: (T,) each row's sequence."""
+    fixed = frames.fixed()[b] & (frames.label[b] != label.unsqueeze(1))
+    return (label >= 0) & (candidates & fixed).any(1)
+
+
+def position_bits(pos: Tensor) -> Tensor:
+    """(..., d) int64: the bits of each coordinate of positions pos (..., d), float32 or float64 (equal bits: the
+    same position; 0.0 and -0.0 differ)."""
+    return pos.view(torch.int64) if pos.dtype == torch.float64 else pos.view(torch.int32).long()
+
+
+def same_kind(kind: Tensor) -> tuple[Tensor, Tensor]:
+    """Rows of kind (T, c) int64 grouped by value: one row of each group (G,) and each row's group (T,) in 0..G.
+
+    By a hash of each row (a sort of T numbers, not of T rows), confirmed by value: a row whose kind is not its
+    group's (a collision) gets a group of its own."""
+    T = kind.shape[0]
+    every = torch.arange(T, device=kind.device)
+    if T == 0:
+        return every, every
+    odd = torch.arange(kind.shape[1], dtype=torch.long, device=kind.device) * 2 + 1
     mixed = (kind * (odd * _GOLDEN)).sum(1)  # products and sums wrap around in int64: a hash
     _, inverse = torch.unique(mixed, return_inverse=True)
-    one = torch.empty(int(inverse.max()) + 1, dtype=torch.long, device=b.device).scatter_(0, inverse, every)
+    one = torch.empty(int(inverse.max()) + 1, dtype=torch.long, device=kind.device).scatter_(0, inverse, every)
     collided = (kind[one[inverse]] != kind).any(1).nonzero().squeeze(1)
     if len(collided):
-        inverse[collided] = len(one) + torch.arange(len(collided), device=b.device)
+        inverse[collided] = len(one) + torch.arange(len(collided), device=kind.device)
         one = torch.cat([one, collided])
     return one, inverse
 
@@ -141,6 +166,7 @@ class Following(NamedTuple):
 
     Attributes:
         arg: (batch, r) the single member of each row's set (the row itself where there are several).
+        flat: (batch · r,) arg as places in the flat (batch · m) axis of the keys.
         leader: (batch, r) bool, C_i = {i}.
         same: (batch, r) bool, the single member lives in the row's frame (its offset is the target).
         tied: (2, T) rows (b, i) with several members; weights (T, m) their members' weights,
@@ -150,6 +176,7 @@ class Following(NamedTuple):
     """
 
     arg: Tensor
+    flat: Tensor
     leader: Tensor
     same: Tensor | None
     tied: Tensor
@@ -177,8 +204,9 @@ class Following(NamedTuple):
         p = members[b, i] * weights[b]  # (T, m)
         total = p.sum(-1, keepdim=True)
         rows_tied = torch.stack([b, i])
+        places = (arg + torch.arange(arg.shape[0], device=keys.device).unsqueeze(1) * m).reshape(-1)
         if frames is None:
-            return Following(arg, leader, None, rows_tied, p, total, None, None, None)
+            return Following(arg, places, leader, None, rows_tied, p, total, None, None, None)
         rows_z = keys[:, :r]
         origin, offset, label = (x[:, :r] for x in frames)
         j_label = label.new_empty(0) if r == 0 else frames.label.gather(1, arg)
@@ -209,7 +237,7 @@ class Following(NamedTuple):
                 offset[b, i] = torch.where(stay, offset[b, i], rows_z[b, i] - t)
                 label[b, i] = own_label
                 anchored = flat[to_tie]
-        return Following(arg, leader, same, rows_tied, p, total, shared, anchored,
+        return Following(arg, places, leader, same, rows_tied, p, total, shared, anchored,
                          Frames(origin, offset, label))
 
     def targets(self, keys: Tensor, frames: Frames | None) -> Tensor:
@@ -217,16 +245,19 @@ class Following(NamedTuple):
         frames before the layer; their offsets are read, the rows' own frames are the plan's): in the row's frame,
         the member's offset where it shares it, else its position minus the row's origin."""
         batch, r = self.arg.shape
-        d = keys.shape[-1]
+        m, d = keys.shape[1:]
+
+        def members(x: Tensor) -> Tensor:  # x[b, arg[b, i]]: (batch, r, d)
+            return x.reshape(batch * m, d).index_select(0, self.flat).view(batch, r, d)
+
         b, i = self.tied
         if self.frames is None:
-            target = take_rows(keys, self.arg)
+            target = members(keys)
             if len(b):
                 target[b, i] = (self.weights.unsqueeze(1) @ keys[b]).squeeze(1) / self.total
             return target
         origin = self.frames.origin
-        target = torch.where(self.same.unsqueeze(-1), take_rows(frames.offset, self.arg),
-                             take_rows(keys, self.arg) - origin)
+        target = torch.where(self.same.unsqueeze(-1), members(frames.offset), members(keys) - origin)
         if len(b):
             rel = torch.where(self.shared.unsqueeze(-1), frames.offset[b], keys[b] - origin[b, i].unsqueeze(1))
             target[b, i] = (self.weights.unsqueeze(1) @ rel).squeeze(1) / self.total
