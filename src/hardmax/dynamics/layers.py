@@ -17,7 +17,6 @@ from hardmax.dynamics.select import (
     move,
     position_bits,
     same_kind,
-    score_bias,
     sets_from_scores,
 )
 from hardmax.dynamics.ties import Frames, coarse_tolerance, default_tie_rtol, query_size, refine
@@ -75,21 +74,28 @@ def _held(z: Tensor, frames: Frames, weights: Tensor, A: Tensor | None, tie_rtol
           b: Tensor, i: Tensor, size: Tensor | None = None, tol: Tensor | None = None) -> Tensor:
     """(T,) bool: C_i = {i} by rule (★) for the tokens (b, i) (T,), each row computed in full. size, tol:
     (batch, 1) W and the coarse tolerance of each sequence when known (`query_size`, `coarse_tolerance`)."""
-    q = z[b, i] if A is None else z[b, i] @ A
     present = weights > 0
     if size is None:
         size = query_size(z, present, A)
         tol = coarse_tolerance(size, z, present, tie_rtol)
-    s = torch.baddbmm(score_bias(present[b], z.dtype), q.unsqueeze(1), z[b].transpose(-1, -2)).squeeze(1)
+    q = z[b, i] if A is None else z[b, i] @ A
+    # The rows' scores from one product per sequence (its rows in places 0, 1, … of a padded block), not from a
+    # copy of every key per row.
+    counts = torch.bincount(b, minlength=z.shape[0])
+    place = torch.arange(b.shape[0], device=b.device) - (torch.cumsum(counts, 0) - counts)[b]
+    queries = q.new_zeros(z.shape[0], int(counts.max()), z.shape[-1])
+    queries[b, place] = q
+    s = (queries @ z.transpose(-1, -2))[b, place].masked_fill_(~present[b], -math.inf)  # (T, m)
     candidates = s >= (s.amax(-1) - tol[b, 0]).unsqueeze(-1)
     members = refine(candidates, s, q, size[b, 0], z, frames, b, tie_rtol, rows=i, A=A)
     return (members.sum(-1) == 1) & members[torch.arange(b.shape[0], device=b.device), i]
 
 
 #: The most layers `hardmax_run` computes ahead of their attention sets' decision.
-AHEAD = 64
-#: The most scores (layers ahead × batch × followers × tokens) one batched decision of layers run ahead may hold:
-#: 2^21, 16 MiB of float64 scores and some 80 MiB of working memory in all (`simulator.simulation_bytes`).
+AHEAD = 256
+#: The most scores (layers ahead × batch × distinct follower rows × tokens) one batched decision of layers run ahead
+#: may hold, and an eighth of the most sets (× followers instead of distinct rows, bools): 2^21, 16 MiB of float64
+#: scores, some 150 MiB of working memory in all (`simulator.simulation_bytes`).
 AHEAD_SCORES = 1 << 21
 
 
@@ -169,12 +175,13 @@ class _Followers(NamedTuple):
     A: Tensor | None
     tie_rtol: float
 
-    def decide(self, z: Tensor, frames: Frames) -> tuple[Tensor, Tensor]:
+    def decide(self, z: Tensor, frames: Frames) -> tuple[Tensor, Tensor, int]:
         """The followers' attention sets at K states at once, and whether every leader holds there.
 
         z: (K, batch, m, d) positions, frames: (K, batch, m[, d]). Returns members (K, batch, f, m) bool by
         rule (★), and held (K,) bool: no leader's row lets another token in (those that come near are decided
-        in full; `hardmax_run` falls back to full layers where one does not hold).
+        in full; `hardmax_run` falls back to full layers where one does not hold), and the most distinct rows of a
+        state (below).
 
         Rows at one position in one frame have the same scores and sets (`select._same_decision`), and once the
         followers have converged onto their leaders to rounding most rows share a few positions: each state's
@@ -208,7 +215,7 @@ class _Followers(NamedTuple):
                 b, i = near.nonzero(as_tuple=True)
                 held[b[~_held(z, frames, weights, A, self.tie_rtol, b, i + f, size, tol)]] = False
         members = sets.gather(1, distinct.slot.unsqueeze(-1).expand(-1, -1, m))  # (K batch, f, m)
-        return members.view(K, batch, f, m), held.view(K, batch).all(1)
+        return members.view(K, batch, f, m), held.view(K, batch).all(1), distinct.width
 
     def _sets(self, z: Tensor, frames: Frames, present: Tensor, size: Tensor, tol: Tensor,
               distinct: _Distinct) -> tuple[Tensor, Tensor]:
@@ -273,8 +280,9 @@ def hardmax_run(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | Non
     layer: `Following.targets`, the move), decides the sets of all those layers in one batched pass, and keeps
     the layers up to the first whose sets (or fixed keys) differ, from where it goes on. Every kept layer is one
     the layer-by-layer run computes, bit for bit: its sets were decided at its own positions, its arithmetic is
-    the same. The width doubles while the guesses hold and falls back to what held, so a sequence whose sets
-    change at every layer runs layer by layer (ahead=1 always does).
+    the same. The span doubles while the guesses hold and falls back to what held, so a sequence whose sets
+    change at every layer runs layer by layer (ahead=1 always does); the memory of a decision bounds it
+    (`AHEAD_SCORES`).
     """
     layers = alphas.shape[0]
     batch, m, d = tokens.shape
@@ -297,9 +305,8 @@ def hardmax_run(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | Non
                      first.own.gather(1, order)[:, f:], first.other.gather(1, order)[:, f:], A, tie_rtol)
     gammas = alphas / (1 + alphas)
     later = z.new_empty(layers - 1, batch, f, d)
-    limit = max(1, min(ahead, AHEAD_SCORES // max(1, batch * f * m)))
-    width, k = 1, 1  # layers run at once; layers done (z, frames: after layer k)
-    members, held = run.decide(z.unsqueeze(0), Frames(*(x.unsqueeze(0) for x in frames)))
+    span, k = 1, 1  # layers run at once; layers done (z, frames: after layer k)
+    members, held, distinct = run.decide(z.unsqueeze(0), Frames(*(x.unsqueeze(0) for x in frames)))
     members, held = members[0], bool(held[0])
     while k < layers:
         if not held:
@@ -308,14 +315,14 @@ def hardmax_run(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | Non
         z, frames, plan = run.follow(z, frames, members, gammas[k])
         # The sets held compute the next layers only after a layer that moved no frame (then neither would they).
         steady = torch.equal(frames.label, before.label) and torch.equal(frames.origin, before.origin)
-        ahead_now = min(width, layers - k) if steady else 1
+        ahead_now = min(span, layers - k) if steady else 1
         states = [(z, frames), *run.again(z, frames, plan, gammas[k + 1:k + ahead_now])]
         zs = torch.stack([state[0] for state in states])  # (ahead_now, batch, m, d): layers k+1 … k+ahead_now
         checked = ahead_now - (k + ahead_now == layers)  # the last layer's sets are never needed
         kept = ahead_now
         if checked:
             framed = Frames(*(torch.stack(x) for x in zip(*(state[1] for state in states[:checked]), strict=True)))
-            sets, holds = run.decide(zs[:checked], framed)
+            sets, holds, distinct = run.decide(zs[:checked], framed)
             # A layer computed with held sets is the layer-by-layer one while the sets, and which keys sit at a
             # fixed position (a tie between fixed keys is followed in its own frame), are those it was run with.
             differs = (sets != members).flatten(1).any(1) | (framed.fixed() != before.fixed()).flatten(1).any(1)
@@ -323,7 +330,10 @@ def hardmax_run(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | Non
             kept = next((j + 1 for j, x in enumerate(differs[:ahead_now - 1]) if x), ahead_now)
             if not all(holds[:min(kept, checked)].tolist()):
                 return None
-            width = min(2 * width, limit) if steady and not any(differs) else max(1, kept)
+            # The scores of a decision are (layers, batch, distinct rows, m), the sets (layers, batch, f, m) bools.
+            limit = max(1, min(ahead, AHEAD_SCORES // max(1, batch * distinct * m),
+                               8 * AHEAD_SCORES // (batch * f * m)))
+            span = min(2 * span, limit) if steady and not any(differs) else max(1, min(kept, limit))
             if k + kept < layers:
                 members, held = sets[kept - 1], True
         later[k - 1:k - 1 + kept] = zs[:kept, :, :f]
