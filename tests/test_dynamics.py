@@ -778,9 +778,9 @@ def test_layers_run_ahead_are_the_layer_by_layer_layers(case):
     calls = []
     decide = L._Followers.decide
 
-    def counted(self, z, frames):
+    def counted(self, z, frames, **grouping):
         calls.append(z.shape[0])
-        return decide(self, z, frames)
+        return decide(self, z, frames, **grouping)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(L._Followers, "decide", counted)
@@ -801,20 +801,19 @@ def test_rows_at_one_position_are_decided_once_with_the_same_sets(case):
     """Scoring and refining one row per position and frame (the clusters converged to rounding) gives every
     row's own sets: the same trajectory as every row on its own, for followers, ties between leaders (rows whose
     decision depends on the row itself), float32 and an SPD A."""
-    from hardmax.dynamics import layers, select
+    from hardmax.dynamics import layers
 
     _, tokens, _, alpha, A, depth = next(c for c in _configurations_that_settle() if c[0] == case)
     A = None if A is None else A.to(tokens.dtype)
     distinct = layers._Distinct.of
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(select, "_GROUPED_FROM", 10**9)
         patch.setattr(layers._Distinct, "of",
                       staticmethod(lambda pos, label, present, alone=None: distinct(pos, label, present,
                                                                                     torch.ones_like(present))))
         every_row = simulate(tokens, alpha=alpha, layers=depth, A=A, engine="torch").tokens
     shared = []
-    real = select.same_kind
+    real = layers.same_kind
 
     def seen(kind):
         one, inverse = real(kind)
@@ -822,8 +821,6 @@ def test_rows_at_one_position_are_decided_once_with_the_same_sets(case):
         return one, inverse
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(select, "_GROUPED_FROM", 0)
-        patch.setattr(select, "same_kind", seen)
         patch.setattr(layers, "same_kind", seen)
         once = simulate(tokens, alpha=alpha, layers=depth, A=A, engine="torch").tokens
     assert torch.equal(once, every_row)

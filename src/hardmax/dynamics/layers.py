@@ -97,6 +97,10 @@ AHEAD = 256
 #: may hold, and an eighth of the most sets (× followers instead of distinct rows, bools): 2^21, 16 MiB of float64
 #: scores, some 150 MiB of working memory in all (`simulator.simulation_bytes`).
 AHEAD_SCORES = 1 << 21
+# Sets settle and rows come to share positions (the followers converged onto their leaders to rounding: some 80
+# layers in float64 at α = 1/2) only in long runs: shorter ones (the classifier's 8 layers) are decided layer by
+# layer, and the decisions of a run's first layers do not look for shared rows.
+_SETTLED = 16
 
 
 class _Distinct(NamedTuple):
@@ -175,7 +179,7 @@ class _Followers(NamedTuple):
     A: Tensor | None
     tie_rtol: float
 
-    def decide(self, z: Tensor, frames: Frames) -> tuple[Tensor, Tensor, int]:
+    def decide(self, z: Tensor, frames: Frames, grouped: bool = True) -> tuple[Tensor, Tensor, int]:
         """The followers' attention sets at K states at once, and whether every leader holds there.
 
         z: (K, batch, m, d) positions, frames: (K, batch, m[, d]). Returns members (K, batch, f, m) bool by
@@ -183,9 +187,11 @@ class _Followers(NamedTuple):
         in full; `hardmax_run` falls back to full layers where one does not hold), and the most distinct rows of a
         state (below).
 
-        Rows at one position in one frame have the same scores and sets (`select._same_decision`), and once the
-        followers have converged onto their leaders to rounding most rows share a few positions: each state's
-        distinct rows are scored and decided once, and their sets spread to every row.
+        With `grouped`, each state's distinct rows are scored and decided once and their sets spread to every row.
+        Tokens converge onto their leaders until their positions round onto them (their offsets still differ), so
+        late in a run whole clusters of rows sit at one position. Rows at one position (the same bits) in one frame
+        have the same queries, scores and candidates, and rule (★) compares candidate keys only, so their sets are
+        the same, except where the row itself enters (`select.foreign_anchor`): such rows are decided one by one.
         """
         K, batch, m, d = z.shape
         f, A = self.f, self.A
@@ -194,9 +200,9 @@ class _Followers(NamedTuple):
         present, weights = self.present.repeat(K, 1), self.weights.repeat(K, 1)
         size = query_size(z, present, A)
         tol = coarse_tolerance(size, z, present, self.tie_rtol)
-        distinct = _Distinct.of(z[:, :f], frames.label[:, :f], present[:, :f])
+        distinct = _Distinct.of(z[:, :f], frames.label[:, :f], present[:, :f]) if grouped else None
         sets, s = self._sets(z, frames, present, size, tol, distinct)
-        if distinct.width < f:
+        if distinct is not None and distinct.width < f:
             # A row whose decision depends on the row itself (not only its position) is decided on its own.
             alone = distinct.shared() & foreign_anchor(
                 sets.flatten(0, 1), frames, distinct.state(), frames.label.gather(1, distinct.rows).flatten()
@@ -214,21 +220,25 @@ class _Followers(NamedTuple):
             if bool(near.any()):
                 b, i = near.nonzero(as_tuple=True)
                 held[b[~_held(z, frames, weights, A, self.tie_rtol, b, i + f, size, tol)]] = False
+        if distinct is None:
+            return sets.view(K, batch, f, m), held.view(K, batch).all(1), f
         members = sets.gather(1, distinct.slot.unsqueeze(-1).expand(-1, -1, m))  # (K batch, f, m)
         return members.view(K, batch, f, m), held.view(K, batch).all(1), distinct.width
 
     def _sets(self, z: Tensor, frames: Frames, present: Tensor, size: Tensor, tol: Tensor,
-              distinct: _Distinct) -> tuple[Tensor, Tensor]:
-        """The sets (N, width, m) of the distinct rows and their scores (N, width, m) (N = K · batch)."""
-        A = self.A
-        rows = take_rows(z, distinct.rows)
+              distinct: _Distinct | None) -> tuple[Tensor, Tensor]:
+        """The sets (N, width, m) of the distinct rows (None: of every follower row, width f) and their scores
+        (N, width, m) (N = K · batch)."""
+        A, f = self.A, self.f
+        rows = z[:, :f] if distinct is None else take_rows(z, distinct.rows)
+        row_present = present[:, :f] if distinct is None else distinct.present
         # Absent rows get zero queries: their scores are then 0 (or -inf), harmless in the leaders' check.
-        queries = torch.where(distinct.present.unsqueeze(-1), rows if A is None else rows @ A, 0.0)
+        queries = torch.where(row_present.unsqueeze(-1), rows if A is None else rows @ A, 0.0)
         s = queries @ z.transpose(-1, -2)
         if self.absent:
             s = s.masked_fill_(~present.unsqueeze(1), -math.inf)
-        sets = sets_from_scores(s, z, queries, size, distinct.present, tol, self.tie_rtol, frames, A,
-                                rows=distinct.rows)
+        sets = sets_from_scores(s, z, queries, size, row_present, tol, self.tie_rtol, frames, A,
+                                rows=None if distinct is None else distinct.rows)
         return sets, s
 
     def follow(self, z: Tensor, frames: Frames, members: Tensor, gamma) -> tuple[Tensor, Frames, Following]:
@@ -305,8 +315,10 @@ def hardmax_run(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | Non
                      first.own.gather(1, order)[:, f:], first.other.gather(1, order)[:, f:], A, tie_rtol)
     gammas = alphas / (1 + alphas)
     later = z.new_empty(layers - 1, batch, f, d)
+    if layers < _SETTLED:
+        ahead = 1  # a short run (the classifier's 8 layers): its sets change at almost every layer
     span, k = 1, 1  # layers run at once; layers done (z, frames: after layer k)
-    members, held, distinct = run.decide(z.unsqueeze(0), Frames(*(x.unsqueeze(0) for x in frames)))
+    members, held, distinct = run.decide(z.unsqueeze(0), Frames(*(x.unsqueeze(0) for x in frames)), grouped=False)
     members, held = members[0], bool(held[0])
     while k < layers:
         if not held:
@@ -314,29 +326,35 @@ def hardmax_run(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | Non
         before = frames
         z, frames, plan = run.follow(z, frames, members, gammas[k])
         # The sets held compute the next layers only after a layer that moved no frame (then neither would they).
-        steady = torch.equal(frames.label, before.label) and torch.equal(frames.origin, before.origin)
+        steady = ahead > 1 and torch.equal(frames.label, before.label) and torch.equal(frames.origin, before.origin)
         ahead_now = min(span, layers - k) if steady else 1
         states = [(z, frames), *run.again(z, frames, plan, gammas[k + 1:k + ahead_now])]
-        zs = torch.stack([state[0] for state in states])  # (ahead_now, batch, m, d): layers k+1 … k+ahead_now
-        checked = ahead_now - (k + ahead_now == layers)  # the last layer's sets are never needed
         kept = ahead_now
+        checked = ahead_now - (k + ahead_now == layers)  # the last layer's sets are never needed
         if checked:
-            framed = Frames(*(torch.stack(x) for x in zip(*(state[1] for state in states[:checked]), strict=True)))
-            sets, holds, distinct = run.decide(zs[:checked], framed)
-            # A layer computed with held sets is the layer-by-layer one while the sets, and which keys sit at a
-            # fixed position (a tie between fixed keys is followed in its own frame), are those it was run with.
-            differs = (sets != members).flatten(1).any(1) | (framed.fixed() != before.fixed()).flatten(1).any(1)
-            differs = differs.tolist()
-            kept = next((j + 1 for j, x in enumerate(differs[:ahead_now - 1]) if x), ahead_now)
+            # (checked, batch, m, d): layers k+1, …; one layer as a view, not a copy
+            zs = torch.stack([state[0] for state in states[:checked]]) if checked > 1 else z.unsqueeze(0)
+            framed = (Frames(*(torch.stack(x) for x in zip(*(state[1] for state in states[:checked]), strict=True)))
+                      if checked > 1 else Frames(*(x.unsqueeze(0) for x in frames)))
+            sets, holds, distinct = run.decide(zs, framed, grouped=k >= _SETTLED)
+            if ahead > 1:
+                # A layer computed with held sets is the layer-by-layer one while the sets, and which keys sit at a
+                # fixed position (a tie between fixed keys is followed in its own frame), are those it was run with.
+                differs = (sets != members).flatten(1).any(1)
+                if ahead_now > 1:
+                    differs |= (framed.fixed()[..., :f] != before.fixed()[:, :f]).flatten(1).any(1)
+                differs = differs.tolist()
+                kept = next((j + 1 for j, x in enumerate(differs[:ahead_now - 1]) if x), ahead_now)
+                # The scores of a decision are (layers, batch, distinct rows, m), the sets (layers, batch, f, m).
+                limit = max(1, min(ahead, AHEAD_SCORES // max(1, batch * distinct * m),
+                                   8 * AHEAD_SCORES // (batch * f * m)))
+                span = min(2 * span, limit) if steady and not any(differs) else max(1, min(kept, limit))
             if not all(holds[:min(kept, checked)].tolist()):
                 return None
-            # The scores of a decision are (layers, batch, distinct rows, m), the sets (layers, batch, f, m) bools.
-            limit = max(1, min(ahead, AHEAD_SCORES // max(1, batch * distinct * m),
-                               8 * AHEAD_SCORES // (batch * f * m)))
-            span = min(2 * span, limit) if steady and not any(differs) else max(1, min(kept, limit))
             if k + kept < layers:
                 members, held = sets[kept - 1], True
-        later[k - 1:k - 1 + kept] = zs[:kept, :, :f]
+        for j in range(kept):
+            later[k - 1 + j] = states[j][0][:, :f]
         z, frames = states[kept - 1]
         k += kept
     return CompactRun(z1, order, counts, later)

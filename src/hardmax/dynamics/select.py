@@ -58,43 +58,9 @@ def sets_from_scores(s: Tensor, keys: Tensor, queries: Tensor, size: Tensor, row
     multi = members.view(torch.uint8).sum(-1, dtype=torch.int32) >= 2
     if bool(multi.any()):
         b, i = multi.nonzero(as_tuple=True)
-        key = i if rows is None else rows[b, i]
-        candidates = members[b, i]
-        one, inverse = _same_decision(b, key, keys, frames, candidates)
-        b1, i1 = b[one], i[one]
-        decided = refine(candidates[one], s[b1, i1], queries[b1, i1], size[b1, 0], keys, frames, b1, tie_rtol,
-                         rows=key[one], A=A)
-        members[b, i] = decided[inverse]
+        members[b, i] = refine(members[b, i], s[b, i], queries[b, i], size[b, 0], keys, frames, b, tie_rtol,
+                               rows=i if rows is None else rows[b, i], A=A)
     return members
-
-
-# Below this many rows to refine, grouping them costs more than it saves.
-_GROUPED_FROM = 256
-
-
-def _same_decision(b: Tensor, i: Tensor, keys: Tensor, frames: Frames | None,
-                   candidates: Tensor) -> tuple[Tensor, Tensor]:
-    """Rows (b, i) (T,) (key i of sequence b) that `refine` decides alike: one of each kind (G,) and each row's
-    kind (T,). candidates: (T, m) the rows' candidates.
-
-    Tokens converge onto their leaders until their positions round onto them (their offsets still differ), so
-    late in a run whole clusters of rows sit at one position. Rows at one position (the same bits) in one frame
-    have the same queries, scores and candidates, and rule (★) compares candidate keys only, so their sets are
-    the same, except where the row itself enters (`foreign_anchor`): such rows are decided one by one, the
-    others once per position.
-    """
-    T = b.shape[0]
-    every = torch.arange(T, device=b.device)
-    if T < _GROUPED_FROM:
-        return every, every
-    label = torch.full_like(b, -1) if frames is None else frames.label[b, i]
-    one, inverse = same_kind(torch.cat([b.unsqueeze(1), label.unsqueeze(1), position_bits(keys[b, i])], 1))
-    if frames is not None:
-        alone = foreign_anchor(candidates[one], frames, b[one], label[one])[inverse].nonzero().squeeze(1)
-        if len(alone):
-            inverse[alone] = len(one) + torch.arange(len(alone), device=b.device)
-            one = torch.cat([one, alone])
-    return one, inverse
 
 
 def foreign_anchor(candidates: Tensor, frames: Frames, b: Tensor, label: Tensor) -> Tensor:
