@@ -244,14 +244,8 @@ def _surely_unbeaten(raw: Tensor, pos: Tensor, valid: Tensor, size: Tensor, tie_
 
 
 def _first(flags: Tensor, width: int) -> Tensor:
-    """(T, width) the places of each row's first `width` True flags (T, k), in order (then False places, in order).
-
-    The stable sort of the flags, descending, without sorting: a True flag's rank among the Trues, a False one's
-    after every True."""
-    trues = flags.cumsum(1)
-    rank = torch.where(flags, trues - 1, trues[:, -1:] + torch.arange(flags.shape[1], device=flags.device) - trues)
-    places = torch.arange(flags.shape[1], device=flags.device).expand_as(rank)
-    return torch.empty_like(rank).scatter_(1, rank, places)[:, :width]
+    """(T, width) the places of each row's first `width` True flags (T, k), in order (then False places)."""
+    return torch.sort(flags.to(torch.uint8), dim=1, descending=True, stable=True).indices[:, :width]
 
 
 def refine(candidates: Tensor, scores: Tensor, queries: Tensor, size: Tensor, keys: Tensor, frames: Frames | None,
