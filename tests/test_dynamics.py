@@ -867,6 +867,21 @@ def test_a_row_in_a_frame_with_a_fixed_candidate_of_another_frame_is_decided_alo
     assert foreign_anchor(candidates, frames, b, label).tolist() == [False, True, False, False]
 
 
+def test_leaders_checked_together_in_any_order_are_checked_one_by_one():
+    """The leaders' check scores the rows of several sequences in one product per sequence: rows given in any order
+    (sequences interleaved) get the verdicts they get one at a time."""
+    from hardmax.dynamics.layers import _held
+    from hardmax.dynamics.ties import Frames
+
+    z = torch.tensor([[[1.0, 0.0], [0.5, 0.5], [-1.0, 0.0]], [[1.0, 0.0], [1.0, 0.5], [-1.0, 0.0]]],
+                     dtype=torch.float64)  # in the second, (1, 0.5) lies on (1, 0)'s face: not a leader's set alone
+    w = torch.ones(2, 3, dtype=torch.float64)
+    b, i = torch.tensor([1, 0, 1, 0, 1]), torch.tensor([0, 0, 2, 2, 1])
+    together = _held(z, Frames.absolute(z), w, None, 1e-12, b, i).tolist()
+    alone = [_held(z, Frames.absolute(z), w, None, 1e-12, b[k:k + 1], i[k:k + 1]).item() for k in range(5)]
+    assert together == alone == [False, True, True, True, True]
+
+
 def test_hardmax_layers_keeps_autograd_working():
     """With gradients on, the runner must not write into tensors autograd saved: same values as
     without gradients, and a backward pass that reaches the tokens."""

@@ -82,7 +82,9 @@ def _held(z: Tensor, frames: Frames, weights: Tensor, A: Tensor | None, tie_rtol
     # The rows' scores from one product per sequence (its rows in places 0, 1, … of a padded block), not from a
     # copy of every key per row.
     counts = torch.bincount(b, minlength=z.shape[0])
-    place = torch.arange(b.shape[0], device=b.device) - (torch.cumsum(counts, 0) - counts)[b]
+    order = torch.argsort(b, stable=True)
+    place = torch.empty_like(b)
+    place[order] = torch.arange(b.shape[0], device=b.device) - (torch.cumsum(counts, 0) - counts)[b[order]]
     queries = q.new_zeros(z.shape[0], int(counts.max()), z.shape[-1])
     queries[b, place] = q
     s = (queries @ z.transpose(-1, -2))[b, place].masked_fill_(~present[b], -math.inf)  # (T, m)
