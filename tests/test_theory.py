@@ -737,6 +737,23 @@ def test_snapshot_functions_refuse_what_simulate_refuses(tokens, message, functi
         getattr(theory, function)(tokens)
 
 
+def test_finite_tokens_whose_sum_overflows_are_accepted_and_one_nan_among_them_refused():
+    """The finiteness check sums first (NaN and inf survive a sum); a sum that overflows looks at every entry."""
+    from hardmax.theory.inputs import as_tokens
+
+    big = torch.full((4, 3, 2), 1e308, dtype=torch.float64)
+    assert not torch.isfinite(big.sum())
+    assert as_tokens(big) is not None
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        z = big.clone()
+        z[2, 1, 0] = bad
+        with pytest.raises(ValueError, match="NaN or inf"):
+            as_tokens(z)
+    z = torch.tensor([[1e308, 0.0], [-1e308, float("inf")]])  # +inf among values that cancel
+    with pytest.raises(ValueError, match="NaN or inf"):
+        as_tokens(z)
+
+
 @pytest.mark.parametrize("tie_rtol", [float("nan"), -1e-3, 1.0, 5.0])
 @pytest.mark.parametrize("function", ["find_leaders", "attention_sets"])
 def test_invalid_tie_rtol_is_refused(tie_rtol, function):

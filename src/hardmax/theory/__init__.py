@@ -8,6 +8,7 @@ deduplicated tokens), so theory and dynamics always agree on who attends to whom
     leaders.py    attention sets, leaders, leader layers, clusters (torch, batched)
     geometry.py   the polytope K, its faces and the set S (NumPy float64, SciPy qhull / NNLS)
     check.py      check_theorem -> TheoremReport: a tuple of named `Check`s (passed / failed / not tested)
+    support.py    the support growth of a trajectory's hull along directions (compiled, torch fallback)
     figure2.py    the paper's Figure 2 configurations
     flows.py      the particle-system papers' claims on a `Solution` of `solve` (check_flow -> FlowReport),
                   batched cluster counts, the interaction energy E_β

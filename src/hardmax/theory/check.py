@@ -23,6 +23,7 @@ from hardmax.theory.leaders import (
     scaled_path,
     stable_from,
 )
+from hardmax.theory.support import support_growth
 
 __all__ = ["Check", "Status", "TheoremReport", "check_theorem"]
 
@@ -131,7 +132,6 @@ _RATE_RTOL = 1e-3       # allowed |ratio·(1+α) − 1| for a follower of a fixe
 _RATE_FLOOR = 1e4       # rate samples need moves ‖Δ‖ ≥ _RATE_FLOOR · eps · R, far above rounding
 _SUPPORT_DIRECTIONS = 32
 _HULL_BLOCK = 32  # layers tested at once against the facets of a kept hull through the vertices' positions then
-_SUPPORT_ENTRIES = 1 << 17  # scores per chunk of the support test: 1 MiB in float64, in cache (2x faster than 4 MiB)
 
 
 @dataclass
@@ -236,14 +236,17 @@ def _limits_check(out: _Seq, Z, followers, settle, V, A, alpha, R, diam) -> None
     out.excess = float(excess.max())
 
 
-def _hull_check(out: _Seq, Z, A, exact: bool) -> None:
+def _hull_check(out: _Seq, Z, T, A, alpha, exact: bool) -> None:
     """(3): conv(Z^{k+1}) ⊆ conv(Z^k) for every k.
 
     Always: the support function h_k(c) = max_j ⟨c, z_j^k⟩ may not grow, h_{k+1}(c) ≤ h_k(c) + atol‖c‖, for
     32 fixed random directions c and for the n directions c = A z_i^k (those that decide attention).
     With `exact`: every z_j^{k+1} lies within atol of conv(Z^k), from qhull's facet inequalities in the
     affine hull of Z^k (layers where nothing moved are skipped). (A facet distance does not bound the support
-    growth beyond a sharp edge, so the two are not redundant.)
+    growth beyond a sharp edge, so the two are not redundant.) A moved token whose step is the layer's own
+    step towards its snapshot target T^k (a mean of tokens of Z^k, computed from the positions), within
+    slack = 1e-3 atol, ‖z^{k+1} − (z^k + γ_k (T^k − z^k))‖ ≤ slack, is within slack of a point of conv(Z^k):
+    that witness certifies it without a hull, and only the tokens it does not certify are measured against one.
     """
     L, n, d = Z.shape
     C = np.random.default_rng(0).normal(size=(_SUPPORT_DIRECTIONS, d))
@@ -251,20 +254,8 @@ def _hull_check(out: _Seq, Z, A, exact: bool) -> None:
     # Only the layers after which something moved: a converged run spends most of its layers standing still.
     steps = np.linalg.norm(Z[1:] - Z[:-1], axis=-1)  # (L − 1, n) each token's move
     after = np.nonzero(steps.max(axis=1, initial=0.0) > 0)[0]
-    growth = float(((Z[after + 1] @ C.T).max(axis=1) - (Z[after] @ C.T).max(axis=1)).max(initial=0.0))
-    step = max(1, _SUPPORT_ENTRIES // max(1, n * n))
-    Zt = torch.from_numpy(Z)
-    moved = torch.from_numpy(after)
-    for s in range(0, len(moved), step):
-        k = moved[s:s + step]
-        Q = Zt[k] @ torch.from_numpy(A)  # directions A z_i^k
-        now = torch.bmm(Q, Zt[k].transpose(1, 2)).amax(-1)
-        nxt = torch.bmm(Q, Zt[k + 1].transpose(1, 2)).amax(-1)
-        norm = Q.norm(dim=-1)
-        ok = norm > 0
-        if ok.any():
-            growth = max(growth, float(((nxt - now)[ok] / norm[ok]).max()))
-    if exact:
+    growth = support_growth(Z, after, A, C, threads=torch.get_num_threads())
+    if exact and len(after):
         # conv(Z^{k+1}) = conv(Z^k) when every point stayed inside and the hull's vertices did not move: the hull is
         # then kept, not rebuilt (a converging run changes its hull at a few layers). Up to 1e-3 atol: points
         # converging onto the boundary stay "inside" to rounding, and vertices that drift by less than that in all
@@ -275,35 +266,43 @@ def _hull_check(out: _Seq, Z, A, exact: bool) -> None:
         # polytope is conv(vertices now) ⊆ conv(Z^k), so its violation bounds the true one from above; a point
         # outside it (by more than the slack) is measured again against a new hull of Z^k.
         slack = 1e-3 * out.atol
-        layers = after
-        i, test, drift, size = 0, None, np.zeros(n), _HULL_BLOCK
+        gamma = (alpha / (1.0 + alpha))[after, None, None]
+        stepped = Z[after] + gamma * (T[after] - Z[after])
+        residual = np.sqrt(np.einsum("knd,knd->kn", Z[after + 1] - stepped, Z[after + 1] - stepped))
+        witness = np.zeros_like(steps, dtype=bool)
+        witness[after] = residual <= slack
+        # a certified token is within its residual of conv(Z^k): that bound enters the growth reported
+        growth = max(growth, float(residual[witness[after] & (steps[after] > 0)].max(initial=0.0)))
+        check = (steps > 0) & ~witness  # (L − 1, n) the moved tokens to measure against a hull
+        travel = np.zeros((L, n))
+        np.cumsum(steps, axis=0, out=travel[1:])  # travel[k]: each token's path length before layer k
+        layers = np.nonzero(check.any(axis=1))[0]
+        i, test, base, size = 0, None, 0, _HULL_BLOCK
         while i < len(layers):
             k = int(layers[i])
             if test is None:  # a hull of Z^k, and layer k measured against it exactly
-                test, drift = HullTest.of(Z[k], out.atol), np.zeros(n)
-                violation = test.outside(Z[k + 1, steps[k] > 0])  # tokens that did not move are inside trivially
+                test, base = HullTest.of(Z[k], out.atol), k
+                violation = test.outside(Z[k + 1, check[k]])
                 growth = max(growth, violation)
-                drift += steps[k]
                 i += 1
                 if violation > slack:
                     test = None
             else:  # the kept hull tests a block of layers at once (the block doubles while the hull holds)
                 block = layers[i:i + size]
-                moves, moved = steps[block], steps[block] > 0
+                tested = check[block]
                 # the vertices' drift since the hull was built, before each layer of the block
-                before = drift[test.vertices] + np.cumsum(moves[:, test.vertices], axis=0) - moves[:, test.vertices]
+                before = travel[block][:, test.vertices] - travel[base, test.vertices]
                 kept = before.max(axis=1) <= slack  # a prefix of the block: the drift only grows
                 violation = np.full(len(block), np.inf)
                 if kept.any():  # against the hull as it was built
-                    violation[kept] = test.violations(Z[block[kept] + 1], moved[kept])
+                    violation[kept] = test.violations(Z[block[kept] + 1], tested[kept])
                 if test.simplices is not None and not kept.all():  # full-dimensional: its facets through the
                     rest = ~kept  # vertices' positions now, where they moved (lower-dimensional: rebuilt)
-                    violation[rest] = test.through_violations(Z[block[rest]], Z[block[rest] + 1], moved[rest])
+                    violation[rest] = test.through_violations(Z[block[rest]], Z[block[rest] + 1], tested[rest])
                 bad = np.nonzero(violation > slack)[0]
                 j = int(bad[0]) if len(bad) else len(block)
                 if j:
                     growth = max(growth, float(violation[:j].max()))
-                    drift += moves[:j].sum(axis=0)
                 i += j
                 size = min(2 * size, _HULL_BLOCK) if not len(bad) else 2
                 if len(bad):  # layer block[j] is measured again against a new hull of its own
@@ -332,11 +331,16 @@ def _rate_check(out: _Seq, Z, T, followers, alpha, floor: float) -> None:
     # Pairs of moves (k − 1, k) with something moving at k: a sample needs ‖Δ_k‖ ≥ floor > 0, so the layers
     # that stood still (most of a converged run) are left out; the samples and their order are the same.
     Zf = Z[:, followers]
-    k = np.nonzero((Zf[2:] != Zf[1:-1]).reshape(K - 1, -1).any(axis=1))[0] + 1  # layers k ≥ 1 with a move
-    after, before = Zf[k + 1] - Zf[k], Zf[k] - Zf[k - 1]  # Δ_k, Δ_{k−1}: (pairs, f, d)
-    size, size_before = np.linalg.norm(after, axis=-1), np.linalg.norm(before, axis=-1)
-    dot = (after * before).sum(-1)
-    fixed = np.linalg.norm(T[k][:, followers] - T[k - 1][:, followers], axis=-1) <= out.atol  # (pairs, f)
+    D = Zf[1:] - Zf[:-1]  # (K, f, d): Δ_k
+    k = np.nonzero(D[1:].reshape(K - 1, -1).any(axis=1))[0] + 1  # layers k ≥ 1 with a move
+    # Norms, products and target changes of every layer at once ((K, f) each), then the sampled layers picked:
+    # no (pairs, f, d) copies of the moves or targets.
+    moves = np.sqrt(np.einsum("kfd,kfd->kf", D, D))
+    size, size_before = moves[k], moves[k - 1]
+    dot = np.einsum("kfd,kfd->kf", D[1:], D[:-1])[k - 1]
+    Tf = T[:, followers]
+    E = Tf[1:] - Tf[:-1]  # (K, f, d): T^{k} − T^{k−1} at index k − 1
+    fixed = np.sqrt(np.einsum("kfd,kfd->kf", E, E))[k - 1] <= out.atol  # (pairs, f)
     valid = fixed & (size >= floor) & (dot >= (1 - 1e-6) * size * size_before)
     if not valid.any():
         return
@@ -384,7 +388,7 @@ def _check_sequence(Z, T, leaders, alpha, A, atol: float, exact: bool, eps: floa
     followers = np.nonzero(~final)[0]
     settle = _settle_layers(T, followers, atol)
     _limits_check(out, Z, followers, settle, V, A, alpha, R, diam)
-    _hull_check(out, Z, A, exact)
+    _hull_check(out, Z, T, A, alpha, exact)
     _rate_check(out, Z, T, followers, alpha, _RATE_FLOOR * eps * R)
     a_norms = np.sqrt(np.maximum(((Z @ A) * Z).sum(-1), 0.0))
     out.norm_decrease = float((a_norms[:-1] - a_norms[1:]).max(initial=0.0))

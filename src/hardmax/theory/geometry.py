@@ -208,11 +208,15 @@ def limit_set(K: Polytope, A=None, *, atol: float | None = None, max_faces: int 
     A_np = np.ldexp(A_np, -math.frexp(float(np.abs(A_np).max()))[1])
     found = []
     for face in K.faces:
+        if len(face) == 1:  # a vertex is its own projection
+            found.append(V[face[0]])
+            continue
         F = V[list(face)]
         p = project_origin(F, A_np, tol)
         Ap = A_np @ p
-        if len(face) == 1 or (hull_distance(p, F) <= tol and np.linalg.norm(p) > tol
-                              and float(((V - p) @ Ap).max()) <= tol * float(np.linalg.norm(Ap))):
+        # the cheap conditions first: most faces' projections are not exposed, and the NNLS is not needed then
+        if np.linalg.norm(p) > tol and float(((V - p) @ Ap).max()) <= tol * float(np.linalg.norm(Ap)) \
+                and hull_distance(p, F) <= tol:
             found.append(p)
     S = np.array(found).reshape(-1, d)
     if len(S) == 0:

@@ -345,7 +345,7 @@ def _history_key(trajectory: Trajectory, same: Tensor) -> tuple | None:
     tensors = (trajectory.tokens, trajectory.A, trajectory.mask, same)
     if any(t.device.type != "cpu" for t in tensors):
         return None
-    digest = hashlib.blake2b(digest_size=16)
+    digest = hashlib.sha256()  # (with the CPU's SHA extensions 2x faster than blake2b: 1.3 ms for 2.4 MB)
     for t in tensors:
         digest.update(np.ascontiguousarray(t.detach().numpy()).data)
         digest.update(repr((t.dtype, tuple(t.shape))).encode())
