@@ -296,3 +296,22 @@ def test_leader_history_is_recomputed_after_an_in_place_change():
     with torch.no_grad():
         trajectory.tokens[:, 4] = torch.tensor([3.0, 3.0], dtype=torch.float64)  # token 4 now leads at every layer
     assert hardmax.leader_layers(trajectory).tolist()[4] == 0
+
+
+def test_answers_splice_base64_arrays_into_the_same_json():
+    """The server's answers put base64 arrays in without json.dumps; the JSON they parse to is the standard one,
+    for a playground view (non-ASCII table included), a list, and a "b64" that is not base64 (rendered as text)."""
+    from starlette.responses import JSONResponse
+
+    from hardmax.explore.server import _Answer
+
+    request = PlaygroundRequest(tokens=np.random.default_rng(0).standard_normal((12, 2)), alpha=0.5, layers=20,
+                                A=np.eye(2), rule=hardmax.Hardmax())
+    from hardmax.explore.views import playground_view
+
+    record = playground_view(request)
+    for content in (record, [1, "α", {"b64": "AAAA"}], {"x": {"b64": 'not "base64" ‖'}, "y": encode_array(np.ones(3))},
+                    {"a": {"b64": ""}, "b": {"b64": "QQ=="}, "note": "\u0000 ≤"}):
+        spliced = _Answer(content).body
+        assert json.loads(spliced) == json.loads(JSONResponse(content).body) == json.loads(json.dumps(content))
+    assert decode_path(json.loads(_Answer(record).body)["path"], 20).shape == (21, 12, 2)
