@@ -729,6 +729,7 @@ def _with(value, at=(0, 0)):
     (torch.zeros(3, 0, 2), "at least one sequence"),
     (torch.tensor(_SQUARE, dtype=torch.float16), "cannot resolve ties"),
     (torch.tensor(_SQUARE, dtype=torch.bfloat16), "cannot resolve ties"),
+    (torch.tensor(_SQUARE).to(torch.float8_e5m2), "cannot resolve ties"),
     (torch.ones(5), "shape"),
 ])
 @pytest.mark.parametrize("function", ["find_leaders", "attention_sets", "polytope"])
@@ -888,3 +889,35 @@ def test_exact_identity_leaders_equal_the_attention_sets_near_ties(dtype):
         identical = (z.unsqueeze(2) == z.unsqueeze(1)).all(-1)
         expected = present & ~(sets & ~identical).any(-1)
         assert torch.equal(find_leaders(z, A=A, mask=present, atol=0.0), expected)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_step_witness_certifies_convex_steps_only(seed):
+    """A token certified by its own step towards its snapshot target skips the facet test; with α < 0 that step
+    leaves the hull (review of the witness), so such layers are measured as if there were no witness: the
+    growth is the one measured with the witness disabled (targets NaN)."""
+    from hardmax.dynamics import Hardmax
+    from hardmax.theory.check import _hull_check, _Seq
+
+    rng = np.random.default_rng(seed)
+    for alpha in (-2e-6, -0.3, 0.5):
+        d, n = 3, 40
+        M = rng.normal(size=(d, d))
+        A = torch.tensor(M @ M.T + 0.5 * np.eye(d))
+        path = [torch.tensor(rng.normal(size=(1, n, d)))]
+        gamma = alpha / (1 + alpha)
+        targets = []
+        for _ in range(2):
+            targets.append(Hardmax().targets(path[-1], torch.ones(1, n, dtype=torch.float64), A))
+            path.append(path[-1] + gamma * (targets[-1] - path[-1]))
+        Z = torch.cat(path).numpy()  # (3, n, d)
+        T = torch.cat([*targets, targets[-1]]).numpy()
+        runs = []
+        for known in (T, np.full_like(T, np.nan)):
+            out = _Seq(atol=1e-6)
+            _hull_check(out, Z, known, A.numpy(), np.full(2, alpha), True)
+            runs.append(out.hull)
+        if alpha < 0:
+            assert runs[0] == runs[1]
+        else:  # convex steps: certified, and within their residual of the hull
+            assert runs[0] <= 1e-12 and runs[1] <= 1e-12

@@ -15,7 +15,8 @@ from torch import Tensor
 __all__ = ["COARSE_DTYPES", "as_floating", "as_tensor"]
 
 #: Precisions whose rounding (eps ≥ 1e-3) makes distinct scores tie: refused wherever ties are decided.
-COARSE_DTYPES = (torch.float16, torch.bfloat16)
+COARSE_DTYPES = (torch.float16, torch.bfloat16, *(getattr(torch, name) for name in (
+    "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu") if hasattr(torch, name)))
 
 
 def as_tensor(x, name: str, dtype: torch.dtype | None = None, device=None) -> Tensor:

@@ -251,8 +251,9 @@ def _hull_check(out: _Seq, Z, T, A, alpha, exact: bool) -> None:
     affine hull of Z^k (layers where nothing moved are skipped). (A facet distance does not bound the support
     growth beyond a sharp edge, so the two are not redundant.) A moved token whose step is the layer's own
     step towards its snapshot target T^k (a mean of tokens of Z^k, computed from the positions), within
-    slack = 1e-3 atol, ‖z^{k+1} − (z^k + γ_k (T^k − z^k))‖ ≤ slack, is within slack of a point of conv(Z^k):
-    that witness certifies it without a hull, and only the tokens it does not certify are measured against one.
+    slack = 1e-3 atol, ‖z^{k+1} − (z^k + γ_k (T^k − z^k))‖ ≤ slack, is within slack of a point of conv(Z^k)
+    when the step is convex (0 ≤ γ_k ≤ 1): that witness certifies it without a hull (its residual enters the
+    growth reported), and only the tokens it does not certify are measured against one.
     """
     L, n, d = Z.shape
     C = np.random.default_rng(0).normal(size=(_SUPPORT_DIRECTIONS, d))
@@ -274,7 +275,8 @@ def _hull_check(out: _Seq, Z, T, A, alpha, exact: bool) -> None:
         slack = 1e-3 * out.atol
         gamma = (alpha / (1.0 + alpha))[:, None, None]
         residual = _lengths(Z[1:] - (Z[:-1] + gamma * (T[:-1] - Z[:-1])))  # (L − 1, n), every layer at once
-        witness = residual <= slack
+        # a convex step only (0 ≤ γ_k ≤ 1, i.e. α_k ≥ 0): with α < 0 the step leaves conv(Z^k) and certifies nothing
+        witness = (residual <= slack) & ((gamma >= 0) & (gamma <= 1))[:, :, 0]
         # a certified token is within its residual of conv(Z^k): that bound enters the growth reported
         growth = max(growth, float(residual[witness & (steps > 0)].max(initial=0.0)))
         check = (steps > 0) & ~witness  # (L − 1, n) the moved tokens to measure against a hull
