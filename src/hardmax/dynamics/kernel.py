@@ -809,8 +809,8 @@ def _snapshot(z, bits, mask, multipliers, A, identity, rtol, same, leader, targe
                                      org, A, Aabs, identity, qt, qo, sure, True)
         total = w[0] * 0
         spread = total
-        for j in range(m):
-            if (c == 1 and j == single) or (c != 1 and member[j]):
+        for j in range(single, single + 1) if c == 1 else range(m):  # one member: no pass over the row
+            if c == 1 or member[j]:
                 total += w[j]
                 gap = total * 0
                 for k in range(d):
