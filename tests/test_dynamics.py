@@ -552,7 +552,7 @@ def test_deduplicate_survives_hash_collisions(monkeypatch):
     z[:, 5] = z[:, 6].flip(-1)
     mask = torch.rand(6, 20, generator=g) > 0.2
     honest = deduplicate(z, mask)
-    monkeypatch.setattr(dedup_module, "_hash_rows", lambda keys: torch.zeros(keys.shape[:2], dtype=torch.long))
+    monkeypatch.setattr(dedup_module, "hash_rows", lambda keys: torch.zeros(keys.shape[:2], dtype=torch.long))
     collided = deduplicate(z, mask)
     for dedup in (honest, collided):
         assert torch.equal(dedup.expand(dedup.tokens), z)
@@ -825,6 +825,24 @@ def test_rows_at_one_position_are_decided_once_with_the_same_sets(case):
         once = simulate(tokens, alpha=alpha, layers=depth, A=A, engine="torch").tokens
     assert torch.equal(once, every_row)
     assert max(shared) > 0  # rows were grouped
+
+
+def test_rows_of_one_kind_are_grouped_by_value_even_when_every_hash_collides(monkeypatch):
+    """`select.same_kind` groups by a hash confirmed by value: with a hash that sends every row to one bucket, rows
+    of another kind get groups of their own, never a wrong one."""
+    from hardmax.dynamics import select as select_module
+
+    kind = torch.tensor([[1, 2], [3, 4], [1, 2], [-5, 0], [3, 4], [1, 2]])
+    for colliding in (False, True):
+        if colliding:
+            monkeypatch.setattr(select_module, "hash_rows", lambda keys: torch.zeros(keys.shape[:2], dtype=torch.long))
+        one, inverse = select_module.same_kind(kind)
+        assert torch.equal(kind[one[inverse]], kind)  # every row's group has its kind
+        if not colliding:
+            assert len(one) == 3 and inverse[0] == inverse[2] == inverse[5] and inverse[1] == inverse[4]
+    assert len(one) > 3  # the collided rows were split off, not merged
+    empty = select_module.same_kind(torch.zeros(0, 2, dtype=torch.long))
+    assert len(empty[0]) == len(empty[1]) == 0
 
 
 def test_rows_share_a_place_only_at_one_position_in_one_frame():

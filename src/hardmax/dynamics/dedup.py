@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["Deduplicated", "deduplicate", "take_rows"]
+__all__ = ["Deduplicated", "deduplicate", "hash_rows", "take_rows"]
 
 
 def take_rows(values: Tensor, index: Tensor, lead: int = 0) -> Tensor:
@@ -93,7 +93,7 @@ def deduplicate(tokens: Tensor, mask: Tensor | None = None, keys: Tensor | None 
         return _group(tokens, real, keys[..., 0].long(), keys, verify=False)  # word ids: exact keys
     # Group by a hash of each key. Equal keys always share a hash; different keys that collide are
     # caught by checking every token against its group, and then grouped exactly (lexicographically).
-    grouped = _group(tokens, real, _hash_rows(keys), keys, verify=True, keys_are_tokens=own_keys)
+    grouped = _group(tokens, real, hash_rows(keys), keys, verify=True, keys_are_tokens=own_keys)
     return grouped if grouped is not None else _group(tokens, real, None, keys, verify=False)
 
 
@@ -147,13 +147,14 @@ def _mix(x: Tensor) -> Tensor:
     return x ^ (x >> 31)
 
 
-def _hash_rows(keys: Tensor) -> Tensor:
+def hash_rows(keys: Tensor) -> Tensor:
     """(batch, n) int64 hash of each row of keys (batch, n, k): the keys as integers (a float's bits,
     read as 32-bit or 16-bit integers), dotted with fixed odd 64-bit multipliers (int64 wrap-around),
     then mixed.
 
     Integer arithmetic, so equal rows get equal hashes whatever the order of the sum. Different rows
-    can collide (a linear hash has structured collisions); `deduplicate` detects that and regroups.
+    can collide (a linear hash has structured collisions); `deduplicate` detects that and regroups
+    (`select.same_kind` too).
     """
     # Floats are read as their bits (float64 as two 32-bit halves); integers are used as they are.
     if keys.is_floating_point():

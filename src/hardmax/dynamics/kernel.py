@@ -858,7 +858,7 @@ def hardmax_snapshots(z: np.ndarray, mask: np.ndarray, A: np.ndarray | None, tie
 def hash_multipliers(d: int) -> np.ndarray:
     """(d,) fixed odd 64-bit multipliers of the row hash (a Weyl sequence).
 
-    The torch engine's `dedup._hash_rows` hashes on its own terms; the two need not agree, since each
+    The torch engine's `dedup.hash_rows` hashes on its own terms; the two need not agree, since each
     confirms every hash hit by comparing values. This one is per review and compiled, for locality."""
     k = np.arange(1, d + 1, dtype=np.uint64)
     return (k * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from hardmax.dynamics.dedup import take_rows
+from hardmax.dynamics.dedup import hash_rows, take_rows
 from hardmax.dynamics.ties import TIE_FRAME, Frames, coarse_tolerance, query_size, refine
 
 __all__ = ["Following", "Rows", "hardmax_rows", "hardmax_sets", "hardmax_targets", "move", "score_bias", "select",
@@ -87,19 +87,13 @@ def same_kind(kind: Tensor) -> tuple[Tensor, Tensor]:
     every = torch.arange(T, device=kind.device)
     if T == 0:
         return every, every
-    odd = torch.arange(kind.shape[1], dtype=torch.long, device=kind.device) * 2 + 1
-    mixed = (kind * (odd * _GOLDEN)).sum(1)  # products and sums wrap around in int64: a hash
-    _, inverse = torch.unique(mixed, return_inverse=True)
+    _, inverse = torch.unique(hash_rows(kind.unsqueeze(0))[0], return_inverse=True)
     one = torch.empty(int(inverse.max()) + 1, dtype=torch.long, device=kind.device).scatter_(0, inverse, every)
     collided = (kind[one[inverse]] != kind).any(1).nonzero().squeeze(1)
     if len(collided):
         inverse[collided] = len(one) + torch.arange(len(collided), device=kind.device)
         one = torch.cat([one, collided])
     return one, inverse
-
-
-# 2^64 / golden ratio, odd, as an int64: column k of a row kind is multiplied by (2k + 1) times it (a hash).
-_GOLDEN = 0x9E3779B97F4A7C15 - 2**64
 
 
 def select(s: Tensor, keys: Tensor, queries: Tensor, weights: Tensor, row_present: Tensor, tie_rtol: float,
