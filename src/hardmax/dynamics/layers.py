@@ -81,16 +81,23 @@ def _held(z: Tensor, frames: Frames, weights: Tensor, A: Tensor | None, tie_rtol
     q = z[b, i] if A is None else z[b, i] @ A
     # The rows' scores from one product per sequence (its rows in places 0, 1, … of a padded block), not from a
     # copy of every key per row.
-    counts = torch.bincount(b, minlength=z.shape[0])
-    order = torch.argsort(b, stable=True)
-    place = torch.empty_like(b)
-    place[order] = torch.arange(b.shape[0], device=b.device) - (torch.cumsum(counts, 0) - counts)[b[order]]
+    place, counts = _places(b, z.shape[0])
     queries = q.new_zeros(z.shape[0], int(counts.max()), z.shape[-1])
     queries[b, place] = q
     s = (queries @ z.transpose(-1, -2))[b, place].masked_fill_(~present[b], -math.inf)  # (T, m)
     candidates = s >= (s.amax(-1) - tol[b, 0]).unsqueeze(-1)
     members = refine(candidates, s, q, size[b, 0], z, frames, b, tie_rtol, rows=i, A=A)
     return (members.sum(-1) == 1) & members[torch.arange(b.shape[0], device=b.device), i]
+
+
+def _places(group: Tensor, groups: int) -> tuple[Tensor, Tensor]:
+    """Each element's place 0, 1, … among the elements of its group (in order), and each group's size (groups,).
+    group: (T,) int64 in 0..groups."""
+    counts = torch.bincount(group, minlength=groups)
+    order = torch.argsort(group, stable=True)
+    place = torch.empty_like(group)
+    place[order] = torch.arange(group.shape[0], device=group.device) - (torch.cumsum(counts, 0) - counts)[group[order]]
+    return place, counts
 
 
 #: The most layers `hardmax_run` computes ahead of their attention sets' decision.
@@ -136,11 +143,7 @@ class _Distinct(NamedTuple):
         one, inverse = same_kind(kind.view(N * f, -1))
         # Places within each state, in the order of the groups' states.
         group_state = torch.div(one, f, rounding_mode="floor")
-        order = torch.argsort(group_state, stable=True)
-        counts = torch.bincount(group_state, minlength=N)
-        start = torch.cumsum(counts, 0) - counts
-        place = torch.empty_like(order)
-        place[order] = torch.arange(len(order), device=pos.device) - start[group_state[order]]
+        place, counts = _places(group_state, N)
         width = int(counts.max())
         rows = torch.zeros(N, width, dtype=torch.long, device=pos.device)
         rows[group_state, place] = one % f
