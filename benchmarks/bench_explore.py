@@ -133,7 +133,10 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     repeats = 8 if args.quick else args.repeats
 
-    from hardmax.explore.server import Background, create_app
+    from hardmax.explore.server import Background, create_app, quiet_openmp
+
+    if not quiet_openmp():  # as `hardmax explore` does before it imports torch
+        print("note: torch was imported before the benchmark started: PyTorch's OpenMP workers spin as by default")
 
     with tempfile.TemporaryDirectory() as scratch:
         runs = args.runs if args.runs is not None else _train_run(Path(scratch))

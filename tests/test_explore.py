@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -315,3 +318,19 @@ def test_answers_splice_base64_arrays_into_the_same_json():
         spliced = _Answer(content).body
         assert json.loads(spliced) == json.loads(JSONResponse(content).body) == json.loads(json.dumps(content))
     assert decode_path(json.loads(_Answer(record).body)["path"], 20).shape == (21, 12, 2)
+
+
+def test_quiet_openmp_sets_the_spin_only_before_torch_loads(monkeypatch):
+    from hardmax.explore.server import OPENMP_SPIN, quiet_openmp
+
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    assert quiet_openmp() is False  # torch is loaded in this process: libgomp has read its settings already
+    assert "GOMP_SPINCOUNT" not in os.environ
+    code = ("import os, sys; from hardmax.explore.server import quiet_openmp; ok = quiet_openmp(); import torch; "
+            "print(ok, os.environ.get('GOMP_SPINCOUNT'))")
+    env = {k: v for k, v in os.environ.items() if k != "GOMP_SPINCOUNT"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.split() == ["True", OPENMP_SPIN]
+    env["GOMP_SPINCOUNT"] = "123"  # a user's own setting stays
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.split() == ["True", "123"]

@@ -29,6 +29,9 @@ def add_explore(subparsers) -> None:
 
 def run_explore(args: argparse.Namespace) -> int:
     """Run `hardmax explore` with the parsed `args`; returns the exit code."""
+    from hardmax.explore.server import quiet_openmp
+
+    quiet_openmp()  # before anything imports torch
     from hardmax.cli.output import say
     from hardmax.explore.server import create_app, open_socket, serve, warm_up
 

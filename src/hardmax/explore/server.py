@@ -46,9 +46,29 @@ from hardmax.explore.requests import (
     TooLarge,
 )
 
-__all__ = ["Background", "Explorer", "create_app", "find_runs", "open_socket", "serve"]
+__all__ = ["OPENMP_SPIN", "Background", "Explorer", "create_app", "find_runs", "open_socket", "quiet_openmp", "serve"]
 
 logger = logging.getLogger(__name__)
+
+#: How long an idle OpenMP worker of PyTorch spins before it sleeps, in libgomp's spin iterations
+#: (GOMP_SPINCOUNT; libgomp's default, 300,000, is ~10 ms here). An answer alternates PyTorch ops and the
+#: compiled kernels (`simulate`, the leader snapshots, the support test), and a worker still spinning after a
+#: PyTorch op takes a core from the kernel that follows: on two cores a 9 ms snapshot pass took 13-16 ms right
+#: after one. 10,000 (~0.3 ms) keeps back-to-back PyTorch ops as fast (500 fused softmax layers: 48 ms either
+#: way; 1,000 made them 75 ms).
+OPENMP_SPIN = "10000"
+
+
+def quiet_openmp() -> bool:
+    """Set GOMP_SPINCOUNT to `OPENMP_SPIN` for this process unless it is set already; libgomp reads it once, when
+    PyTorch loads it, so this must run before torch is imported. Returns whether the setting takes effect."""
+    import os
+    import sys
+
+    if "torch" in sys.modules:
+        return False
+    os.environ.setdefault("GOMP_SPINCOUNT", OPENMP_SPIN)
+    return True
 
 
 def find_runs(root: str | Path | None, *, depth: int = 4) -> dict[str, Path]:

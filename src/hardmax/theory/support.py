@@ -80,7 +80,7 @@ def _support_growth_torch(Z: np.ndarray, layers: np.ndarray, A: np.ndarray, C: n
 
 
 if numba is not None:
-    @numba.njit(cache=True, error_model="numpy", fastmath=True)
+    @numba.njit(inline="always", cache=True, error_model="numpy", fastmath=True)
     def _peak(q, X, row):
         """max_j ⟨q, x_j⟩ over the columns of X (d, n): the row of scores summed coordinate by coordinate, then its
         maximum with four running maxima (a single one is a chain of dependent comparisons, 2-3x slower)."""
