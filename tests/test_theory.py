@@ -921,3 +921,33 @@ def test_the_step_witness_certifies_convex_steps_only(seed):
             assert runs[0] == runs[1]
         else:  # convex steps: certified, and within their residual of the hull
             assert runs[0] <= 1e-12 and runs[1] <= 1e-12
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("d", [1, 2, 3, 16])
+def test_compiled_leader_recurrence_is_the_torch_one(dtype, d):
+    """leaders[k] = snap[k] & (leaders[k−1] | no leader of k−1 within same): the compiled recurrence and the
+    batched torch one agree, on snapshots whose new leaders sit just inside, on and just outside `same` of a
+    leader (copies of a leader, followers closing in) and on tokens that lose and regain leadership."""
+    from hardmax.theory import leaders as module
+
+    rng = np.random.default_rng(d)
+    L, B, n = 60, 3, 24
+    path = rng.standard_normal((L, B, n, d))
+    same = np.array([0.05, 0.2, 0.0])
+    # A third of the tokens near token 0 or 1, inside, just inside, just outside and outside `same` (1 % off it:
+    # exactly on it, the two sum the squares in different orders and may round either way).
+    for k in range(L):
+        for b in range(B):
+            for i in range(2, n // 3):
+                anchor = path[k, b, i % 2]
+                step = rng.standard_normal(d)
+                path[k, b, i] = anchor + step / np.linalg.norm(step) * same[b] * rng.choice([0.0, 0.5, 0.99, 1.01, 1.5])
+    snap = rng.random((L, B, n)) < 0.3
+    snap[:, :, :2] = rng.random((L, B, 2)) < 0.9  # tokens 0, 1 lead most of the time
+    path_t, same_t = torch.as_tensor(path, dtype=dtype), torch.as_tensor(same, dtype=dtype)
+    compiled = module._leaders_in_time(torch.as_tensor(snap), path_t, same_t)
+    reference = module._leaders_in_time_torch(torch.as_tensor(snap), path_t, same_t)
+    assert torch.equal(compiled, reference)
+    became = compiled[1:] & ~compiled[:-1] & torch.as_tensor(snap[1:])
+    assert bool(became.any()) and bool((torch.as_tensor(snap) & ~compiled).any())  # both branches taken
