@@ -177,10 +177,18 @@ class _Seq:
         return found
 
 
+def _dot(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Σ_c x[..., c] y[..., c]: (..., d), (..., d) -> (...), summed over the coordinates in order, one column at a
+    time (a reduction over a short last axis, `einsum`'s or `np.linalg.norm`'s, is 4x slower at d = 2, 3)."""
+    total = x[..., 0] * y[..., 0]
+    for c in range(1, x.shape[-1]):
+        total += x[..., c] * y[..., c]
+    return total
+
+
 def _lengths(x: np.ndarray) -> np.ndarray:
-    """Euclidean lengths along the last axis: (..., d) -> (...) (`np.linalg.norm(x, axis=-1)`, whose reduction
-    over a short last axis is several times slower at d = 2, 3)."""
-    return np.sqrt(np.einsum("...d,...d->...", x, x))
+    """Euclidean lengths along the last axis: (..., d) -> (...)."""
+    return np.sqrt(_dot(x, x))
 
 
 def _settle_layers(T: np.ndarray, followers: np.ndarray, atol: float) -> np.ndarray:
@@ -191,7 +199,7 @@ def _settle_layers(T: np.ndarray, followers: np.ndarray, atol: float) -> np.ndar
     K = T.shape[0] - 1
     if K <= 1:
         return np.zeros(len(followers), dtype=np.int64)
-    changed = _lengths(T[:K, followers] - T[K - 1, followers]) > atol  # (K, f)
+    changed = (_lengths(T[:K] - T[K - 1]) > atol)[:, followers]  # (K, f)
     return np.where(changed.any(0), K - np.argmax(changed[::-1], axis=0), 0)
 
 
@@ -242,7 +250,7 @@ def _limits_check(out: _Seq, Z, followers, settle, V, A, alpha, R, diam) -> None
     out.excess = float(excess.max())
 
 
-def _hull_check(out: _Seq, Z, T, A, alpha, exact: bool) -> None:
+def _hull_check(out: _Seq, Z, T, A, alpha, exact: bool, steps: np.ndarray) -> None:
     """(3): conv(Z^{k+1}) ⊆ conv(Z^k) for every k.
 
     Always: the support function h_k(c) = max_j ⟨c, z_j^k⟩ may not grow, h_{k+1}(c) ≤ h_k(c) + atol‖c‖, for
@@ -259,7 +267,6 @@ def _hull_check(out: _Seq, Z, T, A, alpha, exact: bool) -> None:
     C = np.random.default_rng(0).normal(size=(_SUPPORT_DIRECTIONS, d))
     C /= np.linalg.norm(C, axis=1, keepdims=True)
     # Only the layers after which something moved: a converged run spends most of its layers standing still.
-    steps = _lengths(Z[1:] - Z[:-1])  # (L − 1, n) each token's move
     after = np.nonzero(steps.max(axis=1, initial=0.0) > 0)[0]
     growth = support_growth(Z, after, A, C, threads=torch.get_num_threads())
     if exact and len(after):
@@ -316,7 +323,7 @@ def _hull_check(out: _Seq, Z, T, A, alpha, exact: bool) -> None:
     out.hull = growth
 
 
-def _rate_check(out: _Seq, Z, T, followers, alpha, floor: float) -> None:
+def _rate_check(out: _Seq, D, steps, T, followers, alpha, floor: float) -> None:
     """(4): a follower whose target x* (the mean of its attention set) is fixed obeys exactly
     z^{k+1} − x* = (1 − γ_k)(z^k − x*), γ_k = α_k/(1+α_k), so its moves Δ_k = z^{k+1} − z^k = −γ_k (z^k − x*)
     keep their direction and shrink by Δ_{k+1} = (γ_{k+1}/γ_k)(1 − γ_k) Δ_k (1/(1+α) for a constant α).
@@ -334,19 +341,15 @@ def _rate_check(out: _Seq, Z, T, followers, alpha, floor: float) -> None:
     K = len(alpha)
     if K < 2 or len(followers) == 0:
         return
-    # Pairs of moves (k − 1, k) with something moving at k: a sample needs ‖Δ_k‖ ≥ floor > 0, so the layers
+    # Pairs of moves (k − 1, k) with a follower moving at k: a sample needs ‖Δ_k‖ ≥ floor > 0, so the layers
     # that stood still (most of a converged run) are left out; the samples and their order are the same.
-    Zf = Z[:, followers]
-    D = Zf[1:] - Zf[:-1]  # (K, f, d): Δ_k
-    k = np.nonzero(D[1:].reshape(K - 1, -1).any(axis=1))[0] + 1  # layers k ≥ 1 with a move
-    # Norms, products and target changes of every layer at once ((K, f) each), then the sampled layers picked:
-    # no (pairs, f, d) copies of the moves or targets.
-    moves = np.sqrt(np.einsum("kfd,kfd->kf", D, D))
+    moves = steps[:, followers]  # (K, f): ‖Δ_k‖ (D, steps: every token's moves Δ_k = z^{k+1} − z^k, (K, n, d), (K, n))
+    k = np.nonzero((moves[1:] > 0).any(axis=1))[0] + 1  # layers k ≥ 1 with a move (one of length 0 is no sample)
+    # Products and target changes of every layer and token at once ((K − 1, n) each, no copies of the moves or
+    # targets), then the sampled layers and the followers picked.
     size, size_before = moves[k], moves[k - 1]
-    dot = np.einsum("kfd,kfd->kf", D[1:], D[:-1])[k - 1]
-    Tf = T[:, followers]
-    E = Tf[1:] - Tf[:-1]  # (K, f, d): T^{k} − T^{k−1} at index k − 1
-    fixed = np.sqrt(np.einsum("kfd,kfd->kf", E, E))[k - 1] <= out.atol  # (pairs, f)
+    dot = _dot(D[1:], D[:-1])[k - 1][:, followers]
+    fixed = (_lengths(T[1:-1] - T[:-2])[k - 1] <= out.atol)[:, followers]  # T^k − T^{k−1}, (pairs, f)
     valid = fixed & (size >= floor) & (dot >= (1 - 1e-6) * size * size_before)
     if not valid.any():
         return
@@ -394,9 +397,11 @@ def _check_sequence(Z, T, leaders, alpha, A, atol: float, exact: bool, eps: floa
     followers = np.nonzero(~final)[0]
     settle = _settle_layers(T, followers, atol)
     _limits_check(out, Z, followers, settle, V, A, alpha, R, diam)
-    _hull_check(out, Z, T, A, alpha, exact)
-    _rate_check(out, Z, T, followers, alpha, _RATE_FLOOR * eps * R)
-    a_norms = np.sqrt(np.maximum(np.einsum("knd,knd->kn", Z @ A, Z), 0.0))
+    D = Z[1:] - Z[:-1]  # (K, n, d) each token's moves, and their lengths: for the hull and the rate checks
+    steps = _lengths(D)
+    _hull_check(out, Z, T, A, alpha, exact, steps)
+    _rate_check(out, D, steps, T, followers, alpha, _RATE_FLOOR * eps * R)
+    a_norms = np.sqrt(np.maximum(_dot(Z if np.array_equal(A, np.eye(d)) else Z @ A, Z), 0.0))
     out.norm_decrease = float((a_norms[:-1] - a_norms[1:]).max(initial=0.0))
     return out
 
