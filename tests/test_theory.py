@@ -915,7 +915,7 @@ def test_the_step_witness_certifies_convex_steps_only(seed):
         runs = []
         for known in (T, np.full_like(T, np.nan)):
             out = _Seq(atol=1e-6)
-            _hull_check(out, Z, known, A.numpy(), np.full(2, alpha), True)
+            _hull_check(out, Z, known, A.numpy(), np.full(2, alpha), True, np.linalg.norm(Z[1:] - Z[:-1], axis=-1))
             runs.append(out.hull)
         if alpha < 0:
             assert runs[0] == runs[1]
