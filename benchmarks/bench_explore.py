@@ -23,6 +23,7 @@ import argparse
 import json
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -114,10 +115,13 @@ def bench_pages(base: str, *, repeats: int, run: str | None) -> dict | None:
 
 
 def _train_run(root: Path) -> Path:
-    sys.path.insert(0, str(ROOT / "tests"))
-    from explore_server import train_runs
-
-    return train_runs(root, root / "cache", (("d16", ("--d", "16")),))
+    """A d = 16 run under root/runs, trained in a process of its own: PyTorch work in this process's main thread
+    would leave an OpenMP team beside the server's, and libgomp would then throttle both (see `warm_up`)."""
+    code = ("import sys; from pathlib import Path; sys.path.insert(0, sys.argv[1]); "
+            "from explore_server import train_runs; "
+            "train_runs(Path(sys.argv[2]), Path(sys.argv[2]) / 'cache', (('d16', ('--d', '16')),))")
+    subprocess.run([sys.executable, "-c", code, str(ROOT / "tests"), str(root)], check=True)
+    return root / "runs"
 
 
 def main(argv: list[str] | None = None) -> dict:

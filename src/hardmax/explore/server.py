@@ -308,12 +308,29 @@ def open_socket(host: str, port: int) -> socket.socket:
 
 
 def warm_up() -> None:
-    """Compile the engines once (numba), so that the first edit in the page answers at full speed."""
+    """Compile the engines once (numba), so that the first edit in the page answers at full speed.
+
+    Run in a thread of its own that ends with it: the OpenMP team PyTorch starts in a thread lives as long as the
+    thread, and one left in the main thread beside the request workers' own makes libgomp count more workers than
+    cores and throttle every worker's spin (500 fused softmax layers: 62-69 ms, 70-98 ms with the main thread's
+    team alive)."""
     from hardmax.explore import views
 
     request = PlaygroundRequest.from_json({"tokens": [[1.0, 0.5], [-1.0, 0.25], [0.25, -1.0]], "layers": 3},
                                           Limits())
-    views.playground_view(request)
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            views.playground_view(request)
+        except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
+            failed.append(e)
+
+    worker = threading.Thread(target=run, name="hardmax-warm-up")
+    worker.start()
+    worker.join()
+    if failed:
+        raise failed[0]
 
 
 def serve(app: Starlette, sock: socket.socket, *, on_ready: Callable[[], None] | None = None) -> None:
