@@ -36,11 +36,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _post(url: str, body: dict) -> tuple[float, dict]:
+    """POST as the pages do: JSON in, a binary frame (`hardmax.explore.frames`) asked for and read back."""
+    from hardmax.explore.frames import FRAME_TYPE, decode_frame
+
     data = json.dumps(body).encode()
     start = time.perf_counter()
-    request = urllib.request.Request(url, data=data, method="POST", headers={"content-type": "application/json"})
+    request = urllib.request.Request(url, data=data, method="POST",
+                                     headers={"content-type": "application/json", "accept": FRAME_TYPE})
     with urllib.request.urlopen(request, timeout=120) as r:
-        payload = json.loads(r.read())
+        raw = r.read()
+        payload = decode_frame(raw) if r.headers.get("content-type", "").startswith(FRAME_TYPE) else json.loads(raw)
     return time.perf_counter() - start, payload
 
 

@@ -15,8 +15,9 @@ from explore_server import Client, LiveServer, train_runs
 
 import hardmax
 from hardmax.explore import Limits, create_app, find_runs, standalone_html, view
+from hardmax.explore.frames import decode_array, decode_frame, decode_path, encode_array, encode_frame, encode_path
 from hardmax.explore.requests import PlaygroundRequest, RequestError, TooLarge
-from hardmax.explore.views import decode_array, decode_path, encode_array, encode_path, presets
+from hardmax.explore.views import presets
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -334,3 +335,40 @@ def test_quiet_openmp_sets_the_spin_only_before_torch_loads(monkeypatch):
     env["GOMP_SPINCOUNT"] = "123"  # a user's own setting stays
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
     assert out.split() == ["True", "123"]
+
+
+def test_a_frame_carries_the_views_arrays_exactly(rng):
+    """`encode_frame`: every array record of a view as raw float64 bytes at an 8-byte aligned offset after a JSON
+    header (non-ASCII text included); `decode_frame` gives the same record as the JSON answer, arrays bit for bit."""
+    from hardmax.explore.views import playground_view
+
+    view = playground_view(PlaygroundRequest(tokens=rng.normal(size=(12, 2)), alpha=0.5, layers=20, A=np.eye(2),
+                                             rule=hardmax.Hardmax()))
+    view["points"] = encode_array(rng.normal(size=(3, 5)))  # a second array, after the path
+    frame = encode_frame(view)
+    size = int.from_bytes(frame[4:8], "little")
+    assert frame[:4] == b"HMXF" and (8 + size) % 8 == 0
+    back, text = decode_frame(frame), json.loads(json.dumps(view))
+    for key in ("path", "points"):
+        assert back[key]["shape"] == text[key]["shape"]
+        assert np.array_equal(decode_array(back[key]), decode_array(text[key]))
+    assert len(frame) - 8 - size == 8 * (decode_array(text["path"]).size + 15)  # nothing but the arrays after it
+    rest = {k: v for k, v in back.items() if k not in ("path", "points")}
+    assert rest == {k: v for k, v in text.items() if k not in ("path", "points")}  # the theorem's ≤ and ‖ kept
+    with pytest.raises(ValueError, match="not a hardmax frame"):
+        decode_frame(b"{}")
+
+
+def test_the_api_answers_a_frame_when_asked(client, rng):
+    tokens = rng.normal(size=(9, 2)).tolist()
+    body = json.dumps({"tokens": tokens, "alpha": 0.5, "layers": 30}).encode()
+    framed = client.post("/api/simulate", content=body, headers={"content-type": "application/json",
+                                                                  "accept": "application/vnd.hardmax.frame"})
+    plain = client.post("/api/simulate", content=body)
+    assert framed.status_code == plain.status_code == 200
+    assert framed.content[:4] == b"HMXF" and plain.content[:1] == b"{"
+    a, b = decode_frame(framed.content), plain.json()
+    assert np.array_equal(decode_array(a["path"]), decode_array(b["path"])) and a["labels"] == b["labels"]
+    refused = client.post("/api/simulate", json={"tokens": tokens, "alpha": -1},
+                          headers={"content-type": "application/json", "accept": "application/vnd.hardmax.frame"})
+    assert refused.status_code == 400 and "alpha" in refused.json()["error"]  # errors stay JSON

@@ -20,6 +20,7 @@ from explore_server import LiveServer, train_runs
 
 import hardmax
 from hardmax.explore import create_app
+from hardmax.explore.frames import FRAME_TYPE
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.slow]
 
@@ -170,8 +171,10 @@ def test_playground_edits_play_and_agree_with_the_library(page, tmp_path):
     _set(page, "#layers", "60")
     _set(page, "#A-0-1", "0.25")  # the mirrored entry follows: A stays symmetric
     assert page.input_value("#A-1-0") == "0.25"
-    page.select_option("#rule", "softmax")
+    with page.expect_response(lambda r: r.url.endswith("/api/simulate")) as answered:
+        page.select_option("#rule", "softmax")
     _idle(page)
+    assert answered.value.headers["content-type"] == FRAME_TYPE  # the page reads the binary frames it asks for
     assert page.get_attribute("#verdict", "data-passed") == ""  # Theorem 2.1 is about hardmax
     page.select_option("#rule", "hardmax")
     page.check("#show-attention")

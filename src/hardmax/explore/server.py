@@ -37,6 +37,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from hardmax.explore.assets import STATIC
+from hardmax.explore.frames import FRAME_TYPE, encode_frame
 from hardmax.explore.requests import (
     AttentionRequest,
     Limits,
@@ -221,6 +222,8 @@ def _endpoint(explorer: Explorer, turns: _Turns, work: Callable[[object], object
             return _error(f"internal error ({type(e).__name__}: {e})", 500)
         if isinstance(result, Response):
             return result
+        if isinstance(result, dict) and FRAME_TYPE in request.headers.get("accept", ""):
+            return Response(encode_frame(result), media_type=FRAME_TYPE)  # what the pages ask for
         return _Answer(result)
     return endpoint
 

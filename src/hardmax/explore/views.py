@@ -8,14 +8,13 @@
                                   CRATE runs: compression and sparsity per block
     presets()                     the paper's Figure 2 configurations and the library's dyadic ones
 
-Positions travel as base64 little-endian float64 (`encode_array`): exact, and ~8 bytes a number instead of ~20
-in JSON text; a path stops at the last layer where anything moved (`encode_path`: the rest repeats it).
+Positions travel as `hardmax.explore.frames` records (exact float64: base64 in JSON, raw bytes in a binary frame);
+a path stops at the last layer where anything moved (`frames.encode_path`: the rest repeats it).
 Nothing here reimplements the dynamics; the page draws what these return.
 """
 
 from __future__ import annotations
 
-import base64
 import math
 import time
 from typing import TYPE_CHECKING
@@ -23,43 +22,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from hardmax.explore.frames import decode_array, encode_array, encode_path
 from hardmax.explore.requests import AttentionRequest, PlaygroundRequest
 
 if TYPE_CHECKING:
     from hardmax.dynamics import Trajectory
     from hardmax.training import Run
 
-__all__ = ["attention_view", "decode_array", "decode_path", "encode_array", "encode_path", "playground_view",
-           "presets", "review_view", "trajectory_view"]
+__all__ = ["attention_view", "playground_view", "presets", "review_view", "trajectory_view"]
 
 RATE_EPS = 0.5  # the distortion ε of the coding rates shown (hardmax.experiments.rate.RateConfig's default)
-
-
-def encode_array(x: np.ndarray) -> dict:
-    """{"shape": [...], "b64": base64 of the float64 little-endian bytes} (`decode_array` reads it back)."""
-    x = np.ascontiguousarray(np.asarray(x, dtype="<f8"))
-    return {"shape": list(x.shape), "b64": base64.b64encode(x.tobytes()).decode("ascii")}
-
-
-def decode_array(record: dict) -> np.ndarray:
-    """The float64 array of an `encode_array` record {"b64": little-endian bytes in base64, "shape": [...]}."""
-    return np.frombuffer(base64.b64decode(record["b64"]), dtype="<f8").reshape(record["shape"])
-
-
-def encode_path(path: np.ndarray) -> dict:
-    """`encode_array` of a (layers + 1, n, p) path cut after the last layer at which anything moved: the layers
-    after it repeat it bit for bit (a converged run stands still), so they are implied, not sent."""
-    if len(path) < 2:  # no layer run: the input alone
-        return encode_array(path)
-    moved = np.nonzero((path[1:] != path[:-1]).reshape(len(path) - 1, -1).any(axis=1))[0]
-    last = int(moved[-1]) + 1 if len(moved) else 0
-    return encode_array(path[:last + 1])
-
-
-def decode_path(record: dict, layers: int) -> np.ndarray:
-    """The (layers + 1, n, p) path an `encode_path` record stands for (its last layer repeated to `layers`)."""
-    kept = decode_array(record)
-    return np.concatenate([kept, np.repeat(kept[-1:], layers + 1 - len(kept), axis=0)])
 
 
 def _hex(rgba) -> str:

@@ -12,10 +12,28 @@ const Hx = {
     return node;
   },
 
-  // {"shape": [...], "b64": ...} (little-endian float64) -> {shape, data: Float64Array}
+  // {"shape": [...], "b64": ...} (little-endian float64) -> {shape, data: Float64Array}; a frame's record has
+  // its data already
   decode(record) {
+    if (record.data) return record;
     const bytes = Uint8Array.from(atob(record.b64), (c) => c.charCodeAt(0));
     return { shape: record.shape, data: new Float64Array(bytes.buffer) };
+  },
+
+  // A binary answer (hardmax.explore.frames.encode_frame): "HMXF", the header's length (uint32, little-endian),
+  // the JSON header padded to 8 bytes, then float64 arrays, each {"shape", "at"} record of the header viewed in
+  // place (no copy, no base64 to decode).
+  FRAME: "application/vnd.hardmax.frame",
+  frame(buffer) {
+    const size = new DataView(buffer).getUint32(4, true);
+    const header = JSON.parse(new TextDecoder().decode(new Uint8Array(buffer, 8, size)));
+    for (const [key, value] of Object.entries(header)) {
+      if (value && Number.isInteger(value.at) && Array.isArray(value.shape)) {
+        const count = value.shape.reduce((a, b) => a * b, 1);
+        header[key] = { shape: value.shape, data: new Float64Array(buffer, 8 + size + value.at, count) };
+      }
+    }
+    return header;
   },
 
   // point i of layer k of a decoded (layers + 1, n, p) array
@@ -31,10 +49,14 @@ const Hx = {
 
   async post(url, body, signal) {
     const response = await fetch(url, {
-      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body), signal,
+      method: "POST", headers: { "Content-Type": "application/json", "Accept": `${Hx.FRAME}, application/json` },
+      body: JSON.stringify(body), signal,
     });
     let payload;
-    try { payload = await response.json(); } catch (e) { payload = { error: `HTTP ${response.status}` }; }
+    try {
+      const binary = (response.headers.get("Content-Type") || "").startsWith(Hx.FRAME);
+      payload = binary ? Hx.frame(await response.arrayBuffer()) : await response.json();
+    } catch (e) { payload = { error: `HTTP ${response.status}` }; }
     if (!response.ok) throw new Error(payload.error || `HTTP ${response.status}`);
     return payload;
   },
