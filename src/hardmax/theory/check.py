@@ -351,15 +351,16 @@ def _rate_check(out: _Seq, D, steps, T, followers, alpha, floor: float) -> None:
     dot = _dot(D[1:], D[:-1])[k - 1][:, followers]
     fixed = (_lengths(T[1:-1] - T[:-2])[k - 1] <= out.atol)[:, followers]  # T^k − T^{k−1}, (pairs, f)
     valid = fixed & (size >= floor) & (dot >= (1 - 1e-6) * size * size_before)
-    if not valid.any():
+    count = valid.sum(axis=1)  # samples per pair of layers
+    if not count.any():
         return
     gamma = alpha / (1.0 + alpha)
-    ratio = (size / np.where(size_before > 0, size_before, 1.0))[valid]
-    expected = np.broadcast_to(((gamma[k] / gamma[k - 1]) * (1 - gamma[k - 1]))[:, None], valid.shape)[valid]
-    out.samples = int(valid.sum())
-    out.log_ratio = float(np.log(ratio).sum())
-    out.log_expected = float(np.log(expected).sum())
-    out.rate_error = float(np.abs(ratio / expected - 1).max())
+    expected = (gamma[k] / gamma[k - 1]) * (1 - gamma[k - 1])  # (pairs,): one value per pair of layers
+    ratio = size / np.where(size_before > 0, size_before, 1.0)
+    out.samples = int(count.sum())
+    out.log_ratio = float(np.log(ratio, out=np.zeros_like(ratio), where=valid).sum())
+    out.log_expected = float((count * np.log(expected)).sum())
+    out.rate_error = float(np.abs(ratio / expected[:, None] - 1, out=np.zeros_like(ratio), where=valid).max())
 
 
 def _check_sequence(Z, T, leaders, alpha, A, atol: float, exact: bool, eps: float) -> _Seq:
