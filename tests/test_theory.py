@@ -951,3 +951,26 @@ def test_compiled_leader_recurrence_is_the_torch_one(dtype, d):
     assert torch.equal(compiled, reference)
     became = compiled[1:] & ~compiled[:-1] & torch.as_tensor(snap[1:])
     assert bool(became.any()) and bool((torch.as_tensor(snap) & ~compiled).any())  # both branches taken
+
+
+@pytest.mark.parametrize("d", [2, 4])
+def test_the_hull_is_measured_where_the_step_witness_does_not_hold(d, monkeypatch):
+    """Witnessed steps (each moved token on its own convex step towards its snapshot target) certify their layer;
+    the support test (and qhull for d ≤ 3) measures only the layers with a token off its step. A token pushed out
+    of the hull at one layer is caught there, by both tests where both run."""
+    import hardmax.theory.check as module
+
+    asked = []
+    measure = module.support_growth
+    monkeypatch.setattr(module, "support_growth", lambda Z, layers, *a, **k: asked.append(list(layers)) or
+                        measure(Z, layers, *a, **k))
+    trajectory = simulate(np.random.default_rng(d).normal(size=(30, d)), alpha=0.05, layers=40)
+    report = check_theorem(trajectory)
+    assert report.passed and asked == [[]]  # every layer moved, every step witnessed
+    tokens = trajectory.tokens.clone()
+    tokens[12, 3] = 3 * tokens[11].abs().amax(0)  # outside conv(Z^11)
+    asked.clear()
+    damaged = check_theorem(dataclasses.replace(trajectory, tokens=tokens))
+    assert 11 in asked[0] and not damaged.passed
+    hull = next(c for c in damaged.checks if c.name == "hull")
+    assert hull.status == "failed" and hull.numbers["growth"] > 1.0

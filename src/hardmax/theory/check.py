@@ -251,25 +251,36 @@ def _limits_check(out: _Seq, Z, followers, settle, V, A, alpha, R, diam) -> None
 
 
 def _hull_check(out: _Seq, Z, T, A, alpha, exact: bool, steps: np.ndarray) -> None:
-    """(3): conv(Z^{k+1}) ⊆ conv(Z^k) for every k.
+    """(3): conv(Z^{k+1}) ⊆ conv(Z^k) for every k. Z, T: (L, n, d) positions and snapshot targets; steps: (L − 1, n)
+    each token's move ‖z^{k+1} − z^k‖.
 
-    Always: the support function h_k(c) = max_j ⟨c, z_j^k⟩ may not grow, h_{k+1}(c) ≤ h_k(c) + atol‖c‖, for
-    32 fixed random directions c and for the n directions c = A z_i^k (those that decide attention).
-    With `exact`: every z_j^{k+1} lies within atol of conv(Z^k), from qhull's facet inequalities in the
-    affine hull of Z^k (layers where nothing moved are skipped). (A facet distance does not bound the support
-    growth beyond a sharp edge, so the two are not redundant.) A moved token whose step is the layer's own
-    step towards its snapshot target T^k (a mean of tokens of Z^k, computed from the positions), within
-    slack = 1e-3 atol, ‖z^{k+1} − (z^k + γ_k (T^k − z^k))‖ ≤ slack, is within slack of a point of conv(Z^k)
-    when the step is convex (0 ≤ γ_k ≤ 1): that witness certifies it without a hull (its residual enters the
-    growth reported), and only the tokens it does not certify are measured against one.
+    A token that did not move is in conv(Z^k). A moved token whose step is the layer's own step towards its
+    snapshot target T^k (a mean of tokens of Z^k, computed from the positions, hence a point of conv(Z^k)), within
+    slack = 1e-3 atol, ‖z^{k+1} − (z^k + γ_k (T^k − z^k))‖ ≤ slack with a convex step (0 ≤ γ_k ≤ 1), is within
+    that residual of a point of conv(Z^k): the witness bounds its distance to the hull, hence its share of the
+    support growth along every direction, and the residual enters the growth reported. A layer whose moved tokens
+    are all witnessed is certified so; on any other layer (a token off its own step: a damaged trajectory, α < 0,
+    another engine's rounding):
+    - the support function h_k(c) = max_j ⟨c, z_j^k⟩ may not grow, h_{k+1}(c) ≤ h_k(c) + atol‖c‖, for 32 fixed
+      random directions c and for the n directions c = A z_i^k (those that decide attention), any d;
+    - with `exact`: every token the witness leaves lies within atol of conv(Z^k), from qhull's facet inequalities
+      in the affine hull of Z^k. (A facet distance does not bound the support growth beyond a sharp edge, so the
+      two are not redundant.)
     """
     L, n, d = Z.shape
+    slack = 1e-3 * out.atol
+    gamma = (alpha / (1.0 + alpha))[:, None, None]
+    residual = _lengths(Z[1:] - (Z[:-1] + gamma * (T[:-1] - Z[:-1])))  # (L − 1, n), every layer at once
+    # a convex step only (0 ≤ γ_k ≤ 1, i.e. α_k ≥ 0): with α < 0 the step leaves conv(Z^k) and certifies nothing
+    witness = (residual <= slack) & ((gamma >= 0) & (gamma <= 1))[:, :, 0]
+    # a certified token is within its residual of conv(Z^k): that bound enters the growth reported
+    growth = float(residual[witness & (steps > 0)].max(initial=0.0))
+    check = (steps > 0) & ~witness  # (L − 1, n) the moved tokens the witness leaves
+    layers = np.nonzero(check.any(axis=1))[0]  # the layers measured (a converged or a witnessed one is not)
     C = np.random.default_rng(0).normal(size=(_SUPPORT_DIRECTIONS, d))
     C /= np.linalg.norm(C, axis=1, keepdims=True)
-    # Only the layers after which something moved: a converged run spends most of its layers standing still.
-    after = np.nonzero(steps.max(axis=1, initial=0.0) > 0)[0]
-    growth = support_growth(Z, after, A, C, threads=torch.get_num_threads())
-    if exact and len(after):
+    growth = max(growth, support_growth(Z, layers, A, C, threads=torch.get_num_threads()))
+    if exact and len(layers):
         # conv(Z^{k+1}) = conv(Z^k) when every point stayed inside and the hull's vertices did not move: the hull is
         # then kept, not rebuilt (a converging run changes its hull at a few layers). Up to 1e-3 atol: points
         # converging onto the boundary stay "inside" to rounding, and vertices that drift by less than that in all
@@ -279,17 +290,8 @@ def _hull_check(out: _Seq, Z, T, A, alpha, exact: bool, steps: np.ndarray) -> No
         # through the vertices' current positions, still bound a convex polytope holding every moved point: that
         # polytope is conv(vertices now) ⊆ conv(Z^k), so its violation bounds the true one from above; a point
         # outside it (by more than the slack) is measured again against a new hull of Z^k.
-        slack = 1e-3 * out.atol
-        gamma = (alpha / (1.0 + alpha))[:, None, None]
-        residual = _lengths(Z[1:] - (Z[:-1] + gamma * (T[:-1] - Z[:-1])))  # (L − 1, n), every layer at once
-        # a convex step only (0 ≤ γ_k ≤ 1, i.e. α_k ≥ 0): with α < 0 the step leaves conv(Z^k) and certifies nothing
-        witness = (residual <= slack) & ((gamma >= 0) & (gamma <= 1))[:, :, 0]
-        # a certified token is within its residual of conv(Z^k): that bound enters the growth reported
-        growth = max(growth, float(residual[witness & (steps > 0)].max(initial=0.0)))
-        check = (steps > 0) & ~witness  # (L − 1, n) the moved tokens to measure against a hull
         travel = np.zeros((L, n))
         np.cumsum(steps, axis=0, out=travel[1:])  # travel[k]: each token's path length before layer k
-        layers = np.nonzero(check.any(axis=1))[0]
         i, test, base, size = 0, None, 0, _HULL_BLOCK
         while i < len(layers):
             k = int(layers[i])
@@ -421,9 +423,11 @@ def check_theorem(trajectory: Trajectory, *, atol: float | None = None,
          inside the face), without enumerating faces;
       2. leaders do not move from their leader layer on (drift ≤ atol), no token stops leading, and the
          leader set is unchanged over the last ceil(K/4) layers;
-      3. the hull shrinks. Verified: the support function max_j ⟨c, z_j^k⟩ never grows by more than
-         atol ‖c‖ along 32 fixed random directions and the n directions A z_i^k, any d; and, when
-         `exact_hull`, every z_j^{k+1} is within atol of conv(Z^k) by qhull's facet inequalities;
+      3. the hull shrinks. Verified: a moved token whose step is the layer's convex step towards its snapshot
+         target (a mean of tokens of Z^k) is within its residual of conv(Z^k); on a layer with a moved token
+         that is not, the support function max_j ⟨c, z_j^k⟩ never grows by more than atol ‖c‖ along 32 fixed
+         random directions and the n directions A z_i^k, any d, and, when `exact_hull`, every such z_j^{k+1} is
+         within atol of conv(Z^k) by qhull's facet inequalities;
       4. on settled layers, ‖z^{k+1} − x*‖ / ‖z^k − x*‖ = 1/(1+α_k) to 1e-3 for followers (x* = target);
          "not tested" (never "passed") when no follower has a settled step far enough above atol;
       5. distinct leaders sit at distinct points, each the strict maximiser of ⟨A v, ·⟩ over V;
@@ -511,7 +515,8 @@ def check_theorem(trajectory: Trajectory, *, atol: float | None = None,
               f"drift ≤ atol, layer ≤ {L - 1 - window}, lost 0",
               dict(drift=drift, last_leader_layer=last, lost=lost, window=window)),
         check("hull", "hull shrinks: conv(Z^{k+1}) ⊆ conv(Z^k)",
-              f"growth {growth:.1e} ({'qhull + support' if exact_hull else 'support function'})", "≤ atol",
+              f"growth {growth:.1e} ({'step witness, qhull, support' if exact_hull else 'step witness, support'})",
+              "≤ atol",
               dict(growth=growth, exact=float(bool(exact_hull)))),
         check("rate", "follower rate per layer", rate_value, f"1/(1+α) = {expected:.6g}",
               dict(measured=measured, expected=expected, error=rate_error, samples=samples), tested=samples > 0),
