@@ -107,7 +107,8 @@ def trajectory_view(trajectory: Trajectory, *, python: str = "", attention: bool
               [_hex(c) for c in PALETTE]}
     if softmax:  # leaders, K, S and Theorem 2.1 are about hardmax attention
         real = trajectory.mask.detach().cpu().numpy().astype(bool)
-        path = trajectory.tokens.detach().cpu().double().numpy()[:, real]
+        path = trajectory.tokens.detach().cpu().double().numpy()
+        path = path if real.all() else path[:, real]  # (no copy when every token is real)
         project, shown = projection(path.reshape(-1, d), p)  # (as the hardmax scene: d < p padded, d > p PCA)
         path = project(path).reshape(path.shape[0], path.shape[1], p)
         n = path.shape[1]
