@@ -974,3 +974,26 @@ def test_the_hull_is_measured_where_the_step_witness_does_not_hold(d, monkeypatc
     assert 11 in asked[0] and not damaged.passed
     hull = next(c for c in damaged.checks if c.name == "hull")
     assert hull.status == "failed" and hull.numbers["growth"] > 1.0
+
+
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_compiled_rate_samples_are_the_numpy_ones(d):
+    """The follower-rate samples (pairs of moves with a fixed target, pointing the same way, long enough): the
+    compiled one-pass kernel and the whole-array NumPy version count the same samples and the same sums."""
+    import hardmax.theory.check as module
+    from hardmax.theory.leaders import leader_history, scaled_path
+
+    rng = np.random.default_rng(d)
+    for alpha, layers in ((0.05, 120), (0.5, 40), (2.0, 15)):
+        trajectory = simulate(rng.normal(size=(40, d)), alpha=alpha, layers=layers)
+        scaled = scaled_path(trajectory, None)
+        leaders, targets = leader_history(scaled.trajectory, scaled.same)
+        Z, T = scaled.path[:, 0].numpy(), targets[:, 0].numpy()
+        D = Z[1:] - Z[:-1]
+        steps = np.linalg.norm(D, axis=-1)
+        followers = np.nonzero(~leaders[-1, 0].numpy())[0]
+        gamma = trajectory.alpha.numpy() / (1 + trajectory.alpha.numpy())
+        args = (D, steps, T, followers.astype(np.int64), gamma, float(scaled.same[0]), 1e4 * 2.2e-16)
+        compiled, reference = module._rate_samples(*args), module._rate_samples_numpy(*args)
+        assert compiled[0] == reference[0] > 0
+        assert compiled[1:] == pytest.approx(reference[1:], rel=1e-12, abs=1e-300)
