@@ -997,3 +997,30 @@ def test_compiled_rate_samples_are_the_numpy_ones(d):
         compiled, reference = module._rate_samples(*args), module._rate_samples_numpy(*args)
         assert compiled[0] == reference[0] > 0
         assert compiled[1:] == pytest.approx(reference[1:], rel=1e-12, abs=1e-300)
+
+
+def test_limit_set_batched_faces_agree_with_face_by_face_projections():
+    """`limit_set` projects faces of one size together (`_project_origins`) and skips the NNLS for a projection
+    inside a simplex face: every point of S is the face-by-face `project_origin` of some face, inside it, and
+    every face-by-face projection that passes the conditions is in S."""
+    from hardmax.theory.geometry import _project_origins, hull_distance, project_origin
+
+    rng = np.random.default_rng(7)
+    for d in (2, 3):
+        points = rng.normal(size=(14, d))
+        M = rng.normal(size=(d, d))
+        A = M @ M.T + 0.5 * np.eye(d)
+        K = polytope(points)
+        S = limit_set(K, A)
+        tol = math.sqrt(np.finfo(np.float64).eps) * float(np.abs(K.vertices).max())
+        expected = []
+        for face in K.faces:
+            F = K.vertices[list(face)]
+            p = F[0] if len(face) == 1 else project_origin(F, A, tol)
+            batched = _project_origins(F[None], A, tol)[0]
+            assert np.allclose(batched, p, rtol=0, atol=1e-12)
+            if len(face) == 1 or (np.linalg.norm(p) > tol and ((K.vertices - p) @ (A @ p)).max()
+                                  <= tol * np.linalg.norm(A @ p) and hull_distance(p, F) <= tol):
+                expected.append(p)
+        assert len(S) == len(np.unique(np.round(np.array(expected) / tol), axis=0))
+        assert all(np.abs(S - p).max(axis=1).min() <= 1e-9 for p in expected)

@@ -389,6 +389,7 @@ if numba is not None:
         error = 0.0
         for k in range(1, K):
             expected = (gamma[k] / gamma[k - 1]) * (1 - gamma[k - 1])
+            count = 0
             for i in followers:
                 size = steps[k, i]
                 if not size >= floor:
@@ -401,10 +402,12 @@ if numba is not None:
                     change += (T[k, i, c] - T[k - 1, i, c]) * (T[k, i, c] - T[k - 1, i, c])
                 if np.sqrt(change) <= atol and dot >= (1 - 1e-6) * size * before:
                     ratio = size / (before if before > 0 else 1.0)
-                    samples += 1
+                    count += 1
                     log_ratio += np.log(ratio)
-                    log_expected += np.log(expected)
                     error = max(error, abs(ratio / expected - 1))
+            if count:
+                samples += count
+                log_expected += count * np.log(expected)
         return samples, log_ratio, log_expected, error
 
 

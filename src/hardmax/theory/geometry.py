@@ -64,6 +64,48 @@ def project_origin(V: np.ndarray, A: np.ndarray, atol: float) -> np.ndarray:
     return c + Q @ t
 
 
+def _project_origins(F: np.ndarray, A: np.ndarray, atol: float) -> np.ndarray:
+    """`project_origin` of g faces of m points each at once: F (g, m, d) -> (g, d), the same arithmetic batched
+    (one SVD, product and solve per face, as NumPy's stacked linear algebra does them). Faces whose affine frame
+    keeps other directions than the group's most common pattern are projected one by one."""
+    center = F.mean(axis=1)  # (g, d)
+    centered = F - center[:, None]
+    _, _, vt = np.linalg.svd(centered, full_matrices=False)  # (g, min(m, d), d)
+    keep = np.abs(centered @ np.swapaxes(vt, 1, 2)).max(axis=1) > atol  # (g, min(m, d)): `_affine_frame`'s widths
+    out = np.empty_like(center)
+    patterns, which = np.unique(keep, axis=0, return_inverse=True)
+    for p, pattern in enumerate(patterns):
+        rows = np.nonzero(which.reshape(-1) == p)[0]
+        if not pattern.any():  # points: the projection is the point
+            out[rows] = center[rows]
+            continue
+        Q = np.swapaxes(vt[rows][:, pattern], 1, 2)  # (r, d, k) orthonormal directions of each face
+        Qt = np.swapaxes(Q, 1, 2)
+        c = center[rows]
+        t = np.linalg.solve(Qt @ A @ Q, -(Qt @ (A @ c[..., None])))  # (r, k, 1)
+        out[rows] = c + (Q @ t)[..., 0]
+    return out
+
+
+def _inside_simplices(F: np.ndarray, P: np.ndarray) -> np.ndarray:
+    """(g,) bool: P[g], a point of the affine hull of the face F[g] (m, d), has barycentric coordinates all ≥ 1e-6
+    in it, for faces of m ≤ d + 1 points (False otherwise, and for a batch with a singular face): then it lies in
+    the relative interior of the face, and `hull_distance` need not be asked. The coordinates solve
+    Σ λ_j F_j = p, Σ λ_j = 1 by the normal equations, batched; a point on or near the face's boundary is left to
+    `hull_distance`."""
+    g, m, d = F.shape
+    if m > d + 1 or g == 0:
+        return np.zeros(g, dtype=bool)
+    M = np.concatenate([np.swapaxes(F, 1, 2), np.ones((g, 1, m))], axis=1)  # (g, d + 1, m)
+    b = np.concatenate([P, np.ones((g, 1))], axis=1)[..., None]  # (g, d + 1, 1)
+    Mt = np.swapaxes(M, 1, 2)
+    try:
+        lam = np.linalg.solve(Mt @ M, Mt @ b)[..., 0]  # (g, m)
+    except np.linalg.LinAlgError:  # an affinely dependent face in the batch
+        return np.zeros(g, dtype=bool)
+    return np.isfinite(lam).all(axis=1) & (lam >= 1e-6).all(axis=1)
+
+
 def hull_distance(p: np.ndarray, V: np.ndarray) -> float:
     """Distance from p (d,) to conv(V), V (m, d), by NNLS with the constraint Σλ = 1 as a heavy row."""
     from scipy.optimize import nnls
@@ -206,18 +248,20 @@ def limit_set(K: Polytope, A=None, *, atol: float | None = None, max_faces: int 
     e = math.frexp(float(np.abs(V).max()))[1] if np.abs(V).max() > 0 else 0
     V, tol = np.ldexp(V, -e), math.ldexp(tol, -e)
     A_np = np.ldexp(A_np, -math.frexp(float(np.abs(A_np).max()))[1])
-    found = []
+    found = [V[face[0]] for face in K.faces if len(face) == 1]  # a vertex is its own projection
+    by_size: dict[int, list[tuple[int, ...]]] = {}
     for face in K.faces:
-        if len(face) == 1:  # a vertex is its own projection
-            found.append(V[face[0]])
-            continue
-        F = V[list(face)]
-        p = project_origin(F, A_np, tol)
-        Ap = A_np @ p
+        if len(face) > 1:
+            by_size.setdefault(len(face), []).append(face)
+    for faces in by_size.values():  # the faces of one size projected together
+        index = np.array(faces)
+        P = _project_origins(V[index], A_np, tol)  # (g, d)
+        AP = P @ A_np.T
         # the cheap conditions first: most faces' projections are not exposed, and the NNLS is not needed then
-        if np.linalg.norm(p) > tol and float(((V - p) @ Ap).max()) <= tol * float(np.linalg.norm(Ap)) \
-                and hull_distance(p, F) <= tol:
-            found.append(p)
+        exposed = (np.linalg.norm(P, axis=1) > tol) & \
+            (np.einsum("gvd,gd->gv", V[None] - P[:, None], AP).max(axis=1) <= tol * np.linalg.norm(AP, axis=1))
+        inside = _inside_simplices(V[index], P) & exposed  # certainly in its face: no NNLS needed
+        found += [P[g] for g in np.nonzero(exposed)[0] if inside[g] or hull_distance(P[g], V[index[g]]) <= tol]
     S = np.array(found).reshape(-1, d)
     if len(S) == 0:
         return S
