@@ -15,7 +15,15 @@ from explore_server import Client, LiveServer, train_runs
 
 import hardmax
 from hardmax.explore import Limits, create_app, find_runs, standalone_html, view
-from hardmax.explore.frames import decode_array, decode_frame, decode_path, encode_array, encode_frame, encode_path
+from hardmax.explore.frames import (
+    decode_array,
+    decode_frame,
+    decode_path,
+    encode_array,
+    encode_frame,
+    encode_path,
+    raw_array,
+)
 from hardmax.explore.requests import PlaygroundRequest, RequestError, TooLarge
 from hardmax.explore.views import presets
 
@@ -357,6 +365,13 @@ def test_a_frame_carries_the_views_arrays_exactly(rng):
     assert rest == {k: v for k, v in text.items() if k not in ("path", "points")}  # the theorem's ≤ and ‖ kept
     with pytest.raises(ValueError, match="not a hardmax frame"):
         decode_frame(b"{}")
+    # a view made for a frame holds raw arrays (no base64 made): the same frame, and no JSON at all
+    request = PlaygroundRequest(tokens=decode_array(text["path"])[0].copy(), alpha=0.5, layers=20, A=np.eye(2),
+                                rule=hardmax.Hardmax())
+    raw = playground_view(request, encode=raw_array)
+    assert np.array_equal(decode_array(decode_frame(encode_frame(raw))["path"]), decode_array(text["path"]))
+    with pytest.raises(TypeError):
+        json.dumps(raw)
 
 
 def test_the_api_answers_a_frame_when_asked(client, rng):

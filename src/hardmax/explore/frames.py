@@ -4,7 +4,8 @@
                                              JSON API)
     encode_path(path) / decode_path(record)  a path cut after the last layer at which anything moved
     encode_frame(view) / decode_frame(bytes) a view with its arrays as raw bytes after a JSON header: the pages ask
-                                             for it (Accept: `FRAME_TYPE`), and neither side decodes base64
+                                             for it (Accept: `FRAME_TYPE`), and neither side decodes base64;
+                                             a view computed for a frame holds `raw_array`s (no base64 made)
 
 Only NumPy: the server imports this before anything loads PyTorch (see `server.quiet_openmp`).
 """
@@ -13,11 +14,13 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["FRAME_TYPE", "EncodedArray", "decode_array", "decode_frame", "decode_path", "encode_array", "encode_frame",
-           "encode_path"]
+__all__ = ["FRAME_TYPE", "EncodedArray", "RawArray", "decode_array", "decode_frame", "decode_path", "encode_array",
+           "encode_frame", "encode_path", "raw_array"]
 
 
 class EncodedArray(dict):
@@ -35,9 +38,28 @@ def encode_array(x: np.ndarray) -> EncodedArray:
     return record
 
 
-def decode_array(record: dict) -> np.ndarray:
-    """The float64 array of an `encode_array` record {"b64": little-endian bytes in base64, "shape": [...]}, or of a
-    frame's record {"shape": [...], "array": ...} (`decode_frame`)."""
+@dataclass(frozen=True)
+class RawArray:
+    """An array bound for a binary frame only (`raw_array`): no base64, and not JSON (json.dumps refuses it)."""
+
+    array: np.ndarray
+
+    @property
+    def shape(self) -> list[int]:
+        return list(self.array.shape)
+
+
+def raw_array(x: np.ndarray) -> RawArray:
+    """`encode_array` for a view that travels as a binary frame: the float64 array as it is (the base64 text
+    `encode_array` adds costs ~4 ms for a 2.4 MB path, and a frame does not carry it)."""
+    return RawArray(np.ascontiguousarray(np.asarray(x, dtype="<f8")))
+
+
+def decode_array(record: dict | RawArray) -> np.ndarray:
+    """The float64 array of an `encode_array` record {"b64": little-endian bytes in base64, "shape": [...]}, of a
+    frame's record {"shape": [...], "array": ...} (`decode_frame`), or of a `RawArray`."""
+    if isinstance(record, RawArray):
+        return record.array
     if "array" in record:
         return record["array"]
     return np.frombuffer(base64.b64decode(record["b64"]), dtype="<f8").reshape(record["shape"])
@@ -49,7 +71,8 @@ _MAGIC = b"HMXF"
 
 
 def encode_frame(record: dict) -> bytes:
-    """A view as one binary frame: its `encode_array` records (one level down) as raw float64 bytes, the rest JSON.
+    """A view as one binary frame: its `encode_array` / `raw_array` records (one level down) as raw float64 bytes,
+    the rest JSON.
 
         b"HMXF" | header length h (uint32, little-endian) | header: UTF-8 JSON, h bytes, padded with spaces to a
         multiple of 8 | the arrays' little-endian float64 bytes, one after the other
@@ -60,8 +83,8 @@ def encode_frame(record: dict) -> bytes:
     """
     header, blobs, at = dict(record), [], 0
     for key, value in record.items():
-        if isinstance(value, EncodedArray):
-            header[key] = {"shape": value["shape"], "at": at}
+        if isinstance(value, EncodedArray | RawArray):
+            header[key] = {"shape": list(value.array.shape), "at": at}
             blobs.append(value.array.astype("<f8", copy=False).tobytes())
             at += len(blobs[-1])  # float64: a multiple of 8
     text = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -84,14 +107,15 @@ def decode_frame(frame: bytes) -> dict:
     return record
 
 
-def encode_path(path: np.ndarray) -> dict:
-    """`encode_array` of a (layers + 1, n, p) path cut after the last layer at which anything moved: the layers
-    after it repeat it bit for bit (a converged run stands still), so they are implied, not sent."""
+def encode_path(path: np.ndarray, encode: Callable[[np.ndarray], object] = encode_array):
+    """`encode` (`encode_array`, or `raw_array` for a frame) of a (layers + 1, n, p) path cut after the last layer at
+    which anything moved: the layers after it repeat it bit for bit (a converged run stands still), so they are
+    implied, not sent."""
     if len(path) < 2:  # no layer run: the input alone
-        return encode_array(path)
+        return encode(path)
     moved = np.nonzero((path[1:] != path[:-1]).reshape(len(path) - 1, -1).any(axis=1))[0]
     last = int(moved[-1]) + 1 if len(moved) else 0
-    return encode_array(path[:last + 1])
+    return encode(path[:last + 1])
 
 
 def decode_path(record: dict, layers: int) -> np.ndarray:

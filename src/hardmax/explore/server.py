@@ -18,6 +18,7 @@ goes on. The browser never names a file: runs are addressed by the names listed 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import secrets
@@ -37,7 +38,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from hardmax.explore.assets import STATIC
-from hardmax.explore.frames import FRAME_TYPE, encode_frame
+from hardmax.explore.frames import FRAME_TYPE, encode_array, encode_frame, raw_array
 from hardmax.explore.requests import (
     AttentionRequest,
     Limits,
@@ -130,7 +131,7 @@ class Explorer:
 
 
 class _Answer(JSONResponse):
-    """A JSON response whose base64 arrays (`views.encode_array` records, one level down) are spliced in as they
+    """A JSON response whose base64 arrays (`frames.encode_array` records, one level down) are spliced in as they
     are: the base64 alphabet needs no escaping, and a trajectory's 2-3 MB string cost json.dumps and the UTF-8
     encoding ~7 ms per answer (the theorem's table makes the text non-ASCII, so the whole string was widened)."""
 
@@ -200,7 +201,7 @@ class _Busy(RequestError):
     status = 503
 
 
-def _endpoint(explorer: Explorer, turns: _Turns, work: Callable[[object], object]):
+def _endpoint(explorer: Explorer, turns: _Turns, work: Callable[[object, Callable], object]):
     """A POST endpoint: bounded JSON body -> work(body) in a thread, a few at a time -> JSON, errors as one-line
     4xx/5xx. Only `application/json` bodies are read: a page of another site cannot send one without the
     browser asking first (CORS), and this server answers no such question."""
@@ -208,9 +209,11 @@ def _endpoint(explorer: Explorer, turns: _Turns, work: Callable[[object], object
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind != "application/json":
             return _error(f"requests are JSON (Content-Type: application/json), got {kind or 'none'!r}", 415)
+        framed = FRAME_TYPE in request.headers.get("accept", "")  # what the pages ask for
+        encode = raw_array if framed else encode_array  # (a view for a frame makes no base64)
         try:
             body = await _body(request, explorer.limits)
-            result = await turns.run(work, body)
+            result = await turns.run(functools.partial(work, encode=encode), body)
         except RequestError as e:
             return _error(str(e), e.status)
         except (ValueError, OSError) as e:  # the library's one-line refusals (softmax overflow, a damaged run)
@@ -222,8 +225,8 @@ def _endpoint(explorer: Explorer, turns: _Turns, work: Callable[[object], object
             return _error(f"internal error ({type(e).__name__}: {e})", 500)
         if isinstance(result, Response):
             return result
-        if isinstance(result, dict) and FRAME_TYPE in request.headers.get("accept", ""):
-            return Response(encode_frame(result), media_type=FRAME_TYPE)  # what the pages ask for
+        if isinstance(result, dict) and framed:
+            return Response(encode_frame(result), media_type=FRAME_TYPE)
         return _Answer(result)
     return endpoint
 
@@ -243,17 +246,17 @@ def create_app(runs: str | Path | None = "runs", limits: Limits | None = None, *
     explorer = Explorer(limits=limits or Limits(), runs=find_runs(runs))
     turns = _Turns(explorer.limits)
 
-    def simulate(body):
-        return views.playground_view(PlaygroundRequest.from_json(body, explorer.limits))
+    def simulate(body, encode):
+        return views.playground_view(PlaygroundRequest.from_json(body, explorer.limits), encode=encode)
 
-    def attention(body):
+    def attention(body, encode):
         return views.attention_view(AttentionRequest.from_json(body, explorer.limits))
 
-    def review(body):
+    def review(body, encode=None):
         request = ReviewRequest.from_json(body, explorer.limits, tuple(explorer.runs))
         return views.review_view(explorer.run(request.run), request.text, decisive=request.decisive)
 
-    def export_page(body):
+    def export_page(body, encode=None):
         if not isinstance(body, dict) or body.get("page") not in ("playground", "classifier"):
             raise RequestError("an export request is {page: 'playground' | 'classifier', request: {...}}")
         if body["page"] == "playground":

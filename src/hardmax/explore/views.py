@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -79,13 +80,15 @@ def _attention_layers(path: np.ndarray, A, rule, *, top: int = 6, share: float =
     return out
 
 
-def trajectory_view(trajectory: Trajectory, *, python: str = "", attention: bool = False) -> dict:
+def trajectory_view(trajectory: Trajectory, *, python: str = "", attention: bool = False,
+                    encode: Callable[[np.ndarray], object] = encode_array) -> dict:
     """Everything the playground draws for one sequence (d = 2 drawn as is, d = 3 in 3-D, d > 3 projected).
 
     Keys: d, n, layers, rule, beta, alpha, A, path (layers + 1, n, p) encoded, labels (cluster of each token),
     leader_since (first layer of lasting leadership, −1 for followers), vertices / edges of K, limit (points
     of S reached that are not vertices), k_dim, colours, theorem (`TheoremReport.to_dict()` with its table),
-    note, python, seconds.
+    note, python, seconds. `encode`: how the path travels, `frames.encode_array` (JSON) or `frames.raw_array` (a
+    binary frame only).
     """
     from hardmax.dynamics import Softmax
     from hardmax.plots.scene import PALETTE, make_scene, projection
@@ -114,7 +117,7 @@ def trajectory_view(trajectory: Trajectory, *, python: str = "", attention: bool
         n = path.shape[1]
         note = ("softmax: leaders, K, S and the Theorem 2.1 check are about hardmax; switch the rule to Hardmax to "
                 "see them")
-        record.update(path=encode_path(path), labels=[0] * n, leader_since=[-1] * n,
+        record.update(path=encode_path(path, encode), labels=[0] * n, leader_since=[-1] * n,
                       vertices=[], edges=[], limit=[], k_dim=-1, theorem=None,
                       note="; ".join([shown, note]) if shown else note)
         seconds["scene"] = time.perf_counter() - start
@@ -126,7 +129,7 @@ def trajectory_view(trajectory: Trajectory, *, python: str = "", attention: bool
         seconds["theorem"] = time.perf_counter() - start
         theorem = report.to_dict()
         theorem["table"] = report.table()
-        record.update(path=encode_path(scene.path), labels=scene.labels.tolist(),
+        record.update(path=encode_path(scene.path, encode), labels=scene.labels.tolist(),
                       leader_since=scene.leader_since.tolist(), vertices=scene.vertices.tolist(),
                       edges=scene.edges.tolist(), limit=scene.limit.tolist(), k_dim=scene.k_dim, theorem=theorem,
                       note=scene.note)
@@ -138,15 +141,16 @@ def trajectory_view(trajectory: Trajectory, *, python: str = "", attention: bool
     return record
 
 
-def playground_view(request: PlaygroundRequest, *, attention: bool = False) -> dict:
+def playground_view(request: PlaygroundRequest, *, attention: bool = False,
+                    encode: Callable[[np.ndarray], object] = encode_array) -> dict:
     """Run the playground's request (`hardmax.simulate`) and return its `trajectory_view` (`attention`: with
-    every layer's attention sets, as an exported view carries them)."""
+    every layer's attention sets, as an exported view carries them; `encode`: as `trajectory_view`'s)."""
     from hardmax.dynamics import simulate
 
     start = time.perf_counter()
     trajectory = simulate(request.tokens, request.rule, alpha=request.alpha, layers=request.layers, A=request.A)
     simulated = time.perf_counter() - start
-    view = trajectory_view(trajectory, python=request.python(), attention=attention)
+    view = trajectory_view(trajectory, python=request.python(), attention=attention, encode=encode)
     view["seconds"]["simulate"] = simulated
     view["alpha"] = [request.alpha]
     return view
