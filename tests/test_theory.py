@@ -1024,3 +1024,33 @@ def test_limit_set_batched_faces_agree_with_face_by_face_projections():
                 expected.append(p)
         assert len(S) == len(np.unique(np.round(np.array(expected) / tol), axis=0))
         assert all(np.abs(S - p).max(axis=1).min() <= 1e-9 for p in expected)
+
+
+def test_rate_samples_ignore_the_expected_rate_of_pairs_without_samples():
+    """A pair of layers with no sample (here the run stands still at its last layer, where γ = 0 makes the
+    expected ratio 0) adds nothing to the expected log-rate: both implementations give the one sample's."""
+    import hardmax.theory.check as module
+
+    D = np.array([[[1.0, 0.0]], [[0.5, 0.0]], [[0.0, 0.0]]])  # moves Δ_0, Δ_1, Δ_2 of one follower
+    steps = np.linalg.norm(D, axis=-1)
+    T = np.zeros((4, 1, 2))  # a fixed target
+    gamma = np.array([0.5, 0.5, 0.0])
+    for measure in (module._rate_samples, module._rate_samples_numpy):
+        samples, log_ratio, log_expected, error = measure(D, steps, T, np.array([0]), gamma, 1e-9, 1e-12)
+        assert samples == 1 and log_ratio == pytest.approx(math.log(0.5)) and error == pytest.approx(0.0)
+        assert log_expected == pytest.approx(math.log(0.5))
+
+
+def test_a_projection_accepted_without_the_nnls_is_within_tol_of_its_face():
+    from hardmax.theory.geometry import _inside_simplices, hull_distance
+
+    rng = np.random.default_rng(11)
+    for d, m in ((2, 2), (3, 2), (3, 3), (3, 4), (4, 3)):
+        F = rng.normal(size=(200, m, d))
+        F[:100, -1] = F[:100, 0] + 1e-9 * rng.normal(size=(100, d))  # thin faces: near-coincident vertices
+        lam = rng.dirichlet(np.ones(m), size=200) - rng.choice([0.0, 0.3], size=(200, 1)) * np.eye(m)[0]
+        P = np.einsum("gm,gmd->gd", lam / lam.sum(1, keepdims=True), F)
+        tol = 1e-8
+        accepted = _inside_simplices(F, P, tol)
+        assert accepted.any()
+        assert all(hull_distance(P[g], F[g]) <= tol for g in np.nonzero(accepted)[0])

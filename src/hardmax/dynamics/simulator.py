@@ -567,7 +567,9 @@ class _Engine:
                     full = part.expand(p)  # (chunk, n, width): rows expanded
                     out_w[k, rows] = torch.gather(full, 2, index.unsqueeze(1).expand(-1, n, -1))
                 target = self.rule.targets(path[k], w, self.A)
-                if everyone:  # the same operations (γ (T − z) + z), without the selection and its temporaries
+                # The same operations (γ (T − z) + z) written in place, without the selection and its temporaries;
+                # a rule's targets of another dtype or shape go through `move`, as before.
+                if everyone and target.dtype == path.dtype and target.shape == path.shape[1:]:
                     torch.sub(target, path[k], out=path[k + 1])
                     path[k + 1].mul_(gammas[k]).add_(path[k])
                 else:

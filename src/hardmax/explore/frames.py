@@ -46,6 +46,7 @@ class RawArray:
 
     @property
     def shape(self) -> list[int]:
+        """The array's shape, as an `encode_array` record's "shape"."""
         return list(self.array.shape)
 
 
@@ -87,7 +88,7 @@ def encode_frame(record: dict) -> bytes:
             header[key] = {"shape": list(value.array.shape), "at": at}
             blobs.append(value.array.astype("<f8", copy=False).tobytes())
             at += len(blobs[-1])  # float64: a multiple of 8
-    text = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    text = json.dumps(header, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8")
     text += b" " * (-(len(_MAGIC) + 4 + len(text)) % 8)
     return b"".join([_MAGIC, len(text).to_bytes(4, "little"), text, *blobs])
 

@@ -225,9 +225,13 @@ def _endpoint(explorer: Explorer, turns: _Turns, work: Callable[[object, Callabl
             return _error(f"internal error ({type(e).__name__}: {e})", 500)
         if isinstance(result, Response):
             return result
-        if isinstance(result, dict) and framed:
-            return Response(encode_frame(result), media_type=FRAME_TYPE)
-        return _Answer(result)
+        try:
+            if isinstance(result, dict) and framed:
+                return Response(encode_frame(result), media_type=FRAME_TYPE)
+            return _Answer(result)
+        except ValueError as e:  # a value JSON cannot carry (NaN): refused in one line, never half an answer
+            logger.exception("explorer answer not encodable")
+            return _error(f"internal error (the answer could not be encoded: {e})", 500)
     return endpoint
 
 

@@ -372,7 +372,7 @@ def _rate_samples_numpy(D, steps, T, followers, gamma, atol: float, floor: float
     expected = (gamma[k] / gamma[k - 1]) * (1 - gamma[k - 1])  # (pairs,): one value per pair of layers
     ratio = size / np.where(size_before > 0, size_before, 1.0)
     return (int(count.sum()), float(np.log(ratio, out=np.zeros_like(ratio), where=valid).sum()),
-            float((count * np.log(expected)).sum()),
+            float((count[count > 0] * np.log(expected[count > 0])).sum()),  # pairs with samples only
             float(np.abs(ratio / expected[:, None] - 1, out=np.zeros_like(ratio), where=valid).max()))
 
 
@@ -404,7 +404,9 @@ if numba is not None:
                     ratio = size / (before if before > 0 else 1.0)
                     count += 1
                     log_ratio += np.log(ratio)
-                    error = max(error, abs(ratio / expected - 1))
+                    off = abs(ratio / expected - 1)
+                    if off != off or off > error:  # NaN stays (as NumPy's max keeps it): never "passed"
+                        error = off
             if count:
                 samples += count
                 log_expected += count * np.log(expected)

@@ -66,8 +66,8 @@ def project_origin(V: np.ndarray, A: np.ndarray, atol: float) -> np.ndarray:
 
 def _project_origins(F: np.ndarray, A: np.ndarray, atol: float) -> np.ndarray:
     """`project_origin` of g faces of m points each at once: F (g, m, d) -> (g, d), the same arithmetic batched
-    (one SVD, product and solve per face, as NumPy's stacked linear algebra does them). Faces whose affine frame
-    keeps other directions than the group's most common pattern are projected one by one."""
+    (one SVD, product and solve per face, as NumPy's stacked linear algebra does them); the faces are batched by
+    the directions their affine frame keeps (`_affine_frame`'s widths above atol)."""
     center = F.mean(axis=1)  # (g, d)
     centered = F - center[:, None]
     _, _, vt = np.linalg.svd(centered, full_matrices=False)  # (g, min(m, d), d)
@@ -87,23 +87,21 @@ def _project_origins(F: np.ndarray, A: np.ndarray, atol: float) -> np.ndarray:
     return out
 
 
-def _inside_simplices(F: np.ndarray, P: np.ndarray) -> np.ndarray:
-    """(g,) bool: P[g], a point of the affine hull of the face F[g] (m, d), has barycentric coordinates all ≥ 1e-6
-    in it, for faces of m ≤ d + 1 points (False otherwise, and for a batch with a singular face): then it lies in
-    the relative interior of the face, and `hull_distance` need not be asked. The coordinates solve
-    Σ λ_j F_j = p, Σ λ_j = 1 by the normal equations, batched; a point on or near the face's boundary is left to
-    `hull_distance`."""
+def _inside_simplices(F: np.ndarray, P: np.ndarray, tol: float) -> np.ndarray:
+    """(g,) bool: a point q of the face F[g] (m, d) lies within tol of P[g], for faces of m ≤ d + 1 points — then
+    `hull_distance(P[g], F[g]) ≤ tol` holds and need not be asked. q = Σ λ_j F_j / Σ λ_j with λ the barycentric
+    coordinates of P[g] in the face (Σ λ_j F_j = p, Σ λ_j = 1 in the least-squares sense, by a batched
+    pseudo-inverse), accepted when every λ_j ≥ 1e-6 (inside, not on the boundary) and ‖q − p‖ ≤ tol is measured;
+    False otherwise (the NNLS decides)."""
     g, m, d = F.shape
     if m > d + 1 or g == 0:
         return np.zeros(g, dtype=bool)
     M = np.concatenate([np.swapaxes(F, 1, 2), np.ones((g, 1, m))], axis=1)  # (g, d + 1, m)
     b = np.concatenate([P, np.ones((g, 1))], axis=1)[..., None]  # (g, d + 1, 1)
-    Mt = np.swapaxes(M, 1, 2)
-    try:
-        lam = np.linalg.solve(Mt @ M, Mt @ b)[..., 0]  # (g, m)
-    except np.linalg.LinAlgError:  # an affinely dependent face in the batch
-        return np.zeros(g, dtype=bool)
-    return np.isfinite(lam).all(axis=1) & (lam >= 1e-6).all(axis=1)
+    lam = (np.linalg.pinv(M) @ b)[..., 0]  # (g, m)
+    inside = np.isfinite(lam).all(axis=1) & (lam >= 1e-6).all(axis=1)
+    q = (lam[:, :, None] * F).sum(axis=1) / np.where(inside, lam.sum(axis=1), 1.0)[:, None]  # points of the faces
+    return inside & (np.linalg.norm(q - P, axis=1) <= tol)
 
 
 def hull_distance(p: np.ndarray, V: np.ndarray) -> float:
@@ -260,7 +258,7 @@ def limit_set(K: Polytope, A=None, *, atol: float | None = None, max_faces: int 
         # the cheap conditions first: most faces' projections are not exposed, and the NNLS is not needed then
         exposed = (np.linalg.norm(P, axis=1) > tol) & \
             (np.einsum("gvd,gd->gv", V[None] - P[:, None], AP).max(axis=1) <= tol * np.linalg.norm(AP, axis=1))
-        inside = _inside_simplices(V[index], P) & exposed  # certainly in its face: no NNLS needed
+        inside = _inside_simplices(V[index], P, tol) & exposed  # a point of its face within tol: no NNLS needed
         found += [P[g] for g in np.nonzero(exposed)[0] if inside[g] or hull_distance(P[g], V[index[g]]) <= tol]
     S = np.array(found).reshape(-1, d)
     if len(S) == 0:

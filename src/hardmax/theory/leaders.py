@@ -375,8 +375,9 @@ def leader_history(trajectory: Trajectory, same: Tensor) -> tuple[Tensor, Tensor
         hit = _LAST_HISTORY.get("entry")
     if hit is not None and hit[0]() is trajectory and _same_bits(hit[1], bits):
         return hit[2]
+    # the bits as they are before the computation: a write during it (another thread) then misses, never hits
+    kept = tuple((dtype, shape, values.copy()) for dtype, shape, values in bits)
     result = _leader_history(trajectory, same)
-    kept = tuple((dtype, shape, values.copy()) for dtype, shape, values in bits)  # the bits as they are now
     with _HISTORY_LOCK:
         _LAST_HISTORY["entry"] = (weakref.ref(trajectory), kept, result)
     return result

@@ -25,6 +25,7 @@ const Hx = {
   // place (no copy, no base64 to decode).
   FRAME: "application/vnd.hardmax.frame",
   frame(buffer) {
+    if (new TextDecoder().decode(new Uint8Array(buffer, 0, 4)) !== "HMXF") throw new Error("not a hardmax frame");
     const size = new DataView(buffer).getUint32(4, true);
     const header = JSON.parse(new TextDecoder().decode(new Uint8Array(buffer, 8, size)));
     for (const [key, value] of Object.entries(header)) {
