@@ -387,3 +387,20 @@ def test_the_api_answers_a_frame_when_asked(client, rng):
     refused = client.post("/api/simulate", json={"tokens": tokens, "alpha": -1},
                           headers={"content-type": "application/json", "accept": "application/vnd.hardmax.frame"})
     assert refused.status_code == 400 and "alpha" in refused.json()["error"]  # errors stay JSON
+
+
+def test_an_answer_json_cannot_carry_is_a_one_line_500_in_either_format(monkeypatch):
+    """A view holding NaN (none does today: the theorem's numbers are sanitised first) is refused in one JSON line,
+    whether JSON or a frame was asked for, and the server goes on answering."""
+    from hardmax.explore import views
+
+    monkeypatch.setattr(views, "playground_view", lambda request, encode: {"value": float("nan")})
+    with LiveServer(create_app(None)) as server:
+        client = Client(server.url)
+        body = json.dumps({"tokens": [[1.0, 0.0], [0.0, 1.0]], "layers": 3}).encode()
+        for accept in ("application/json", "application/vnd.hardmax.frame"):
+            answer = client.post("/api/simulate", content=body,
+                                 headers={"content-type": "application/json", "accept": accept})
+            assert answer.status_code == 500
+            assert "could not be encoded" in answer.json()["error"] and "\n" not in answer.json()["error"]
+        assert client.get("/api/presets").status_code == 200

@@ -44,11 +44,6 @@ class RawArray:
 
     array: np.ndarray
 
-    @property
-    def shape(self) -> list[int]:
-        """The array's shape, as an `encode_array` record's "shape"."""
-        return list(self.array.shape)
-
 
 def raw_array(x: np.ndarray) -> RawArray:
     """`encode_array` for a view that travels as a binary frame: the float64 array as it is (the base64 text

@@ -25,6 +25,7 @@ import secrets
 import socket
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -202,7 +203,8 @@ class _Busy(RequestError):
 
 
 def _endpoint(explorer: Explorer, turns: _Turns, work: Callable[[object, Callable], object]):
-    """A POST endpoint: bounded JSON body -> work(body) in a thread, a few at a time -> JSON, errors as one-line
+    """A POST endpoint: bounded JSON body -> work(body, encode) in a thread, a few at a time -> JSON (or a binary
+    frame when the request's Accept asks for `FRAME_TYPE`: `encode` is then `frames.raw_array`), errors as one-line
     4xx/5xx. Only `application/json` bodies are read: a page of another site cannot send one without the
     browser asking first (CORS), and this server answers no such question."""
     async def endpoint(request: Request) -> Response:
@@ -256,18 +258,18 @@ def create_app(runs: str | Path | None = "runs", limits: Limits | None = None, *
     def attention(body, encode):
         return views.attention_view(AttentionRequest.from_json(body, explorer.limits))
 
-    def review(body, encode=None):
+    def review(body, encode):
         request = ReviewRequest.from_json(body, explorer.limits, tuple(explorer.runs))
         return views.review_view(explorer.run(request.run), request.text, decisive=request.decisive)
 
-    def export_page(body, encode=None):
+    def export_page(body, encode):
         if not isinstance(body, dict) or body.get("page") not in ("playground", "classifier"):
             raise RequestError("an export request is {page: 'playground' | 'classifier', request: {...}}")
         if body["page"] == "playground":
             request = PlaygroundRequest.from_json(body.get("request"), explorer.limits)
             data = views.playground_view(request, attention=True)
         else:
-            data = review(body.get("request"))
+            data = review(body.get("request"), encode_array)  # (an export embeds JSON, whatever was asked)
         html = export.standalone_html(body["page"], data, state=str(body.get("state", ""))[:20_000])
         return Response(html, media_type="text/html", headers={
             "Content-Disposition": f'attachment; filename="hardmax-{body["page"]}.html"'})
@@ -328,19 +330,8 @@ def warm_up() -> None:
 
     request = PlaygroundRequest.from_json({"tokens": [[1.0, 0.5], [-1.0, 0.25], [0.25, -1.0]], "layers": 3},
                                           Limits())
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            views.playground_view(request)
-        except BaseException as e:  # noqa: BLE001 - raised again in the caller's thread
-            failed.append(e)
-
-    worker = threading.Thread(target=run, name="hardmax-warm-up")
-    worker.start()
-    worker.join()
-    if failed:
-        raise failed[0]
+    with ThreadPoolExecutor(1, thread_name_prefix="hardmax-warm-up") as pool:  # its thread ends with the block
+        pool.submit(views.playground_view, request).result()  # (an error is raised here)
 
 
 def serve(app: Starlette, sock: socket.socket, *, on_ready: Callable[[], None] | None = None) -> None:

@@ -399,15 +399,14 @@ def _leader_history(trajectory: Trajectory, same: Tensor) -> tuple[Tensor, Tenso
     if len(todo) == L * B:  # every layer moved (a slow run): nothing to gather or carry
         snap, targets = _snapshot(flat, real_f, A_used, rtol, same_f)
         snap, targets = snap.view(L, B, n), targets.view(L, B, n, d)
-        return _leaders_in_time(snap, path, same), targets
-    snap = torch.zeros(L * B, n, dtype=torch.bool, device=path.device)
-    targets = torch.empty_like(flat)
-    snap[todo], targets[todo] = _snapshot(flat[todo], real_f[todo], A_used, rtol, same_f[todo])
-    snap, targets = snap.view(L, B, n), targets.view(L, B, n, d)
-    # Layers where nothing moved carry the last computed layer's snapshot forward.
-    last = torch.where(moved, torch.arange(L, device=path.device).view(L, 1), 0).cummax(dim=0).values  # (L, B)
-    snap = snap.gather(0, last.unsqueeze(-1).expand(L, B, n))
-    targets = targets.gather(0, last.view(L, B, 1, 1).expand(L, B, n, d))
+    else:
+        snap = torch.zeros(L * B, n, dtype=torch.bool, device=path.device)
+        targets = torch.empty_like(flat)
+        snap[todo], targets[todo] = _snapshot(flat[todo], real_f[todo], A_used, rtol, same_f[todo])
+        # Layers where nothing moved carry the last computed layer's snapshot forward.
+        last = torch.where(moved, torch.arange(L, device=path.device).view(L, 1), 0).cummax(dim=0).values  # (L, B)
+        snap = snap.view(L, B, n).gather(0, last.unsqueeze(-1).expand(L, B, n))
+        targets = targets.view(L, B, n, d).gather(0, last.view(L, B, 1, 1).expand(L, B, n, d))
     return _leaders_in_time(snap, path, same), targets
 
 
