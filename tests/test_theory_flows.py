@@ -16,9 +16,27 @@ from hardmax.dynamics import RK4, Bilinear, Euler, Field, Hardmax, Rescaled, Sav
 from hardmax.theory import check_flow, cluster_counts, energy
 
 
-@settings(max_examples=40, deadline=None)
+def _reference_clusters(points: np.ndarray, tol: float) -> int:
+    """`cluster_counts`' definition, one token at a time: connected components of |z_i − z_j| ≤ tol; a component
+    wider than tol split into balls of radius tol/2 about its first remaining token."""
+    dist = np.linalg.norm(points[:, None] - points[None], axis=-1)
+    count, labels = connected_components(dist <= tol, directed=False)
+    total = 0
+    for c in range(count):
+        members = list(np.nonzero(labels == c)[0])
+        if dist[np.ix_(members, members)].max() <= tol:
+            total += 1
+            continue
+        while members:
+            seed = members[0]
+            members = [j for j in members if dist[seed, j] > tol / 2]
+            total += 1
+    return total
+
+
+@settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 10**6), n=st.integers(1, 12), tol=st.floats(0.05, 1.5))
-def test_cluster_counts_are_connected_components(seed, n, tol):
+def test_cluster_counts_are_the_reference_and_connected_components_when_narrow(seed, n, tol):
     rng = np.random.default_rng(seed)
     z = rng.integers(-3, 4, size=(5, n, 2)) * 0.5  # repeats and chains at exactly the tolerance
     mask = rng.random((5, n)) < 0.8
@@ -28,15 +46,37 @@ def test_cluster_counts_are_connected_components(seed, n, tol):
         if len(real) == 0:
             assert int(got[b]) == 0
             continue
-        graph = np.linalg.norm(real[:, None] - real[None], axis=-1) <= tol
-        assert int(got[b]) == connected_components(graph, directed=False)[0]
+        assert int(got[b]) == _reference_clusters(real, tol)
+        dist = np.linalg.norm(real[:, None] - real[None], axis=-1)
+        components, labels = connected_components(dist <= tol, directed=False)
+        narrow = all(dist[np.ix_(labels == c, labels == c)].max() <= tol for c in range(components))
+        assert int(got[b]) >= components and (int(got[b]) == components or not narrow)
+
+
+@pytest.mark.parametrize("n", [800, 300, 2000])
+def test_tokens_spread_on_a_circle_are_not_one_cluster(n):
+    """Issue #39 (2): a chain of neighbours closer than tol is one component but no cluster."""
+    angle = torch.arange(n, dtype=torch.float64) * (2 * math.pi / n)
+    circle = torch.stack([angle.cos(), angle.sin(), torch.zeros_like(angle)], dim=-1)
+    got = int(cluster_counts(circle, 1e-2))
+    assert got >= min(n, 2 * math.pi / 1e-2 * 0.9)  # about one cluster per tol of arc, certainly not one
+    gathered = circle[:1] + 1e-4 * circle  # 800 tokens within 2e-4 of a point: one cluster
+    assert int(cluster_counts(gathered, 1e-2)) == 1
+
+
+def test_an_interval_of_values_is_not_one_hyperplane():
+    values = torch.linspace(-1, 1, 1500, dtype=torch.float64).reshape(1500, 1)
+    assert int(cluster_counts(values, 2e-3)) >= 2 / 2e-3 * 0.9
+    three = torch.tensor([-1.0, 0.0, 1.0], dtype=torch.float64).repeat_interleave(500).reshape(1500, 1)
+    assert int(cluster_counts(three + 1e-5 * torch.randn(1500, 1, dtype=torch.float64), 2e-3)) == 3
 
 
 def test_cluster_counts_keep_the_batch_shape_and_bound_memory():
     z = torch.zeros(3, 4, 5, 2)
     z[..., 0] = torch.arange(5.0)
     assert cluster_counts(z, 0.5).shape == (3, 4) and bool((cluster_counts(z, 0.5) == 5).all())
-    assert bool((cluster_counts(z, 1.0) == 1).all())
+    assert bool((cluster_counts(z, 1.0) == 5).all())  # a chain of neighbours 1 apart is no cluster of diameter 1
+    assert bool((cluster_counts(z, 4.0) == 1).all())
 
 
 def test_the_energy_of_one_point_and_at_beta_zero():
@@ -62,8 +102,8 @@ def test_sa_on_the_sphere_passes_its_claims():
     report = check_flow(sol)
     assert report.passed
     assert {c.name: c.status for c in report.checks} == {
-        "norms": "passed", "hull": "not tested", "polytope": "not tested", "hyperplanes": "not tested",
-        "boolean": "not tested", "single_cluster": "passed", "energy": "passed"}
+        "finite": "passed", "norms": "passed", "hull": "not tested", "polytope": "not tested",
+        "hyperplanes": "not tested", "boolean": "not tested", "single_cluster": "passed", "energy": "passed"}
     assert "| check |" in report.table()
 
 
@@ -167,3 +207,62 @@ def test_check_flow_refuses_padding():
     sol = solve(Field(Softmax(1.0)), RK4(0.1), z, steps=4, mask=mask, save=Save(every=2))
     with pytest.raises(ValueError, match="without padding"):
         check_flow(sol)
+
+
+def test_spread_tokens_after_one_small_step_pass_no_cluster_claim():
+    """Issue #39 (2): 800 tokens evenly spread on a great circle of S², one Euler step of 1e-3: not one cluster."""
+    angle = torch.arange(800, dtype=torch.float64) * (2 * math.pi / 800)
+    circle = torch.stack([angle.cos(), angle.sin(), torch.zeros_like(angle)], dim=-1)
+    sol = solve(Field(Softmax(1.0), manifold=Sphere()), Euler(1e-3), circle, steps=1)
+    check = check_flow(sol)["single_cluster"]  # the even circle is an equilibrium: at rest in many clusters
+    assert check.status != "passed" and "100 %" not in check.value
+
+
+def test_an_interval_of_hyperplane_coordinates_is_not_passed():
+    """Issue #39 (2): 1,500 tokens whose ⟨φ, z⟩ span [−1, 1] do not lie on at most three hyperplanes."""
+    V = torch.tensor([[2.0, 0.0], [0.0, 1.0]], dtype=torch.float64)  # φ = e_1
+    field = Field(Softmax(1.0), scores=Rescaled(Bilinear(), V), value=V)
+    z = torch.stack([torch.linspace(-1, 1, 1500, dtype=torch.float64), torch.zeros(1500, dtype=torch.float64)], -1)
+    check = check_flow(_fake(z.expand(2, 1500, 2), field))["hyperplanes"]
+    assert check.status != "passed"
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_hull_growth_between_any_directions_fails(seed):
+    """Issue #39 (3): a token leaving the previous hull by 1,000× the tolerance fails, whatever its direction."""
+    g = torch.Generator().manual_seed(seed)
+    for d in (2, 3, 5, 8):
+        before = torch.randn(40, d, dtype=torch.float64, generator=g)
+        tol = 1e-3 * float(torch.cdist(before, before).amax())
+        direction = torch.randn(d, dtype=torch.float64, generator=g)
+        direction /= direction.norm()
+        after = before.clone()
+        top = int((before @ direction).argmax())
+        after[top] = before[top] + 1000 * 1e-2 * tol * direction  # outside by ~10 tol along a random direction
+        report = check_flow(_fake(torch.stack([before, after]), Field(Softmax(1.0))))["hull"]
+        assert report.status == "failed", (d, report.value)
+        assert check_flow(_fake(torch.stack([before, before * 0.9]), Field(Softmax(1.0))))["hull"].status == "passed"
+
+
+def test_a_start_in_convex_position_is_not_a_limit():
+    """Issue #39 (4): at t = 0.001 tokens in convex position are on ∂K trivially: not judged."""
+    V = torch.eye(2, dtype=torch.float64)
+    field = Field(Softmax(1.0), scores=Rescaled(Bilinear(), V), value=V)
+    for n in (5, 12, 40):
+        angle = torch.arange(n, dtype=torch.float64) * (2 * math.pi / n)
+        z = 3 * torch.stack([angle.cos(), angle.sin()], dim=-1)
+        early = solve(field, RK4(0.001), z, steps=1)
+        assert check_flow(early)["polytope"].status == "not tested"
+        late = solve(field, RK4(0.01), z, t1=12.0, save=Save(every=100))
+        assert check_flow(late)["polytope"].status == "passed"
+
+
+def test_saved_states_that_are_not_finite_fail():
+    """Issue #39 (5): NaN or inf saved states are a failed `finite` check, never passed or "not tested"."""
+    z = torch.randn(4, 6, 2, dtype=torch.float64)
+    z[2:, 0, 0] = math.inf
+    z[3, 1, 1] = math.nan
+    report = check_flow(_fake(z, Field(Softmax(1.0))))
+    assert not report.passed and report.verdict == "FAILED"
+    assert report["finite"].status == "failed" and "saved state 2" in report["finite"].messages[0]
+    assert all(c.status == "not tested" for c in report.checks if c.name != "finite")

@@ -1,6 +1,7 @@
 """The claims of the particle-system papers as checks on a `Solution`, cluster counts and the interaction energy.
 
-    cluster_counts(tokens, tol)   (..., n, d) -> (...): connected components of "|z_i − z_j| ≤ tol", batched
+    cluster_counts(tokens, tol)   (..., n, d) -> (...): clusters of diameter ≤ tol, batched (the connected components
+                                  of "|z_i − z_j| ≤ tol" when each is that narrow; a wider chain is split, below)
     energy(tokens, beta)          E_β = (1/(2βn²)) Σ_ij e^{β⟨x_i, x_j⟩}   (β = 0: |mean|²/2, its β → 0 limit up to
                                   a constant), the energy USA ascends and SA increases (GLPR, "A mathematical
                                   perspective on Transformers", Sec. 3)
@@ -9,11 +10,17 @@
 The checks (each says "not tested", never "passed", where its hypotheses do not hold or the horizon is too short).
 An asymptotic claim fails only at an equilibrium: when the final state contradicts it while the field's velocity
 there is zero to rounding; a state that contradicts it and still moves (metastable clusters, a short horizon) is
-"not tested".
+"not tested". It passes only on a sequence that has slowed down: every token's speed at the final state is at
+most tol per unit of time (or the state is at rest), so a start that happens to satisfy the claim (tokens in
+convex position at t = 0.001) is not taken for its limit. Saved states that are not finite (a field that
+overflowed) fail the `finite` check and make every other check "not tested".
+
+- finite: every saved state is finite (NaN or inf: the solve overflowed; `solve` itself refuses such runs).
 
 - norms: on the sphere every saved token has norm 1 to rounding.
-- hull: with V = I in R^d and a row-stochastic rule, conv(Z(t)) is nested in time (the support function in 64
-  directions never grows beyond rounding and the solver's error): the hull converges to a polytope
+- hull: with V = I in R^d and a row-stochastic rule, conv(Z(t)) is nested in time: every token of each saved state
+  lies in the hull of the previous one, to 1e-2 tol (qhull's facet inequalities in the previous state's affine
+  hull for d ≤ 6; the exact distance to the hull by NNLS above): the hull converges to a polytope
   (GLPR 2023 Thm 3.1; localmax, arXiv 2509.15958).
 - polytope: V = I, A ≻ 0 and the rescaled scores of the 2023 paper: every token converges to 0 or to a point of
   the boundary of a convex polytope K (GLPR 2023, Theorem 3.1; numerically, to its vertices), measured as the
@@ -32,6 +39,7 @@ there is zero to rounding; a state that contradicts it and still moves (metastab
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,22 +49,32 @@ from torch import Tensor
 from hardmax.dynamics import Bilinear, Field, Flat, Hardmax, Localmax, Rescaled, Softmax, Solution, Sphere, Unnormalised
 from hardmax.tables import markdown_table
 from hardmax.theory.check import Check
+from hardmax.theory.geometry import HullTest, hull_distance
 
 __all__ = ["FlowReport", "check_flow", "cluster_counts", "energy"]
 
-_DIRECTIONS = 64
+_QHULL_DIMENSION = 6  # the hull check uses qhull's facets up to this d, the NNLS distance above it
+_NNLS_BUDGET = 20_000  # tokens measured by NNLS in one hull check (d > 6); beyond, saved pairs are sampled
 _COUNT_BLOCK = 1 << 22  # pairs per block of cluster_counts (32 MiB of labels)
 
 
 def cluster_counts(tokens: Tensor, tol: float, mask: Tensor | None = None) -> Tensor:
-    """Number of clusters of each sequence: connected components of the graph |z_i − z_j| ≤ tol, batched.
+    """Number of clusters of each sequence: groups of diameter ≤ tol, batched.
+
+    A cluster is a connected component of the graph |z_i − z_j| ≤ tol whose diameter (its largest pairwise
+    distance) is at most tol: tokens that gathered. A component wider than tol is a chain of neighbours, not a
+    cluster (800 tokens spread on a circle are one component, not one cluster): it is split greedily into balls
+    of radius tol/2 about its first remaining token, each of diameter ≤ tol. The count is therefore exact when
+    the clusters are separated by more than tol, and otherwise the size of a partition into groups of diameter
+    ≤ tol (an upper bound on the fewest such groups): "k clusters" always means k groups that narrow.
 
     Args:
         tokens: (..., n, d). tol: distance ≥ 0 below which two tokens are in one cluster.
         mask: (..., n) bool, True for real tokens (None: all).
     Returns:
         (...) int64 counts. Labels spread by min over neighbours until nothing changes (at most n rounds
-        of one batched product each), so there is no Python loop over sequences.
+        of one batched product each), a wide component is split in one batched round per ball: there is no
+        Python loop over sequences.
     """
     z = torch.as_tensor(tokens)
     shape, n = z.shape[:-2], z.shape[-2]
@@ -65,14 +83,16 @@ def cluster_counts(tokens: Tensor, tol: float, mask: Tensor | None = None) -> Te
     m = torch.ones(z.shape[:2], dtype=torch.bool, device=z.device) if mask is None else \
         torch.as_tensor(mask, device=z.device).expand(*shape, n).reshape(-1, n)
     block = max(1, _COUNT_BLOCK // (n * n))  # sequences per block: bounded memory for any batch
-    counts = [_components(z[s:s + block], m[s:s + block], tol) for s in range(0, z.shape[0], block)]
+    counts = [_clusters(z[s:s + block], m[s:s + block], tol) for s in range(0, z.shape[0], block)]
     return (torch.cat(counts) if counts else torch.zeros(0, dtype=torch.long, device=z.device)).reshape(shape)
 
 
-def _components(z: Tensor, m: Tensor, tol: float) -> Tensor:
-    """(b,) connected components of "|z_i − z_j| ≤ tol" among real tokens; z (b, n, d), m (b, n)."""
-    n = z.shape[1]
-    near = (torch.cdist(z, z) <= tol) & m.unsqueeze(1) & m.unsqueeze(2)
+def _clusters(z: Tensor, m: Tensor, tol: float) -> Tensor:
+    """(b,) clusters of diameter ≤ tol among real tokens (`cluster_counts`); z (b, n, d), m (b, n)."""
+    b, n = m.shape
+    dist = torch.cdist(z, z)
+    both = m.unsqueeze(1) & m.unsqueeze(2)
+    near = (dist <= tol) & both
     near.diagonal(dim1=1, dim2=2).copy_(m)
     kind = torch.uint8 if n < 255 else (torch.int16 if n < 32767 else torch.int32)
     big = torch.tensor(n, dtype=kind, device=z.device)
@@ -86,7 +106,23 @@ def _components(z: Tensor, m: Tensor, tol: float) -> Tensor:
             break
         label = new
     roots = (label.long() == torch.arange(n, device=z.device)) & m
-    return roots.sum(-1)
+    # each token's farthest member of its own component; a component wider than tol (any of its tokens reaching
+    # farther) is not a cluster
+    same = (label.unsqueeze(1) == label.unsqueeze(2)) & both
+    far = (torch.where(same, dist, torch.zeros((), dtype=dist.dtype, device=z.device)).amax(-1) > tol) & m
+    place = label.long()  # padding's label is n: a slot of its own
+    wide = torch.zeros(b, n + 1, dtype=torch.uint8, device=z.device).scatter_reduce(
+        1, place, far.to(torch.uint8), "amax").gather(1, place).bool() & m
+    count = (roots & ~wide).sum(-1)
+    rows = torch.arange(b, device=z.device)
+    left = wide
+    while bool(left.any()):  # one ball of radius tol/2 per sequence and round, about its first token left
+        has = left.any(-1)
+        seed = left.to(torch.uint8).argmax(-1)
+        ball = left & (dist[rows, seed] <= tol / 2)
+        count += has
+        left = left & ~ball
+    return count
 
 
 def energy(tokens: Tensor, beta: float | Tensor) -> Tensor:
@@ -122,10 +158,12 @@ class FlowReport:
 
     @property
     def verdict(self) -> str:
-        """"FAILED", "PASSED" (some claim beyond the norms passed) or "NOT TESTED" (nothing substantive applied)."""
+        """"FAILED", "PASSED" (some claim beyond the norms and finiteness passed) or "NOT TESTED" (nothing
+        substantive applied)."""
         if not self.passed:
             return "FAILED"
-        return "PASSED" if any(c.passed and c.name != "norms" for c in self.checks) else "NOT TESTED"
+        substantive = (c for c in self.checks if c.name not in ("norms", "finite"))
+        return "PASSED" if any(c.passed for c in substantive) else "NOT TESTED"
 
     def __getitem__(self, name: str) -> Check:
         for c in self.checks:
@@ -160,22 +198,44 @@ def check_flow(solution: Solution, *, tol: float | None = None) -> FlowReport:
     if not bool(mask.all()):
         raise ValueError("check_flow checks sequences without padding; pass the real tokens only")
     field = solution.field
+    finite = _finite(Z, solution.times)
+    if not finite.passed:  # nothing else can be measured on NaN or inf: every other claim is "not tested"
+        others = ("norms", "hull", "polytope", "hyperplanes", "boolean", "single_cluster", "energy")
+        return FlowReport(checks=(finite, *(Check(name, "", "not tested", "the saved states are not finite", "")
+                                            for name in others)), sequences=Z.shape[1], saved=Z.shape[0])
     sphere = isinstance(field.manifold, Sphere)
     diam = float(torch.cdist(Z[0], Z[0]).amax()) or 1.0
     tol = (1e-2 if sphere else 1e-3 * diam) if tol is None else float(tol)
-    settled = _at_rest(field, Z[-1], float(solution.times[-1]), double)
-    checks = (_norms(Z, sphere, double), _hull(Z, field, tol), _polytope(Z, field, tol, settled),
-              _hyperplanes(Z, field, tol, settled), _boolean(solution, field, settled),
+    settled, velocity = _at_rest(field, Z[-1], float(solution.times[-1]), double)
+    slow = settled | (velocity.norm(dim=-1).amax(-1) <= tol)  # every token slowed to tol per unit of time
+    checks = (finite, _norms(Z, sphere, double), _hull(Z, field, tol), _polytope(Z, field, tol, settled, slow),
+              _hyperplanes(Z, field, tol, settled, velocity), _boolean(solution, field, settled, slow),
               _single_cluster(Z, field, tol, settled), _energy(Z, field, double))
     return FlowReport(checks=checks, sequences=Z.shape[1], saved=Z.shape[0])
 
 
-def _at_rest(field: Field, z: Tensor, t: float, double: bool) -> Tensor:
-    """(batch,) whether the field's velocity at the final state z (batch, n, d) is zero to rounding: an equilibrium."""
+def _finite(Z: Tensor, times: Tensor) -> Check:
+    """Every saved state finite; else "failed", naming the first saved state (and its time) that is not."""
+    claim = "every saved state is finite"
+    ok = torch.isfinite(Z).flatten(1).all(1)  # (saved,)
+    if bool(ok.all()):
+        return Check("finite", claim, "passed", f"{Z.shape[0]} saved states finite", "finite")
+    first = int((~ok).nonzero()[0])
+    t = float(times[first]) if first < len(times) else math.nan
+    message = (f"saved state {first} (t = {t:g}) holds NaN or inf: the field overflowed; use a smaller step, "
+               "a shorter time or smaller tokens")
+    return Check("finite", claim, "failed", f"NaN or inf from saved state {first} (t = {t:g})", "finite",
+                 (message,), {"first": float(first)})
+
+
+def _at_rest(field: Field, z: Tensor, t: float, double: bool) -> tuple[Tensor, Tensor]:
+    """(batch,) whether the field's velocity at the final state z (batch, n, d) is zero to rounding (an
+    equilibrium), and that velocity (batch, n, d): a claim holding where what it measures still moves faster
+    than tol per unit of time is not taken for the limit's."""
     with torch.no_grad():
         v = field.velocity(t, z, None)
     scale = z.abs().amax((-1, -2)).clamp(min=1.0)
-    return v.abs().amax((-1, -2)) <= (1e3 * torch.finfo(torch.float64).eps if double else 1e-5) * scale
+    return v.abs().amax((-1, -2)) <= (1e3 * torch.finfo(torch.float64).eps if double else 1e-5) * scale, v
 
 
 def _cpu(m: Tensor | None) -> Tensor | None:
@@ -216,16 +276,33 @@ def _hull(Z: Tensor, field: Field, tol: float) -> Check:
     stochastic = isinstance(field.rule, Hardmax | Softmax | Localmax)
     if not (isinstance(field.manifold, Flat) and _identity_value(field) and stochastic):
         return Check("hull", claim, "not tested", "the field is not V = I, flat, row-stochastic", "nested hulls")
-    u = torch.randn(_DIRECTIONS, Z.shape[-1], dtype=Z.dtype, generator=torch.Generator().manual_seed(0))
-    u = u / u.norm(dim=-1, keepdim=True)
-    support = (Z @ u.T).amax(-2)  # (saved, batch, directions)
-    growth = float((support[1:] - support[:-1]).amax()) if Z.shape[0] > 1 else 0.0
     allowed = 1e-2 * tol
+    saved, batch, n, d = Z.shape
+    Zn = Z.numpy()
+    # every consecutive pair of saved states of every sequence (a state that did not move is inside its hull)
+    pairs = [(s, b) for b in range(batch) for s in range(1, saved) if not np.array_equal(Zn[s, b], Zn[s - 1, b])]
+    exact = d <= _QHULL_DIMENSION
+    measured = pairs
+    if not exact and len(pairs) * n > _NNLS_BUDGET:  # NNLS per token: evenly spaced pairs within the budget
+        keep = np.unique(np.linspace(0, len(pairs) - 1, max(1, _NNLS_BUDGET // n)).round().astype(int))
+        measured = [pairs[i] for i in keep]
+    growth, where = 0.0, None
+    for s, b in measured:
+        before, now = Zn[s - 1, b], Zn[s, b]
+        if exact:  # qhull's facets of conv(Z(t_{s-1})) in its affine hull
+            out = HullTest.of(before, allowed).outside(now)
+        else:  # the distance of each token to conv(Z(t_{s-1})), by NNLS
+            out = max(hull_distance(p, before) for p in now)
+        if out > growth:
+            growth, where = out, (s, b)
+    how = "qhull facets" if exact else "NNLS distances"
+    sampled = "" if len(measured) == len(pairs) else f", {len(measured)} of {len(pairs)} pairs sampled"
     ok = growth <= allowed
+    messages = () if ok else (f"sequence {where[1]}: a token of saved state {where[0]} lies {growth:.1e} outside "
+                              f"the hull of saved state {where[0] - 1}",)
     return Check("hull", claim, "passed" if ok else "failed",
-                 f"largest growth of the support function ({_DIRECTIONS} directions): {growth:.1e}",
-                 f"≤ {allowed:.1e}", () if ok else (f"all sequences: the hull grew by {growth:.1e}",),
-                 {"growth": growth})
+                 f"largest distance of a token outside the previous hull ({how}{sampled}): {growth:.1e}",
+                 f"≤ {allowed:.1e}", messages, {"growth": growth, "pairs": float(len(measured))})
 
 
 def _rescaled_V(field: Field) -> Tensor | None:
@@ -260,7 +337,7 @@ def _boundary_distance(points: np.ndarray) -> np.ndarray:
     return np.clip(-(y @ eq[:, :-1].T + eq[:, -1]), 0, None).min(1)
 
 
-def _polytope(Z: Tensor, field: Field, tol: float, settled: Tensor) -> Check:
+def _polytope(Z: Tensor, field: Field, tol: float, settled: Tensor, slow: Tensor) -> Check:
     claim = "V = I, A ≻ 0 (rescaled, 2023): every token converges to 0 or to the boundary of a convex polytope"
     V = _rescaled_V(field)
     if V is None or not torch.equal(V, torch.eye(V.shape[0], dtype=V.dtype)):
@@ -269,13 +346,13 @@ def _polytope(Z: Tensor, field: Field, tol: float, settled: Tensor) -> Check:
     for b in range(Z.shape[1]):
         final = Z[-1, b].numpy()
         dist = float(np.minimum(_boundary_distance(final), np.linalg.norm(final, axis=1)).max())
-        if dist <= tol or bool(settled[b]):  # away from ∂K and 0 while still moving: not judged yet
+        if (dist <= tol and bool(slow[b])) or bool(settled[b]):  # still moving: not judged yet
             judged += 1
             distances.append(dist)
             if dist > tol:
                 messages.append(f"sequence {b}: at rest with a token {dist:.2e} from 0 and from the boundary of K")
     if not distances:
-        return Check("polytope", claim, "not tested", "every sequence still moving away from ∂K", f"≤ {tol:.1e}")
+        return Check("polytope", claim, "not tested", "every sequence still moving (faster than tol)", f"≤ {tol:.1e}")
     worst = max(distances)
     return Check("polytope", claim, "failed" if messages else "passed",
                  f"farthest token from 0 and ∂K: {worst:.1e} ({judged} of {Z.shape[1]} sequence(s) judged; "
@@ -294,7 +371,7 @@ def _dominant(V: Tensor) -> Tensor | None:
     return torch.from_numpy(phi / np.linalg.norm(phi))
 
 
-def _hyperplanes(Z: Tensor, field: Field, tol: float, settled: Tensor) -> Check:
+def _hyperplanes(Z: Tensor, field: Field, tol: float, settled: Tensor, velocity: Tensor) -> Check:
     claim = "V with a simple positive dominant eigenvalue (rescaled, 2023): at most three parallel hyperplanes"
     V = _rescaled_V(field)
     phi = None if V is None or Z.shape[-1] < 2 else _dominant(V)
@@ -303,9 +380,10 @@ def _hyperplanes(Z: Tensor, field: Field, tol: float, settled: Tensor) -> Check:
                      "not the 2023 paper's field with such a V (d ≥ 2)", "")
     coordinates = Z[-1] @ phi  # (batch, n)
     counts = cluster_counts(coordinates.unsqueeze(-1), tol)
-    judged = (counts <= 3) | settled  # more than three values while still moving: not judged yet
+    slow = (velocity @ phi).abs().amax(-1) <= tol  # the coordinates ⟨φ, z_i⟩ have slowed (along them may move)
+    judged = ((counts <= 3) & slow) | settled  # still moving: not judged yet
     if not bool(judged.any()):
-        return Check("hyperplanes", claim, "not tested", "every sequence still moving with > 3 values", "≤ 3")
+        return Check("hyperplanes", claim, "not tested", "every sequence still moving (faster than tol)", "≤ 3")
     worst = int(counts[judged].max())
     messages = tuple(f"sequence {b}: at rest with {int(counts[b])} distinct values of ⟨φ, z_i⟩"
                      for b in torch.nonzero(settled & (counts > 3)).flatten().tolist())
@@ -314,7 +392,7 @@ def _hyperplanes(Z: Tensor, field: Field, tol: float, settled: Tensor) -> Check:
                  "≤ 3", messages, {"hyperplanes": float(worst)})
 
 
-def _boolean(solution: Solution, field: Field, settled: Tensor) -> Check:
+def _boolean(solution: Solution, field: Field, settled: Tensor, slow: Tensor) -> Check:
     claim = "d = 1, V > 0 (rescaled, 2023): the attention matrix becomes Boolean (every P_ij → 0 or 1)"
     V = _rescaled_V(field)
     if V is None or V.shape != (1, 1) or float(V[0, 0]) <= 0:
@@ -325,9 +403,9 @@ def _boolean(solution: Solution, field: Field, settled: Tensor) -> Check:
     P = P.unsqueeze(0) if P.dim() == 2 else P
     gap = torch.minimum(P, 1 - P).amax((-1, -2))  # (batch,) the farthest entry from {0, 1}
     allowed = 1e-3
-    judged = (gap <= allowed) | settled
+    judged = ((gap <= allowed) & slow) | settled  # still moving: not judged yet
     if not bool(judged.any()):
-        return Check("boolean", claim, "not tested", "every sequence still moving with a fractional weight",
+        return Check("boolean", claim, "not tested", "every sequence still moving (faster than tol)",
                      f"≤ {allowed:.0e}")
     worst = float(gap[judged].max())
     messages = tuple(f"sequence {b}: at rest with an attention weight {float(gap[b]):.2e} from 0 and 1"
