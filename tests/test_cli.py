@@ -467,3 +467,16 @@ def test_particles_writes_the_reproductions(tmp_path, capsys, monkeypatch):
                             "clusters_2023_polytope_x_hyperplanes.png", "clusters_2023_boolean.png",
                             "metastability.png", "phase_diagram_S1.png", "phase_diagram_S2.png"])
     assert "## polytope" in captured.out and "## phase S2" in captured.out and "PASSED" in captured.out
+
+
+@pytest.mark.parametrize("argv", [("--rule", "unnormalised", "--beta", "5", "--solver", "euler", "--layers", "300"),
+                                  ("--rule", "unnormalised", "--beta", "3", "--solver", "rk4", "--dt", "0.5",
+                                   "--layers", "100")])
+def test_simulate_never_reports_states_that_overflowed(tmp_path, capsys, argv):
+    """Issue #39 (5): an overflow after t = 0 wrote report.json with "passed": true, then died in matplotlib."""
+    np.save(tmp_path / "tokens.npy", 3 * TOKENS)
+    code, out, err = _run(capsys, "--tokens", str(tmp_path / "tokens.npy"), *argv, "--no-gif",
+                          "--out", str(tmp_path / "run"))
+    assert code == 2 and "stopped being finite at step" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "run" / "report.json").exists()

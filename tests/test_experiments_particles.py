@@ -62,3 +62,18 @@ def test_bad_phase_diagram_settings_get_one_line():
                                    ([1.0], {"d": 1}, "d ≥ 2"), ([1.0], {"starts": 0}, "starts ≥ 1")):
         with pytest.raises(ValueError, match=message):
             phase_diagram(betas, **kwargs)
+
+
+def test_a_device_this_machine_lacks_is_one_line(monkeypatch):
+    """Issue #39 (13): phase_diagram(device="cuda") on a CPU build said nothing useful (a traceback)."""
+    import pytest
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    for device in ("cuda", "cuda:3", torch.device("cuda")):
+        with pytest.raises(ValueError, match="no CUDA device is available"):
+            phase_diagram([1.0], starts=2, n=4, steps=2, device=device)
+    with pytest.raises(ValueError, match="device"):
+        phase_diagram([1.0], starts=2, n=4, steps=2, device="gpu")
+    for name, value in (("starts", 2.5), ("steps", "3"), ("n", True)):
+        with pytest.raises(ValueError, match=f"{name} must be an integer"):
+            phase_diagram([1.0], **{"starts": 2, "n": 4, "steps": 2, name: value})

@@ -427,3 +427,79 @@ def test_bad_input_gets_a_one_line_error(make, message):
     with pytest.raises(ValueError, match=message) as info:
         make()
     assert "\n" not in str(info.value)
+
+
+# Issue #39 (5): a field that overflows after t = 0 is named, never returned as NaN or inf.
+@pytest.mark.parametrize("case", ["unnormalised", "rk4_big_step", "rescaled"])
+def test_states_that_stop_being_finite_are_named(case):
+    g = torch.Generator().manual_seed(7)
+    z = torch.randn(2, 6, 3, dtype=torch.float64, generator=g)
+    if case == "unnormalised":
+        field, solver, steps = Field(Unnormalised(5.0)), Euler(0.1), 200
+    elif case == "rk4_big_step":
+        field, solver, steps = Field(Softmax(1.0), value=3 * torch.eye(3, dtype=torch.float64)), RK4(10.0), 200
+    else:
+        V = 100 * torch.eye(3, dtype=torch.float64)
+        field, solver, steps = Field(Softmax(1.0), scores=Rescaled(Bilinear(), V), value=V), RK4(0.1), 200
+    with pytest.raises(FloatingPointError, match=r"stopped being finite at step [\d,]+ of 200 \(t = "):
+        solve(field, solver, z, steps=steps, save=Save.final())
+
+
+def test_the_step_named_is_the_first_that_is_not_finite():
+    field = Field(Unnormalised(5.0))
+    z = torch.randn(6, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    with pytest.raises(FloatingPointError) as error:
+        solve(field, Euler(0.1), z, steps=300)
+    bad = int(str(error.value).split("at step ")[1].split(" ")[0].replace(",", ""))
+    before = solve(field, Euler(0.1), z, steps=bad - 1, save=Save.final())  # one step less is finite
+    assert bool(torch.isfinite(before.final).all())
+
+
+def test_the_paper_spelling_refuses_an_overflowing_rule_too():
+    z = torch.randn(6, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    from hardmax.dynamics import simulate
+
+    with pytest.raises(FloatingPointError, match="stopped being finite at layer"):
+        simulate(z, Unnormalised(5.0), alpha=0.5, layers=300)
+
+
+# Issue #39 (13): inputs that ended in tracebacks or unbounded work are one line each, before any allocation.
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_qk_refuses_non_finite_matrices(bad):
+    good = torch.eye(2, dtype=torch.float64)
+    broken = good.clone()
+    broken[0, 1] = bad
+    for Q, K in ((broken, good), (good, broken)):
+        with pytest.raises(ValueError, match="contains NaN or inf"):
+            QK(Q, K)
+    with pytest.raises(ValueError, match="overflows"):
+        QK(1e200 * good, 1e200 * good)
+
+
+@pytest.mark.parametrize("kwargs", [dict(steps=10**9), dict(steps=10**12), dict(t1=1e300), dict(t1=1.0, dt=1e-300),
+                                    dict(t1=1e5, dt=1e-3)])
+def test_step_counts_beyond_the_bound_are_refused_before_allocating(kwargs):
+    import tracemalloc
+
+    dt = kwargs.pop("dt", 0.1)
+    tracemalloc.start()
+    with pytest.raises(ValueError, match="more than the 10,000,000"):
+        solve(Field(Softmax(1.0)), Euler(dt), torch.randn(4, 2, dtype=torch.float64), save=Save.final(), **kwargs)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 50 * 2**20
+
+
+def test_adaptive_tolerances_and_horizons_are_bounded():
+    z = torch.randn(5, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    with pytest.raises(ValueError, match="rtol must be ≥"):
+        Adaptive(rtol=1e-300, atol=1e-300)
+    for bad in (0, -1, 2.5, True, 2**31):
+        with pytest.raises(ValueError, match="max_steps"):
+            Adaptive(max_steps=bad)
+    with pytest.raises(ValueError, match="below what float32"):
+        solve(Field(Softmax(1.0)), Adaptive(rtol=1e-12), z.float(), t1=1.0)
+    with pytest.raises(ValueError, match="more than 50 steps"):
+        solve(Field(Unnormalised(1.0)), Adaptive(max_steps=50), z, t1=1e9)
+    with pytest.raises(ValueError, match="finite t1"):
+        solve(Field(Softmax(1.0)), Adaptive(), z, t1=math.inf)

@@ -95,6 +95,11 @@ class QK:
         if q.dim() != 2 or q.shape != k.shape:
             raise ValueError(f"Q and K must be matrices of one shape (d', d), got {tuple(q.shape)} and "
                              f"{tuple(k.shape)}")
+        for name, m in (("Q", q), ("K", k)):
+            if not bool(torch.isfinite(m).all()):
+                raise ValueError(f"{name} contains NaN or inf")
+        if not bool(torch.isfinite(q.T @ k).all()):
+            raise ValueError("QᵀK overflows float64: scale Q and K")
         object.__setattr__(self, "Q", q)
         object.__setattr__(self, "K", k)
 

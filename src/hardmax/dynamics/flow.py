@@ -26,10 +26,14 @@ from hardmax.dynamics.simulator import check_score_range, simulate, validate_mas
 from hardmax.dynamics.solvers import Adaptive, Euler, Solver
 from hardmax.memory import require_memory
 
-__all__ = ["SOLVE_ENGINES", "Solution", "engine_for", "solve"]
+__all__ = ["MAX_STEPS", "SOLVE_ENGINES", "Solution", "engine_for", "solve"]
 
 #: The engines `solve` accepts: "layers" (simulate's, for the paper's layer), "loop" (one batched torch loop), "auto".
 SOLVE_ENGINES = ("auto", "layers", "loop")
+#: The most steps one fixed-step solve takes (a Python step costs ≥ 10 µs: 10⁷ steps are minutes at least); more
+#: is refused before anything is allocated (Euler(dt=1e-300), t1=1e300, steps=10**12).
+MAX_STEPS = 10_000_000
+_FINITE_EVERY = 64  # steps between two looks at the finiteness flags (one host synchronisation each)
 
 
 def engine_for(field: Field, solver: Solver) -> tuple[str, str]:
@@ -103,7 +107,10 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
 
     Raises:
         ValueError: one line naming the problem: shapes, NaN/inf, tokens off the sphere, matrices of the
-            wrong size, hardmax with non-symmetric scores, a step count that is not whole, an unknown solver.
+            wrong size, hardmax with non-symmetric scores, a step count that is not whole or beyond `MAX_STEPS`,
+            an unknown solver.
+        FloatingPointError: the states stopped being finite (the field overflowed after t = 0): the message names
+            the first step (and time, and sequence) where they did. A solution is never returned with NaN or inf.
     """
     save = Save() if save is None else save
     if engine not in SOLVE_ENGINES:
@@ -139,8 +146,7 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
         times = _adaptive_times(save, t1)
         require_memory(float(len(times)) * zb.numel() * zb.element_size() * 8,
                        f"solve of tokens of shape {tuple(z.shape)}", device=zb.device)
-        out = torch.where(m.unsqueeze(-1), solver.solve(field, zb, w, times.to(dtype=zb.dtype, device=zb.device)),
-                          given)
+        out = torch.where(m.unsqueeze(-1), _adaptive(solver, field, zb, w, times), given)
         attention = (torch.stack([field.attention(float(t), x, w) for t, x in zip(times, out, strict=True)])
                      if save.attention else None)
         return _solution(out, times.to(zb.dtype), field, solver, m, None, attention, single, "adaptive")
@@ -149,6 +155,7 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
     if save.times is not None:
         raise ValueError("Save(times=...) is for an adaptive solver; a fixed-step one saves Save(every=k)")
     count = _step_count(solver, steps, t1)
+    require_memory(16.0 * (count + 1), f"the {count:,} steps of a solve", device=zb.device)  # steps and times
     dts = solver.steps(count, zb.dtype, zb.device)
     kept = save.indices(count)
     times = torch.cat([dts.new_zeros(1), torch.cumsum(dts, 0)])[list(kept)]
@@ -181,6 +188,7 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
         part = field if A0 is None or A0.dim() == 2 else field.rows(rows)
         x, xw, t = zb[rows], None if w is None else w[rows], 0.0
         saved = []
+        finite = _Finite(count, zb.device, start)
         with torch.enable_grad() if grad else torch.no_grad():
             for k in range(count + 1):
                 if k in slot:
@@ -192,6 +200,7 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
                 dt = float(dts[k])
                 x = solver.step(part, t, x, xw, dt)
                 t = t + dt
+                finite.record(k + 1, x, dts)
         if grad:
             out = torch.stack(saved)
         else:
@@ -200,6 +209,57 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
     if given is not zb and not grad:
         out = torch.where(m.unsqueeze(-1), out, given)
     return _solution(out, times, field, solver, m, kept, attention, single)
+
+
+class _Finite:
+    """Whether each step's state is finite, recorded on the device without a host synchronisation per step; every
+    `_FINITE_EVERY` steps (and at the last) the flags are read, and the first step whose state holds NaN or inf
+    is named in a `FloatingPointError` (the loop stops there, not steps later)."""
+
+    def __init__(self, count: int, device, first_row: int):
+        self.flags = torch.ones(count + 1, dtype=torch.bool, device=device)
+        self.count, self.checked, self.first_row = count, 0, first_row
+
+    def record(self, k: int, x: Tensor, dts: Tensor) -> None:
+        self.flags[k] = torch.isfinite(x.detach()).all()
+        if k - self.checked < _FINITE_EVERY and k != self.count:
+            return
+        window = self.flags[self.checked + 1:k + 1]
+        self.checked = k
+        if bool(window.all()):
+            return
+        bad = self.checked - len(window) + 1 + int((~window).nonzero()[0])
+        t = float(dts[:bad].sum())
+        row = self.first_row + int((~torch.isfinite(x.detach()).flatten(1).all(1)).nonzero()[0])
+        raise FloatingPointError(
+            f"the states stopped being finite at step {bad:,} of {self.count:,} (t = {t:.6g}; sequence {row} first "
+            "seen): the field overflowed; use a smaller step, a shorter time, smaller tokens or a lower beta")
+
+
+def _adaptive(solver: Adaptive, field: Field, z: Tensor, w: Tensor | None, times: Tensor) -> Tensor:
+    """The adaptive solver's states at `times`, as one line of error when it cannot get there: a step that
+    underflows, more than its `max_steps` steps, or states that are not finite."""
+    try:
+        out = solver.solve(field, z, w, times.to(dtype=z.dtype, device=z.device))
+    except AssertionError as error:  # torchdiffeq's checks: 'underflow in dt …', 'max_num_steps exceeded …'
+        text = str(error)
+        if "max_num_steps" in text:
+            raise ValueError(f"the adaptive solver took more than {solver.max_steps:,} steps before t = "
+                             f"{float(times[-1]):g} (rtol {solver.rtol:g}, atol {solver.atol:g}): a stiff or "
+                             "overflowing field, or a horizon too long; use a shorter t1, looser "
+                             "tolerances or a larger Adaptive(max_steps=...)") from None
+        if "underflow" in text or "non-finite" in text:
+            raise FloatingPointError(f"the adaptive solver stopped before t = {float(times[-1]):g}: "
+                                     f"{text.split(':')[0].strip()} (the field overflowed or the tolerances "
+                                     f"rtol {solver.rtol:g}, atol {solver.atol:g} are below what {z.dtype} "
+                                     "resolves)") from None
+        raise
+    ok = torch.isfinite(out).flatten(1).all(1)
+    if not bool(ok.all()):
+        bad = int((~ok).nonzero()[0])
+        raise FloatingPointError(f"the states stopped being finite by saved time {bad} (t = {float(times[bad]):.6g}): "
+                                 "the field overflowed; use a shorter time, smaller tokens or a lower beta")
+    return out
 
 
 def _needs_grad(z: Tensor, field: Field) -> bool:
@@ -218,13 +278,21 @@ def _step_count(solver, steps, t1) -> int:
     if steps is not None:
         if isinstance(steps, bool) or not isinstance(steps, int | np.integer) or steps < 0:
             raise ValueError(f"steps must be an integer ≥ 0, got {steps!r}")
+        if steps > MAX_STEPS:
+            raise ValueError(f"steps = {int(steps):,} is more than the {MAX_STEPS:,} a solve takes")
         return int(steps)
     if t1 is None or getattr(solver, "dt", None) is None:
         raise ValueError("give steps=..., or t1=... with a solver of fixed step dt")
+    if isinstance(t1, bool) or not isinstance(t1, int | float | np.integer | np.floating):
+        raise ValueError(f"t1 must be a finite time ≥ 0, got {t1!r}")
     t1 = float(t1)
     if not (math.isfinite(t1) and t1 >= 0):
         raise ValueError(f"t1 must be a finite time ≥ 0, got {t1}")
-    count = round(t1 / solver.dt)
+    ratio = t1 / solver.dt
+    if not ratio <= MAX_STEPS + 0.5:
+        raise ValueError(f"t1 = {t1:g} with dt = {solver.dt:g} is {ratio:.3g} steps, more than the {MAX_STEPS:,} a "
+                         "solve takes; use a larger dt or a shorter t1")
+    count = round(ratio)
     if abs(count * solver.dt - t1) > 1e-9 * max(1.0, t1):
         raise ValueError(f"t1 = {t1} is not a whole number of steps dt = {solver.dt}")
     return int(count)
@@ -239,7 +307,7 @@ def _adaptive_times(save: Save, t1) -> Tensor:
         times = save.times if save.times[0] == 0 else (0.0, *save.times)
         return torch.tensor(times, dtype=torch.float64)
     if t1 is None or isinstance(t1, bool) or not (isinstance(t1, int | float) and math.isfinite(t1) and t1 > 0):
-        raise ValueError(f"an adaptive solver needs t1 > 0 (or Save(times=...)), got {t1!r}")
+        raise ValueError(f"an adaptive solver needs a finite t1 > 0 (or Save(times=...)), got {t1!r}")
     if save.every is None:
         return torch.tensor([0.0, float(t1)], dtype=torch.float64)
     if save.every != 1:

@@ -321,10 +321,23 @@ def simulate(
                     out, attention = run.stored(batched, m_t, stored)
                 else:
                     out, attention = _scaled(lambda x: run.stored(x, m_t, stored), batched, m_t, scale, stored)
+    if not hard:  # hardmax moves to convex combinations (finite); another rule may overflow after layer 0
+        _require_finite(out, stored)
     if single:
         out, m_t = out[:, 0], m_t[0]
         attention = attention[:, 0] if attention is not None else None
     return Trajectory(tokens=out, alpha=alphas, A=A_t, rule=rule, mask=m_t, stored=stored, attention=attention)
+
+
+def _require_finite(out: Tensor, stored: tuple[int, ...]) -> None:
+    """Refuse a trajectory (stored, batch, n, d) whose stored layers hold NaN or inf, naming the first one."""
+    ok = torch.isfinite(out.detach()).flatten(1).all(1)
+    if bool(ok.all()):
+        return
+    first = int((~ok).nonzero()[0])
+    after = f" (after layer {stored[first - 1]})" if first > 0 and stored[first - 1] != stored[first] - 1 else ""
+    raise FloatingPointError(f"the tokens stopped being finite at layer {stored[first]}{after}: the attention "
+                             "weights overflowed; use smaller tokens, a smaller alpha or a lower beta")
 
 
 def simulation_bytes(batch: int, n: int, d: int, layers: int, stored: int, itemsize: int, *,

@@ -33,6 +33,9 @@ def _positive(x, name: str) -> float:
     return float(x)
 
 
+_FINEST_RTOL = 100 * float(np.finfo(np.float64).eps)  # Adaptive's smallest rtol
+
+
 def _constant(dt: float, count: int, dtype: torch.dtype, device) -> Tensor:
     """(count,) the same step dt."""
     return torch.full((count,), dt, dtype=dtype, device=device)
@@ -148,28 +151,41 @@ class Adaptive:
     tolerance, and the saved states are retracted (x / |x|).
 
     Args:
-        rtol, atol: relative and absolute tolerances (> 0). method: a torchdiffeq adaptive method
-            ("dopri5", "bosh3", "dopri8", "adaptive_heun", "fehlberg2").
+        rtol, atol: relative and absolute tolerances (> 0; rtol ≥ 100 ulp of the tokens' dtype). method: a
+            torchdiffeq adaptive method ("dopri5", "bosh3", "dopri8", "adaptive_heun", "fehlberg2").
+        max_steps: the most steps it takes; a solve that needs more stops with a one-line error (a stiff or
+            overflowing field, or a horizon far beyond the dynamics' time scale), instead of running for days.
     """
 
     rtol: float = 1e-7
     atol: float = 1e-9
     method: str = "dopri5"
+    max_steps: int = 100_000
 
     METHODS = ("dopri5", "dopri8", "bosh3", "adaptive_heun", "fehlberg2")
 
     def __post_init__(self):
         _positive(self.rtol, "rtol")
         _positive(self.atol, "atol")
+        if self.rtol < _FINEST_RTOL:  # below float64's resolution no step is ever accepted: dt underflows
+            raise ValueError(f"rtol must be ≥ {_FINEST_RTOL:g} (100 ulp of float64: finer cannot be met), "
+                             f"got {self.rtol!r}")
         if self.method not in self.METHODS:
             raise ValueError(f"method must be one of {self.METHODS}, got {self.method!r}")
+        if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int | np.integer) or not \
+                1 <= self.max_steps < 2**31:
+            raise ValueError(f"max_steps must be an integer from 1 to 2^31 − 1, got {self.max_steps!r}")
 
     def solve(self, field: Field, z: Tensor, w: Tensor | None, times: Tensor) -> Tensor:
-        """(len(times), batch, n, d) the states at `times` (increasing, times[0] the start)."""
+        """(len(times), batch, n, d) the states at `times` (increasing, times[0] the start), in at most `max_steps`
+        steps (torchdiffeq then raises AssertionError 'max_num_steps exceeded')."""
         from torchdiffeq import odeint  # imported here: only this solver needs it
 
+        if z.dtype == torch.float32 and self.rtol < 100 * torch.finfo(torch.float32).eps:
+            raise ValueError(f"rtol = {self.rtol:g} is below what float32 tokens resolve (≥ "
+                             f"{100 * torch.finfo(torch.float32).eps:.1e}); use float64 tokens or a larger rtol")
         out = odeint(lambda t, y: field.velocity(t, y, w), z, times, rtol=self.rtol, atol=self.atol,
-                     method=self.method)
+                     method=self.method, options={"max_num_steps": int(self.max_steps)})
         return field.manifold.retract(out)
 
 

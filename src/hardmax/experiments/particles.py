@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from hardmax.dynamics import RK4, Bilinear, Field, Renormalised, Rescaled, Save, Softmax, Solution, Sphere, solve
+from hardmax.memory import require_memory
 from hardmax.theory import cluster_counts, energy
 
 __all__ = ["Metastability", "PhaseDiagram", "Reproduction", "clustering_2023", "metastability", "phase_diagram",
@@ -106,11 +107,19 @@ def phase_diagram(betas, *, starts: int = 1000, n: int = 32, d: int = 3, steps: 
     """
     import time
 
+    from hardmax.training.device import resolve_device
+
     betas = torch.as_tensor(betas, dtype=torch.float64).reshape(-1)
     if betas.numel() == 0 or not bool(torch.isfinite(betas).all()) or bool((betas < 0).any()):
         raise ValueError("betas must be finite numbers ≥ 0")
+    for name, value in (("starts", starts), ("n", n), ("d", d), ("steps", steps), ("save_every", save_every)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"phase_diagram: {name} must be an integer, got {value!r}")
     if starts < 1 or n < 1 or d < 2:
         raise ValueError(f"phase_diagram needs starts ≥ 1, n ≥ 1 and d ≥ 2, got {starts}, {n}, {d}")
+    device = None if device is None else resolve_device(device)  # a device this machine has, or one line
+    require_memory(float(betas.numel()) * starts * n * d * 8 * (4 + steps // max(save_every, 1)),
+                   f"phase_diagram of {betas.numel()} β × {starts:,} starts × {n} tokens", device=device)
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(betas.numel() * starts, n, d, dtype=torch.float64, generator=g)
     x = torch.nn.functional.normalize(x, dim=-1).to(dtype=dtype, device=device)
