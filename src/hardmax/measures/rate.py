@@ -27,8 +27,8 @@ Numerics, and why they differ from the mcr2 reference code:
 - Per-class Gram matrices are computed from the rows sorted by class (classes by decreasing size), in
   chunks of about `_CHUNK_ELEMENTS` float64 values holding several small classes or a slice of a large
   one, each class in its smaller form, and reduced to logdets chunk by chunk: work and memory follow the
-  classes present (no loop and no allocation per possible class beyond the (k,) count vector, which
-  `require_memory` checks): O(N) indices and O(chunk) float64. The reference builds a dense (k, N, N)
+  classes present (no loop and no allocation per possible class: the counts are those of the classes
+  present, whatever the labels' values): O(N) indices and O(chunk) float64. The reference builds a dense (k, N, N)
   membership tensor.
 
 ε is the distortion, not ε²: the mcr2 reference code passes ε² under the name `eps` (its default
@@ -47,8 +47,6 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
-
-from hardmax.memory import require_memory
 
 __all__ = ["RateReduction", "check_num_classes", "check_positive", "class_coding_rate", "coding_rate", "rate_reduction",
            "subspace_coding_rate"]
@@ -134,8 +132,8 @@ def _check_mask(mask, shape: torch.Size, device) -> Tensor | None:
         raise ValueError(f"mask of shape {tuple(mask.shape)} does not match the samples {tuple(shape)}") from None
 
 
-def _check_labels(labels, n: int, num_classes: int | None) -> tuple[Tensor, int, int]:
-    """labels as int64, checked to be in [0, k); k (num_classes, or the largest label + 1); the largest label."""
+def _check_labels(labels, n: int, num_classes: int | None) -> tuple[Tensor, int]:
+    """labels as int64, checked to be ≥ 0 and < num_classes (when given); the largest label."""
     if not isinstance(labels, Tensor) or labels.dtype not in _LABEL_DTYPES:
         raise ValueError(f"labels must be an integer tensor of shape ({n},), got "
                          f"{getattr(labels, 'dtype', type(labels).__name__)}")
@@ -145,16 +143,9 @@ def _check_labels(labels, n: int, num_classes: int | None) -> tuple[Tensor, int,
     low, high = (int(v) for v in torch.aminmax(labels))
     if low < 0:
         raise ValueError(f"labels must be ≥ 0, got {low}")
-    if num_classes is None:
-        k = high + 1
-        what = f"labels up to {high} (num_classes defaults to the largest label + 1: a count per class, int64)"
-    elif high >= num_classes:
+    if num_classes is not None and high >= num_classes:
         raise ValueError(f"labels must be < num_classes = {num_classes}, got a label {high}")
-    else:
-        k = num_classes
-        what = f"num_classes={k} (a count per class, int64)"
-    require_memory(8.0 * k, what, device=labels.device)  # RateReduction.counts: the only (k,) allocation
-    return labels, k, high
+    return labels, high
 
 
 def _prepare(Z: Tensor, mask, weights) -> tuple[Tensor, Tensor | None, Tensor]:
@@ -495,16 +486,18 @@ def class_coding_rate(Z: Tensor, labels: Tensor, eps: float, *, num_classes: int
 
 @dataclass(frozen=True)
 class RateReduction:
-    """The parts of ΔR (0-dim float64 tensors with autograd, except `counts`).
+    """The parts of ΔR (0-dim float64 tensors with autograd, except `classes` and `counts`).
 
     Attributes:
         rate: R(Z, ε) of all samples together (expansion). class_rate: Rc (compression).
-        reduction: ΔR = R − Rc ≥ 0. counts: (k,) int64 number of samples of each class.
+        reduction: ΔR = R − Rc ≥ 0. classes: (c,) int64 the labels present, increasing. counts: (c,) int64 the
+        number of samples of each of them (a label absent from the samples has no entry, whatever its value).
     """
 
     rate: Tensor
     class_rate: Tensor
     reduction: Tensor
+    classes: Tensor
     counts: Tensor
 
 
@@ -518,21 +511,24 @@ def rate_reduction(Z: Tensor, labels: Tensor, eps: float, *, num_classes: int | 
         Z: (N, d) samples (rows), N ≥ 1. labels: (N,) integer class per sample, in [0, num_classes).
         eps: the distortion ε > 0 (not ε²). num_classes: k, an integer ≥ 1 (default: max label + 1).
     Returns:
-        `RateReduction` (rate, class_rate, reduction, counts).
+        `RateReduction` (rate, class_rate, reduction, classes, counts).
     Raises:
         ValueError: as `coding_rate`; labels not integers of shape (N,), negative or ≥ num_classes;
-            num_classes not an integer ≥ 1; `MemoryBudgetError` when the (k,) counts do not fit.
+            num_classes not an integer ≥ 1.
 
     Cost: one pass over the samples (the total Gram matrix is the sum of the class ones), work and memory
-    following the classes present: O(N) for the sort, chunks of about 8 MiB, the (k,) counts.
+    following the classes present, never the label values: O(N) for the sort, chunks of about 8 MiB, the (c,)
+    counts of the c classes present (a label of 10⁹ costs what a label of 1 does).
     Paper: Yu et al. 2020 (MCR²), eq. (7).
     """
-    rate, class_rate, counts = _rate_reduction(Z, labels, eps, num_classes, need_rate=True)
-    return RateReduction(rate=rate, class_rate=class_rate, reduction=rate - class_rate, counts=counts)
+    rate, class_rate, classes, counts = _rate_reduction(Z, labels, eps, num_classes, need_rate=True)
+    return RateReduction(rate=rate, class_rate=class_rate, reduction=rate - class_rate, classes=classes,
+                         counts=counts)
 
 
-def _rate_reduction(Z, labels, eps, num_classes, *, need_rate: bool) -> tuple[Tensor | None, Tensor, Tensor]:
-    """(R or None when not `need_rate`, Rc, counts)."""
+def _rate_reduction(Z, labels, eps, num_classes, *,
+                    need_rate: bool) -> tuple[Tensor | None, Tensor, Tensor, Tensor]:
+    """(R or None when not `need_rate`, Rc, the classes present, their counts)."""
     eps = _check_eps(eps)
     num_classes = check_num_classes(num_classes)
     Z = _check_tokens(Z)
@@ -541,7 +537,7 @@ def _rate_reduction(Z, labels, eps, num_classes, *, need_rate: bool) -> tuple[Te
     N, d = Z.shape
     if N == 0:
         raise ValueError("Z is an empty set (N = 0 samples): its rate reduction is undefined")
-    labels, k, high = _check_labels(labels, N, num_classes)
+    labels, high = _check_labels(labels, N, num_classes)
     labels = labels.to(Z.device)
     dense = high < 2 * N + 1024  # a count per label value is O(N) memory and needs no sort
     if dense:
@@ -564,9 +560,9 @@ def _rate_reduction(Z, labels, eps, num_classes, *, need_rate: bool) -> tuple[Te
     logdets = _logdets(source, d / sizes.double() * inv, torch.full_like(sizes, shift), "Z",
                        total=total if need_rate and N >= d else None)
     class_rate = (sizes.double() / (2 * N) * logdets).sum()
-    counts = torch.zeros(k, dtype=torch.int64, device=Z.device).index_put_((classes[by_size],), sizes)
+    counts = torch.empty_like(sizes).index_put_((by_size,), sizes)  # back in the classes' increasing order
     if not need_rate:
-        return None, class_rate, counts
+        return None, class_rate, classes, counts
     q = torch.tensor([d / N * inv], dtype=torch.float64, device=Z.device)
     k_all = torch.tensor([shift], device=Z.device)
     rate = None
@@ -584,7 +580,7 @@ def _rate_reduction(Z, labels, eps, num_classes, *, need_rate: bool) -> tuple[Te
             rate = 0.5 * _logdet_identity_plus(G[None], q, k_all)[0]
     if rate is None:  # the N×N form, or a total Gram matrix that over- or underflowed: its own pass
         rate = 0.5 * _logdets(_Dense(Z[None], None), q, k_all, "Z")[0]
-    return rate, class_rate, counts
+    return rate, class_rate, classes, counts
 
 
 def subspace_coding_rate(Z: Tensor, U: Tensor, eps: float, *, mask: Tensor | None = None,
