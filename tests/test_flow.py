@@ -490,6 +490,16 @@ def test_step_counts_beyond_the_bound_are_refused_before_allocating(kwargs):
     assert peak < 50 * 2**20
 
 
+@pytest.mark.parametrize("layers", [10**7 + 1, 10**9, 10**12])
+def test_simulate_refuses_layer_counts_beyond_the_bound(layers):
+    from hardmax.dynamics import simulate
+
+    z = torch.randn(5, 2, dtype=torch.float64)
+    for save in (Save.final(), Save(every=10**6)):
+        with pytest.raises(ValueError, match="more than the 10,000,000"):
+            simulate(z, alpha=0.5, layers=layers, save=save)
+
+
 def test_adaptive_tolerances_and_horizons_are_bounded():
     z = torch.randn(5, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     with pytest.raises(ValueError, match="rtol must be ≥"):

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from hardmax.dynamics.field import Field, Sphere
-from hardmax.dynamics.inputs import as_floating
+from hardmax.dynamics.inputs import MAX_STEPS, as_floating
 from hardmax.dynamics.save import Save
 from hardmax.dynamics.simulator import check_score_range, simulate, validate_mask
 from hardmax.dynamics.solvers import Adaptive, Euler, Solver
@@ -30,9 +30,6 @@ __all__ = ["MAX_STEPS", "SOLVE_ENGINES", "Solution", "engine_for", "solve"]
 
 #: The engines `solve` accepts: "layers" (simulate's, for the paper's layer), "loop" (one batched torch loop), "auto".
 SOLVE_ENGINES = ("auto", "layers", "loop")
-#: The most steps one fixed-step solve takes (a Python step costs ≥ 10 µs: 10⁷ steps are minutes at least); more
-#: is refused before anything is allocated (Euler(dt=1e-300), t1=1e300, steps=10**12).
-MAX_STEPS = 10_000_000
 _FINITE_EVERY = 64  # steps between two looks at the finiteness flags (one host synchronisation each)
 
 

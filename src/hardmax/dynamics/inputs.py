@@ -12,7 +12,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["COARSE_DTYPES", "as_floating", "as_tensor"]
+__all__ = ["COARSE_DTYPES", "MAX_STEPS", "as_floating", "as_tensor"]
+
+#: The most steps (layers) one run takes, in `solve` and `simulate` alike: a step costs ≥ 1 µs compiled and ≥ 10 µs
+#: in torch, so 10⁷ steps are minutes at least; more is refused before anything is allocated (Euler(dt=1e-300),
+#: t1=1e300, steps=10**12, layers=10**9).
+MAX_STEPS = 10_000_000
 
 #: Precisions whose rounding (eps ≥ 1e-3) makes distinct scores tie: refused wherever ties are decided.
 COARSE_DTYPES = (torch.float16, torch.bfloat16, *(getattr(torch, name) for name in (

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from hardmax.dynamics.dedup import Deduplicated, deduplicate, take_rows
-from hardmax.dynamics.inputs import as_floating, as_tensor
+from hardmax.dynamics.inputs import MAX_STEPS, as_floating, as_tensor
 from hardmax.dynamics.layers import AHEAD, AHEAD_SCORES, full_layers, hardmax_run
 from hardmax.dynamics.rules import AttentionRule, Hardmax, Unnormalised, rule_from_dict, rule_to_dict
 from hardmax.dynamics.save import Save
@@ -265,6 +265,8 @@ def simulate(
         raise ValueError(f"tokens must have at least one token of dimension ≥ 1, got {tuple(z.shape)}")
     if isinstance(layers, bool) or not isinstance(layers, int | np.integer) or layers < 0:
         raise ValueError(f"layers must be an integer ≥ 0, got {layers!r}")
+    if layers > MAX_STEPS:
+        raise ValueError(f"layers = {int(layers):,} is more than the {MAX_STEPS:,} a run takes")
     layers = int(layers)
     if isinstance(rule, type) or not isinstance(rule, AttentionRule):
         raise ValueError("rule must be an attention rule such as hardmax.dynamics.Hardmax() or "
