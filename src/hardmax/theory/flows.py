@@ -18,6 +18,10 @@ overflowed) fail the `finite` check and make every other check "not tested".
 - finite: every saved state is finite (NaN or inf: the solve overflowed; `solve` itself refuses such runs).
 
 - norms: on the sphere every saved token has norm 1 to rounding.
+
+Which claims apply is asked of the field's manifold (`hardmax.dynamics.Manifold`), never of its class: `euclidean`
+(R^d itself: hull, polytope, hyperplanes, boolean), `unit_sphere` (norms, single_cluster, energy) and
+`cluster_tolerance` (the default tol); on any other manifold those claims are "not tested".
 - hull: with V = I in R^d and a row-stochastic rule, conv(Z(t)) is nested in time: every token of each saved state
   lies in the hull of the previous one, to 1e-2 tol (qhull's facet inequalities in the previous state's affine
   hull for d ≤ 6; the exact distance to the hull by NNLS above): the hull converges to a polytope
@@ -46,7 +50,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from hardmax.dynamics import Bilinear, Field, Flat, Hardmax, Localmax, Rescaled, Softmax, Solution, Sphere, Unnormalised
+from hardmax.dynamics import Bilinear, Field, Hardmax, Localmax, Manifold, Rescaled, Softmax, Solution, Unnormalised
 from hardmax.tables import markdown_table
 from hardmax.theory.check import Check
 from hardmax.theory.geometry import HullTest, hull_distance
@@ -91,8 +95,7 @@ def _clusters(z: Tensor, m: Tensor, tol: float) -> Tensor:
     """(b,) clusters of diameter ≤ tol among real tokens (`cluster_counts`); z (b, n, d), m (b, n)."""
     b, n = m.shape
     dist = torch.cdist(z, z)
-    both = m.unsqueeze(1) & m.unsqueeze(2)
-    near = (dist <= tol) & both
+    near = (dist <= tol) & m.unsqueeze(1) & m.unsqueeze(2)
     near.diagonal(dim1=1, dim2=2).copy_(m)
     kind = torch.uint8 if n < 255 else (torch.int16 if n < 32767 else torch.int32)
     big = torch.tensor(n, dtype=kind, device=z.device)
@@ -106,13 +109,13 @@ def _clusters(z: Tensor, m: Tensor, tol: float) -> Tensor:
             break
         label = new
     roots = (label.long() == torch.arange(n, device=z.device)) & m
-    # each token's farthest member of its own component; a component wider than tol (any of its tokens reaching
-    # farther) is not a cluster
-    same = (label.unsqueeze(1) == label.unsqueeze(2)) & both
-    far = (torch.where(same, dist, torch.zeros((), dtype=dist.dtype, device=z.device)).amax(-1) > tol) & m
+    # A component is no wider than tol exactly when it is a clique of the graph: each of its tokens is near all of
+    # its members. A token with fewer neighbours than its component has members makes the component wide.
     place = label.long()  # padding's label is n: a slot of its own
+    size = torch.zeros(b, n + 1, dtype=torch.int32, device=z.device).scatter_add_(1, place, m.int()).gather(1, place)
+    short = (near.sum(-1, dtype=torch.int32) < size) & m
     wide = torch.zeros(b, n + 1, dtype=torch.uint8, device=z.device).scatter_reduce(
-        1, place, far.to(torch.uint8), "amax").gather(1, place).bool() & m
+        1, place, short.to(torch.uint8), "amax").gather(1, place).bool() & m
     count = (roots & ~wide).sum(-1)
     rows = torch.arange(b, device=z.device)
     left = wide
@@ -185,7 +188,8 @@ def check_flow(solution: Solution, *, tol: float | None = None) -> FlowReport:
 
     Args:
         solution: from `hardmax.dynamics.solve`, with several saved states (Save(every=k)).
-        tol: distance at which two points are the same (None: 1e-3 of the initial diameter, 1e-2 on the sphere).
+        tol: distance at which two points are the same (None: the manifold's `cluster_tolerance` of the initial
+            diameter: 1e-3 of it in R^d, 1e-2 on the sphere).
     Returns:
         `FlowReport`: `report["energy"].status`, `report.table()`.
     """
@@ -203,12 +207,11 @@ def check_flow(solution: Solution, *, tol: float | None = None) -> FlowReport:
         others = ("norms", "hull", "polytope", "hyperplanes", "boolean", "single_cluster", "energy")
         return FlowReport(checks=(finite, *(Check(name, "", "not tested", "the saved states are not finite", "")
                                             for name in others)), sequences=Z.shape[1], saved=Z.shape[0])
-    sphere = isinstance(field.manifold, Sphere)
     diam = float(torch.cdist(Z[0], Z[0]).amax()) or 1.0
-    tol = (1e-2 if sphere else 1e-3 * diam) if tol is None else float(tol)
+    tol = field.manifold.cluster_tolerance(diam) if tol is None else float(tol)
     settled, velocity = _at_rest(field, Z[-1], float(solution.times[-1]), double)
     slow = settled | (velocity.norm(dim=-1).amax(-1) <= tol)  # every token slowed to tol per unit of time
-    checks = (finite, _norms(Z, sphere, double), _hull(Z, field, tol), _polytope(Z, field, tol, settled, slow),
+    checks = (finite, _norms(Z, field.manifold, double), _hull(Z, field, tol), _polytope(Z, field, tol, settled, slow),
               _hyperplanes(Z, field, tol, settled, velocity), _boolean(solution, field, settled, slow),
               _single_cluster(Z, field, tol, settled), _energy(Z, field, double))
     return FlowReport(checks=checks, sequences=Z.shape[1], saved=Z.shape[0])
@@ -261,10 +264,10 @@ def _scaled_identity(field: Field) -> Tensor | None:
     return beta if scaled else None
 
 
-def _norms(Z: Tensor, sphere: bool, double: bool) -> Check:
+def _norms(Z: Tensor, manifold: Manifold, double: bool) -> Check:
     claim = "on the sphere, every token keeps norm 1"
-    if not sphere:
-        return Check("norms", claim, "not tested", "tokens in R^d", "norm 1")
+    if not manifold.unit_sphere:
+        return Check("norms", claim, "not tested", f"tokens in {manifold.name}", "norm 1")
     worst = float((Z.norm(dim=-1) - 1).abs().amax())
     ok = worst <= (1e3 * torch.finfo(torch.float64).eps if double else 1e-5)
     return Check("norms", claim, "passed" if ok else "failed", f"max |‖x‖ − 1| = {worst:.1e}", "rounding",
@@ -274,7 +277,7 @@ def _norms(Z: Tensor, sphere: bool, double: bool) -> Check:
 def _hull(Z: Tensor, field: Field, tol: float) -> Check:
     claim = "V = I in R^d: the convex hull of the tokens is nested in time and converges to a polytope"
     stochastic = isinstance(field.rule, Hardmax | Softmax | Localmax)
-    if not (isinstance(field.manifold, Flat) and _identity_value(field) and stochastic):
+    if not (field.manifold.euclidean and _identity_value(field) and stochastic):
         return Check("hull", claim, "not tested", "the field is not V = I, flat, row-stochastic", "nested hulls")
     allowed = 1e-2 * tol
     saved, batch, n, d = Z.shape
@@ -307,7 +310,7 @@ def _hull(Z: Tensor, field: Field, tol: float) -> Check:
 
 def _rescaled_V(field: Field) -> Tensor | None:
     """V of the 2023 paper's field (softmax, scores Rescaled(Bilinear(A ≻ 0), V), value V, flat), else None."""
-    if not (isinstance(field.scores, Rescaled) and isinstance(field.manifold, Flat) and field.value is not None
+    if not (isinstance(field.scores, Rescaled) and field.manifold.euclidean and field.value is not None
             and isinstance(field.rule, Softmax) and type(field.scores.scores) is Bilinear):
         return None
     V, inner = _cpu(field.value), _cpu(field.scores.scores.A)
@@ -416,7 +419,7 @@ def _boolean(solution: Solution, field: Field, settled: Tensor, slow: Tensor) ->
 
 
 def _sphere_beta(field: Field) -> Tensor | None:
-    if not (isinstance(field.manifold, Sphere) and _identity_value(field)
+    if not (field.manifold.unit_sphere and _identity_value(field)
             and isinstance(field.rule, Softmax | Unnormalised)):
         return None
     beta = _scaled_identity(field)
