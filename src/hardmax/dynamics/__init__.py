@@ -18,8 +18,11 @@ order of dependence:
   step stays the reference, and the tests hold the two to each other.
 - `simulator`: `simulate(tokens, rule, *, alpha, layers, A, mask, store, engine)` (input validation,
   the choice of engine, what is stored) and the `Trajectory`: the paper's layers, on the fast engines.
+- `manifolds`: where the tokens live, the `Manifold` protocol (velocity, retract, check, pad; min_dimension;
+  what the checks and pictures ask: euclidean, unit_sphere, renormalisable, cluster_tolerance), with `Flat()`
+  (R^d) and `Sphere()` (S^{d−1}); a new manifold is one class with these members, and nothing else changes.
 - `field`: the vector field of every attention dynamics, `Field(rule, scores, value, manifold)`, with
-  scores `Bilinear(A)`, `QK(Q, K)`, `Rescaled(scores, V)` and manifolds `Flat()`, `Sphere()`.
+  scores `Bilinear(A)`, `QK(Q, K)`, `Rescaled(scores, V)` and any `Manifold`.
 - `solvers`: `Euler(dt)` (`Euler.layers(α)` = the paper's layer), `RK4(dt)`, `Renormalised(dt)` (the sphere
   codes' step-then-normalise), `Adaptive(rtol, atol)` (torchdiffeq).
 - `save`: `Save`, what a run keeps (`solve`'s, and `simulate(save=...)` in place of store= / keep_attention=).
@@ -44,7 +47,7 @@ Geometry and theorem checks live in `hardmax.theory`; pictures in `hardmax.plots
 from __future__ import annotations
 
 from hardmax.dynamics.dedup import Deduplicated, deduplicate, take_rows
-from hardmax.dynamics.field import QK, Bilinear, Field, Flat, Rescaled, Scores, Sphere
+from hardmax.dynamics.field import QK, Bilinear, Field, Flat, Manifold, Rescaled, Scores, Sphere
 from hardmax.dynamics.flow import SOLVE_ENGINES, Solution, engine_for, solve
 from hardmax.dynamics.inputs import as_floating, as_tensor
 from hardmax.dynamics.layers import hardmax_layers
@@ -76,6 +79,7 @@ __all__ = [
     "Field",
     "Flat",
     "Localmax",
+    "Manifold",
     "Renormalised",
     "Rescaled",
     "Save",

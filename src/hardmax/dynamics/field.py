@@ -13,7 +13,8 @@ computed from the scores s_ij = ⟨Q z_i, K z_j⟩ = z_iᵀ A z_j that a `Scores
   unnormalised flow ẋ_i = Σ_j P_ij V x_j (Geshkovski, Letrouit, Polyanskiy, Rigollet 2023, "The emergence of
   clusters in self-attention dynamics", where z_i clusters towards polytopes and hyperplanes).
 
-A new field is a new `Scores`, rule or manifold class, and nothing else changes (CONTRIBUTING.md).
+The manifold is any object of the `Manifold` protocol (`hardmax.dynamics.manifolds`: `Flat()`, `Sphere()`, or a
+class of your own). A new field is a new `Scores`, rule or manifold class, and nothing else changes (CONTRIBUTING.md).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import torch
 from torch import Tensor
 
 from hardmax.dynamics.inputs import as_tensor
+from hardmax.dynamics.manifolds import Flat, Manifold, Sphere, missing_members
 from hardmax.dynamics.rules import AttentionRule, Hardmax, Softmax
 
 __all__ = ["QK", "Bilinear", "Field", "Flat", "Manifold", "Rescaled", "Scores", "Sphere", "queries"]
@@ -157,58 +159,15 @@ class Rescaled:
         return Rescaled(self.scores.rows(rows), self.V)
 
 
-@dataclass(frozen=True)
-class Flat:
-    """Tokens in R^d: velocity V(Σ_j P_ij z_j − z_i); nothing to retract."""
-
-    def velocity(self, z: Tensor, target: Tensor, V: Tensor | None) -> Tensor:
-        """(batch, n, d) V (target − z) from tokens `z` and targets Σ_j P_ij z_j, both (batch, n, d) (V None: I)."""
-        v = target - z
-        return v if V is None else v @ V.transpose(-1, -2)
-
-    def retract(self, z: Tensor) -> Tensor:
-        """`z` itself: R^d needs no retraction."""
-        return z
-
-    def check(self, z: Tensor) -> None:
-        """Accept any tokens: R^d has no constraint."""
-        return None
-
-
-@dataclass(frozen=True)
-class Sphere:
-    """Tokens on the unit sphere S^{d−1}: velocity P⊥_{x_i}(V Σ_j P_ij x_j); a step is retracted by x / |x|."""
-
-    def velocity(self, z: Tensor, target: Tensor, V: Tensor | None) -> Tensor:
-        """(batch, n, d) P⊥_z (V target) = V target − ⟨V target, z⟩ z: tangent to the sphere at `z` (V None: I).
-
-        `z` and `target` (Σ_j P_ij z_j) are (batch, n, d).
-        """
-        drift = target if V is None else target @ V.transpose(-1, -2)
-        return drift.addcmul(torch.linalg.vecdot(drift, z).unsqueeze(-1), z, value=-1)
-
-    def retract(self, z: Tensor) -> Tensor:
-        """(batch, n, d) z / ‖z‖: each token back on the unit sphere."""
-        return z / torch.linalg.vector_norm(z, dim=-1, keepdim=True)
-
-    def check(self, z: Tensor) -> None:
-        """Raise ValueError unless every token of `z` has norm 1, to 1e3 eps of its dtype."""
-        norms = torch.linalg.vector_norm(z.detach(), dim=-1)
-        if not bool(((norms - 1).abs() <= 1e3 * torch.finfo(z.dtype).eps).all()):
-            raise ValueError("tokens on the sphere must have norm 1; normalise them (z / |z|) first")
-
-
-#: Where the tokens live: `Flat()` (R^d) or `Sphere()` (the unit sphere S^{d−1}).
-Manifold = Flat | Sphere
-
-
 @dataclass(frozen=True, eq=False)
 class Field:
     """The vector field of the dynamics: `rule` (P), `scores` (A(t)), `value` V (None: the identity), `manifold`.
 
     Field(Hardmax()) with the defaults is the paper's: ż_i = Σ_j P_ij z_j − z_i, P the hardmax matrix of
-    ⟨z_i, z_j⟩, in R^d. `velocity(t, z, w)` maps tokens (batch, n, d) and multiplicities (batch, n) to the
-    velocity (batch, n, d); absent tokens (w = 0) do not move; w = None: every token present, multiplicity 1.
+    ⟨z_i, z_j⟩, in R^d. The manifold is any `Manifold`: `Flat()` (R^d, the default), `Sphere()` or a class of
+    your own; its `velocity` gives the equation. `velocity(t, z, w)` maps tokens (batch, n, d) and multiplicities
+    (batch, n) to the velocity (batch, n, d); absent tokens (w = 0) do not move; w = None: every token present,
+    multiplicity 1.
     """
 
     rule: AttentionRule
@@ -222,8 +181,11 @@ class Field:
                              f"got {self.rule!r}")
         if not isinstance(self.scores, Scores):
             raise ValueError(f"scores must be Bilinear(A), QK(Q, K) or Rescaled(...), got {self.scores!r}")
-        if not isinstance(self.manifold, Flat | Sphere):
-            raise ValueError(f"manifold must be Flat() or Sphere(), got {self.manifold!r}")
+        if isinstance(self.manifold, type):
+            raise ValueError(f"manifold must be an instance such as {self.manifold.__name__}(), not the class")
+        if missing := missing_members(self.manifold):  # the Manifold protocol, asked member by member
+            raise ValueError(f"manifold must be Flat(), Sphere() or an object with the Manifold members; "
+                             f"{type(self.manifold).__name__} lacks {', '.join(missing)}")
         if self.value is not None:
             v = _matrix(self.value, "value")
             if v.dim() != 2:
@@ -246,8 +208,9 @@ class Field:
             if m is not None and tuple(m.shape[-2:]) != (d, d):
                 raise ValueError(f"{name} must be ({d}, {d}) to match tokens of dimension {d}, "
                                  f"got {tuple(m.shape[-2:])}")
-        if isinstance(self.manifold, Sphere) and d < 2:
-            raise ValueError("tokens on the sphere need dimension d ≥ 2")
+        if d < self.manifold.min_dimension:
+            raise ValueError(f"tokens on {self.manifold.name} need dimension d ≥ {self.manifold.min_dimension}, "
+                             f"got d = {d}")
 
     def rows(self, rows: slice) -> Field:
         """The field of a slice of the sequences (scores with one matrix per sequence are sliced)."""
@@ -283,7 +246,7 @@ class Field:
     def paper(self) -> bool:
         """Whether this is the paper's field (V = I, fixed symmetric A, R^d, hardmax or softmax): the fast
         engines of `simulate` serve it."""
-        return (self.value is None and isinstance(self.manifold, Flat) and type(self.scores) is Bilinear
+        return (self.value is None and self.manifold.euclidean and type(self.scores) is Bilinear
                 and self.scores.symmetric and (self.scores.A is None or self.scores.A.dim() == 2)
                 and isinstance(self.rule, Hardmax | Softmax))
 

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from hardmax.dynamics.field import Field, Sphere
+from hardmax.dynamics.field import Field
 from hardmax.dynamics.inputs import MAX_STEPS, as_floating
 from hardmax.dynamics.save import Save
 from hardmax.dynamics.simulator import check_score_range, simulate, validate_mask
@@ -87,7 +87,7 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
         field: `Field(rule, scores, value, manifold)`.
         solver: `Euler(dt)`, `Euler.layers(alpha)`, `RK4(dt)`, `Renormalised(dt)` or `Adaptive(rtol, atol)`.
         tokens: (n, d) or (batch, n, d): NumPy array (float64 unless floating) or tensor (dtype, device kept).
-            On the sphere each token must have norm 1.
+            Each real token must lie on the field's manifold (`Manifold.check`: on the sphere, norm 1).
         steps: number of steps of a fixed-step solver (or give t1: steps = t1 / dt, which must be whole).
         t1: final time (an adaptive solver needs it, or Save(times=...)).
         save: `Save()` (every step, the default), `Save(every=k)`, `Save.final()`, `Save(times=...)`.
@@ -103,7 +103,7 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
         `Solution` with tokens of shape (saved, *tokens.shape) and their times.
 
     Raises:
-        ValueError: one line naming the problem: shapes, NaN/inf, tokens off the sphere, matrices of the
+        ValueError: one line naming the problem: shapes, NaN/inf, tokens off the manifold, matrices of the
             wrong size, hardmax with non-symmetric scores, a step count that is not whole or beyond `MAX_STEPS`,
             an unknown solver.
         FloatingPointError: the states stopped being finite (the field overflowed after t = 0): the message names
@@ -129,13 +129,12 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
     if A0 is not None and A0.dim() == 3 and A0.shape[0] != batch:
         raise ValueError(f"a stack of score matrices needs one per sequence ({batch}), got {A0.shape[0]}")
     m = validate_mask(mask, single, batch, n, zb.device)
-    given = zb
-    if isinstance(field.manifold, Sphere):
-        field.manifold.check(zb[m])  # the real tokens; padding is anything and is put back as given
-        if not bool(m.all()):  # padding rides along as a unit vector, so that retractions stay finite
-            zb = torch.where(m.unsqueeze(-1), zb, torch.nn.functional.one_hot(torch.tensor(0), d).to(zb))
+    given, real = zb, bool(m.all())
+    field.manifold.check(zb if real else zb[m])  # the real tokens; padding is anything and is put back as given
+    if not real:  # padding rides along at a point of the manifold (on the sphere e_1), so that retractions stay finite
+        zb = field.manifold.pad(zb, m)
     check_score_range(zb, m, field.scores.matrix(0.0, zb), field.rule)  # at t = 0
-    w = None if bool(m.all()) else m.to(zb.dtype)  # None: every token present (no masking in the hot loop)
+    w = None if real else m.to(zb.dtype)  # None: every token present (no masking in the hot loop)
 
     if isinstance(solver, Adaptive):
         if steps is not None:

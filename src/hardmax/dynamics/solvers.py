@@ -3,14 +3,15 @@
     Euler(dt):         z ← R(z + dt · f(t, z))                                      order 1
     Euler.layers(α):   the paper's layers, dt_k = α_k / (1 + α_k) (bit for bit `simulate`'s)
     RK4(dt):           z ← R(z + dt/6 (k1 + 2k2 + 2k3 + k4))                        order 4
-    Renormalised(dt):  x ← (x + dt · V Σ_j P_ij x_j) / |…|   the "step then renormalise" scheme of the
-                       sphere codes (Geshkovski, Koubbi, Polyanskiy, Rigollet 2024): not projected first
+    Renormalised(dt):  x ← R(x + dt · V Σ_j P_ij x_j)   the "step then renormalise" scheme of the sphere codes
+                       (Geshkovski, Koubbi, Polyanskiy, Rigollet 2024): not projected first; on a manifold that
+                       declares it (`Manifold.renormalisable`: the sphere), refused elsewhere
     Adaptive(rtol, atol, method):  an embedded Runge–Kutta pair with step-size control (torchdiffeq's
                        `odeint`, dopri5 by default), saved at given times
 
-R is the manifold's retraction (identity in R^d, x / |x| on the sphere), so fixed-step solutions on the sphere
-have norm 1 to rounding at every step. A new solver is a class with `step` (fixed step) or `solve` (its own
-time stepping) — CONTRIBUTING.md shows one.
+R is the manifold's retraction (`Manifold.retract`: identity in R^d, x / |x| on the sphere), so fixed-step
+solutions on the sphere have norm 1 to rounding at every step. A new solver is a class with `step` (fixed step)
+or `solve` (its own time stepping) — CONTRIBUTING.md shows one.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from hardmax.dynamics.field import Field, Sphere
+from hardmax.dynamics.field import Field
 
 __all__ = ["RK4", "Adaptive", "Euler", "FixedStep", "Renormalised", "Solver"]
 
@@ -118,6 +119,8 @@ class RK4:
 class Renormalised:
     """x ← (x + dt V Σ_j P_ij x_j) / |x + dt V Σ_j P_ij x_j|: the sphere codes' explicit scheme (sphere only).
 
+    On a general manifold x ← R(x + dt V Σ_j P_ij x_j), R its retraction; it runs where the manifold declares the
+    scheme its own (`Manifold.renormalisable`: `Sphere()`, not `Flat()`) and is refused elsewhere (one line).
     Not projected before the step: it is an Euler step of the projected field with a per-token step
     dt / (1 + dt⟨x_i, V Σ_j P_ij x_j⟩), so it agrees with `Euler` to O(dt²) per step.
     """
@@ -133,9 +136,11 @@ class Renormalised:
         return _constant(self.dt, count, dtype, device)
 
     def step(self, field: Field, t, z: Tensor, w: Tensor | None, dt: float) -> Tensor:
-        """(batch, n, d) (x + dt V Σ_j P_ij x_j) / ‖…‖ for present tokens, absent ones unchanged (sphere only)."""
-        if not isinstance(field.manifold, Sphere):
-            raise ValueError("Renormalised is a scheme on the sphere: use Field(..., manifold=Sphere())")
+        """(batch, n, d) R(x + dt V Σ_j P_ij x_j) (on the sphere (…) / ‖…‖) for present tokens, absent ones
+        unchanged; ValueError unless the manifold is `renormalisable`."""
+        if not field.manifold.renormalisable:
+            raise ValueError(f"Renormalised is a scheme on the sphere (step, then retract), not on "
+                             f"{field.manifold.name}: use Field(..., manifold=Sphere()) or another solver")
         drift = field.targets(t, z, w)
         V = field.V(z)
         drift = drift if V is None else drift @ V.transpose(-1, -2)

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from hardmax.dynamics import Solution, Sphere
+from hardmax.dynamics import Solution
 from hardmax.plots.save import save_gif
 
 __all__ = ["animate_flow", "cluster_colours", "draw_flow", "flow_figure", "metastability_figure", "phase_figure"]
@@ -37,10 +37,11 @@ def _path(solution: Solution, sequence: int) -> np.ndarray:
 
 
 def cluster_colours(solution: Solution, sequence: int = 0, tol: float | None = None) -> list[str]:
-    """One colour per token: the cluster it is in at the last saved state (components within `tol`)."""
+    """One colour per token: the cluster it is in at the last saved state (components within `tol`; None: the
+    manifold's `cluster_tolerance` of the start's extent)."""
     z = _path(solution, sequence)
-    tol = (1e-2 if isinstance(solution.field.manifold, Sphere) else 1e-3 * (np.ptp(z[0], axis=0).max() or 1.0)) \
-        if tol is None else tol
+    if tol is None:
+        tol = solution.field.manifold.cluster_tolerance(np.ptp(z[0], axis=0).max() or 1.0)
     from scipy.sparse.csgraph import connected_components
 
     final = torch.from_numpy(z[-1])
@@ -56,7 +57,7 @@ def draw_flow(ax, solution: Solution, upto: int = -1, *, sequence: int = 0, trai
     k = upto % len(z)
     d = z.shape[-1]
     colours = cluster_colours(solution, sequence) if colours is None else colours
-    sphere = isinstance(solution.field.manifold, Sphere)
+    sphere = solution.field.manifold.unit_sphere  # draw the unit circle / sphere; else the convex hull in R^d
     t = float(solution.times[k])
     if d == 1:
         times = solution.times.cpu().numpy()[: k + 1]
@@ -81,7 +82,7 @@ def draw_flow(ax, solution: Solution, upto: int = -1, *, sequence: int = 0, trai
     if sphere:
         a = np.linspace(0, 2 * np.pi, 200)
         ax.plot(np.cos(a), np.sin(a), color="#bbbbbb", lw=0.8)
-    elif hull and len(x[k]) >= 3:
+    elif hull and solution.field.manifold.euclidean and len(x[k]) >= 3:
         from scipy.spatial import ConvexHull, QhullError
 
         try:
