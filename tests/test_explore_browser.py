@@ -328,3 +328,50 @@ def test_classifier_shows_what_explain_says(page, runs, tmp_path):
     _screenshot(view, "classifier-export", tmp_path)
     offline.close()
     assert outside == []
+
+
+@pytest.mark.parametrize("width", [1300, 1000])
+def test_the_side_panel_never_scrolls_sideways(page, width):
+    """Both pages' side panels fit their width at 1300 and 1000 px, the classifier's explanation and coding-rate
+    chart included, before and after a resize (before: the explanation's long lines scrolled the panel sideways)."""
+    from urllib.parse import quote
+
+    text = ("A wonderful film with a superb cast and a brilliant, moving story, but the ending was boring, the plot "
+            "dreadful and the dialogue awful; still wonderful music, great acting and a superb, brilliant finale. ") * 3
+    measure = """() => { const a = document.querySelector('aside'), d = document.documentElement;
+        const charts = [...document.querySelectorAll('aside svg.chart')].filter((c) => c.getBoundingClientRect().width);
+        return {panel: [a.scrollWidth, a.clientWidth], page: [d.scrollWidth, d.clientWidth],
+                charts: charts.map((c) => c.getBoundingClientRect().right - a.getBoundingClientRect().right)}; }"""
+    page.set_viewport_size({"width": width, "height": 860})
+    for url in ("/classifier#run=d2&text=" + quote(text), "/playground"):
+        page.goto(page.base + url)
+        _idle(page)
+        for size in (width, width - 137):
+            page.set_viewport_size({"width": size, "height": 860})
+            page.wait_for_timeout(100)
+            shown = page.evaluate(measure)
+            assert shown["panel"][0] <= shown["panel"][1], (url, size, shown)
+            assert shown["page"][0] <= shown["page"][1], (url, size, shown)
+            assert all(overhang <= 0.5 for overhang in shown["charts"]), (url, size, shown)
+        page.set_viewport_size({"width": width, "height": 860})
+    assert page.evaluate("() => document.querySelectorAll('aside svg.chart').length") == 0  # (the playground has none)
+
+
+def test_an_export_with_markup_in_its_text_still_opens(browser, tmp_path):
+    """Text that holds "<!--<script>" (the view's Python, its state) leaves an export working: it opens offline at
+    the layer its state names and shows the text as it is (before: the page rendered nothing)."""
+    from hardmax.explore import standalone_html
+    from hardmax.explore.views import trajectory_view
+
+    trajectory = hardmax.simulate(np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.25], [0.2, 0.1]]), alpha=0.5, layers=6)
+    python = "# <!--<script> </script> & \u2028 -->"
+    saved = tmp_path / "markup.html"
+    saved.write_text(standalone_html("playground", trajectory_view(trajectory, python=python, attention=True),
+                                     state="k=2&note=<!--<script>"), encoding="utf-8")
+    offline, outside, view = _open_offline(browser, saved)
+    try:
+        assert view.evaluate("() => window.explorer.state.k") == 2
+        assert view.input_value("#python") == python
+    finally:
+        offline.close()
+    assert outside == []

@@ -23,18 +23,40 @@ from hardmax.explore.assets import STATIC
 if TYPE_CHECKING:
     from hardmax.dynamics import Trajectory
 
-__all__ = ["View", "standalone_html", "view"]
+__all__ = ["View", "script_json", "standalone_html", "view"]
 
 Page = Literal["playground", "classifier"]
 
 
+# Characters JSON may hold in its strings that HTML's parser reads inside a <script> ("</script>", "<!--" and
+# "<script" change where the script ends), and the line separators older JavaScript refuses in a string literal.
+_SCRIPT_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+                                 "\u2029": "\\u2029"})
+
+
+def script_json(value) -> str:
+    """`value` as JSON safe to embed in an HTML <script> element (and in an attribute): every <, >, & and U+2028/9
+    written as a \\uXXXX escape, which is the same JSON. NaN and infinities are refused (ValueError)."""
+    return json.dumps(value, allow_nan=False).translate(_SCRIPT_ESCAPES)
+
+
+def _script_source(source: str) -> str:
+    # JavaScript inlined in <script>: "<" before "!--", "script" or "/script" written \x3C (the same character in a
+    # string, a template or a regular expression; a comment does not mind), so nothing in it ends or bends the element
+    return re.sub(r"<(?=!--|/?script)", r"\\x3C", source, flags=re.IGNORECASE)
+
+
+def _style_source(source: str) -> str:
+    # CSS inlined in <style>: "</style" written "<\/style" (an escaped "/" is the same character in CSS)
+    return re.sub(r"</(?=style)", r"<\\/", source, flags=re.IGNORECASE)
+
+
 def _inline(page_html: str) -> str:
     def script(match: re.Match) -> str:
-        source = (STATIC / match.group(1)).read_text(encoding="utf-8")
-        return "<script>\n" + source.replace("</script", "<\\/script") + "\n</script>"
+        return "<script>\n" + _script_source((STATIC / match.group(1)).read_text(encoding="utf-8")) + "\n</script>"
 
     def style(match: re.Match) -> str:
-        return "<style>\n" + (STATIC / match.group(1)).read_text(encoding="utf-8") + "\n</style>"
+        return "<style>\n" + _style_source((STATIC / match.group(1)).read_text(encoding="utf-8")) + "\n</style>"
 
     page_html = re.sub(r'<script src="/static/([\w.-]+)"></script>', script, page_html)
     return re.sub(r'<link rel="stylesheet" href="/static/([\w.-]+)">', style, page_html)
@@ -43,12 +65,12 @@ def _inline(page_html: str) -> str:
 def standalone_html(page: Page, data: dict, *, state: str = "") -> str:
     """The page `page` ("playground" or "classifier") as one self-contained HTML document showing `data`
     (a `views.playground_view` / `trajectory_view` or `views.review_view` record); `state`: the URL fragment
-    of the view (layer, overlays) it opens with."""
+    of the view (layer, overlays) it opens with. Text from either (a review's words, the state) is embedded as
+    `script_json`: it cannot end the script or open markup, whatever it holds."""
     if page not in ("playground", "classifier"):
         raise ValueError(f"page must be 'playground' or 'classifier', got {page!r}")
     text = _inline((STATIC / f"{page}.html").read_text(encoding="utf-8"))
-    payload = json.dumps({"data": data, "state": state}, allow_nan=False).replace("</", "<\\/")
-    embedded = f"<script>window.HARDMAX_EMBEDDED = {payload};</script>\n"
+    embedded = f"<script>window.HARDMAX_EMBEDDED = {script_json({'data': data, 'state': state})};</script>\n"
     return text.replace("<!-- embedded -->", embedded, 1)
 
 

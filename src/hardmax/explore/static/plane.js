@@ -145,10 +145,12 @@ const Hx = {
     Hx.el("path", { d: "M0,0L10,5L0,10z", fill: "#555" }, marker);
   },
 
-  // A small line chart of series {name: [values]} into an SVG element.
+  // A small line chart of series {name: [values]} into an SVG element, drawn at its current size; its viewBox
+  // scales it with its container afterwards (the CSS gives it width 100%).
   chart(svg, series, xlabel) {
     svg.innerHTML = "";
     const w = svg.clientWidth || 320, h = svg.clientHeight || 140, m = 30;
+    svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
     const all = Object.values(series).flat().filter(Number.isFinite);
     if (!all.length) return;
     let lo = Infinity, hi = -Infinity, len = 0;  // (no spread: series may be long)
