@@ -404,3 +404,316 @@ def test_an_answer_json_cannot_carry_is_a_one_line_500_in_either_format(monkeypa
             assert answer.status_code == 500
             assert "could not be encoded" in answer.json()["error"] and "\n" not in answer.json()["error"]
         assert client.get("/api/presets").status_code == 200
+
+
+# --- the network edge: slow clients, hang-ups, the connection cap, the Host names, the listening socket ---------
+
+HEAD = (b"POST /api/simulate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n")
+
+
+def _raw(server, data: bytes = b"", *, timeout: float = 10.0, receive_buffer: int | None = None):
+    """A plain TCP connection to `server` that sends `data` (a request, or part of one) and no more."""
+    import socket
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if receive_buffer:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+    sock.settimeout(timeout)
+    sock.connect(("127.0.0.1", server.port))
+    if data:
+        sock.sendall(data)
+    return sock
+
+
+def _until_closed(sock) -> bytes:
+    """Everything the server sends until it closes the connection (socket.timeout if it never does)."""
+    chunks = []
+    while chunk := sock.recv(65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _one_response(sock) -> tuple[int, bytes]:
+    """The status and body of one HTTP response read from `sock` (Content-Length framed)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, f"the connection closed before a response: {data!r}"
+        data += chunk
+    head, body = data.split(b"\r\n\r\n", 1)
+    length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+    while len(body) < length:
+        body += sock.recv(65536)
+    return int(head.split()[1]), body[:length]
+
+
+def _settled(server, seconds: float = 10.0) -> bool:
+    """Whether the server holds no connection and no request task within `seconds`."""
+    import time
+
+    state = server.server.server_state
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not state.connections and not state.tasks:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_a_half_sent_request_is_closed_within_the_header_deadline():
+    """A connection that sends nothing, or half a request's headers, is closed after `Limits.header_seconds`; so is
+    a kept-alive connection whose next request stops half-way (before: held until the client left)."""
+    import time
+
+    with LiveServer(create_app(None, Limits(header_seconds=0.5))) as server:
+        for sent in (b"", b"POST /api/simulate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty", b"GET /api/pre"):
+            start = time.monotonic()
+            with _raw(server, sent) as sock:
+                assert _until_closed(sock) == b""
+            assert time.monotonic() - start < 4.0
+        with _raw(server, b"GET /api/presets HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n") as sock:
+            status, _ = _one_response(sock)
+            assert status == 200
+            start = time.monotonic()
+            sock.sendall(b"GET /api/presets HTTP/1.1\r\nHo")
+            assert _until_closed(sock) == b"" and time.monotonic() - start < 4.0
+        assert _settled(server)
+
+
+def test_a_stalled_body_is_answered_408_and_nothing_is_held():
+    """Bodies that stop half-way are answered 408 after `Limits.body_seconds`, their connections closed and the
+    request tasks (with what they had read) gone; the server answers the next request as before."""
+    with LiveServer(create_app(None, Limits(body_seconds=0.5))) as server:
+        stalled = [_raw(server, HEAD % 100_000 + b'{"tokens": [' + b" " * 50_000) for _ in range(8)]
+        for sock in stalled:
+            status, body = _one_response(sock)
+            assert status == 408 and "did not arrive within 0.5 s" in json.loads(body)["error"]
+            assert _until_closed(sock) == b""
+            sock.close()
+        assert _settled(server)
+        assert Client(server.url).post("/api/simulate", json={"tokens": SQUARE}).status_code == 200
+
+
+def test_bodies_being_read_are_bounded_together():
+    """`Limits.buffered`: while one slow client holds 200 kB of its body, another's 100 kB is refused (503), not
+    held; once the slow one is answered 408, the same request is read."""
+    import time
+
+    limits = Limits(body=1 << 20, buffered=256_000, body_seconds=1.5)
+    big = json.dumps({"tokens": SQUARE, "note": "x" * 100_000}).encode()  # (an unknown field: 400 once read)
+    with LiveServer(create_app(None, limits)) as server:
+        client = Client(server.url)
+        with _raw(server, HEAD % 300_000 + b" " * 200_000) as slow:
+            time.sleep(0.3)  # its 200 kB are read
+            refused = client.post("/api/simulate", content=big)
+            assert refused.status_code == 503 and "bytes of other requests" in refused.json()["error"]
+            assert _one_response(slow)[0] == 408
+        read = client.post("/api/simulate", content=big)
+        assert read.status_code == 400 and "unknown field" in read.json()["error"]
+
+
+def test_a_client_that_hangs_up_leaves_no_traceback(caplog, capfd):
+    """A client that leaves mid-body ends its request quietly: no traceback, no error logged (before: a 10-line
+    ClientDisconnect traceback for each)."""
+    import logging
+
+    with caplog.at_level(logging.DEBUG), LiveServer(create_app(None)) as server:
+        for _ in range(3):
+            _raw(server, HEAD % 1000 + b'{"tokens": [[1').close()
+        assert _settled(server)
+        assert Client(server.url).get("/api/presets").status_code == 200
+    loud = [r for r in caplog.records if r.levelno >= logging.WARNING or r.exc_info]
+    assert loud == [], [r.getMessage() for r in loud]
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_connections_beyond_the_cap_are_answered_503():
+    with LiveServer(create_app(None, Limits(connections=3))) as server:
+        held = [_raw(server) for _ in range(3)]
+        import time
+
+        deadline = time.monotonic() + 10
+        while len(server.server.server_state.connections) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with _raw(server, b"GET /api/presets HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n") as extra:
+            reply = _until_closed(extra)
+        assert reply.startswith(b"HTTP/1.1 503") and b"connections open" in reply
+        for sock in held:
+            sock.close()
+        assert _settled(server)
+        assert Client(server.url).get("/api/presets").status_code == 200
+
+
+def test_an_answer_left_unread_is_dropped(monkeypatch):
+    """A client that asks for a large answer and never reads it holds it for `Limits.write_seconds`, not for ever."""
+    from hardmax.explore import views
+
+    monkeypatch.setattr(views, "playground_view", lambda request, encode: {"value": "x" * 16_000_000})
+    with LiveServer(create_app(None, Limits(write_seconds=0.5))) as server:
+        body = json.dumps({"tokens": SQUARE}).encode()
+        with _raw(server, HEAD % len(body) + body, receive_buffer=4096):
+            assert _settled(server, 20.0)
+
+
+def test_the_host_names_answered_follow_the_bound_address(monkeypatch):
+    """Loopback addresses answer the loopback names; every interface adds this machine's own names and addresses;
+    another address answers itself only. Never every Host (before: any --host but three turned the check off)."""
+    import socket
+
+    from hardmax.explore.network import HostCheck, allowed_hosts, is_loopback
+
+    assert allowed_hosts("127.0.0.2", "127.0.0.2") == ("127.0.0.1", "127.0.0.2", "[::1]", "localhost")
+    assert allowed_hosts("::1", "::1") == ("127.0.0.1", "[::1]", "localhost")
+    assert allowed_hosts("10.1.2.3", "10.1.2.3") == ("10.1.2.3",)
+    assert allowed_hosts("Box.Example", "10.1.2.3") == ("10.1.2.3", "box.example")
+    monkeypatch.setattr(socket, "gethostname", lambda: "box")
+    monkeypatch.setattr(socket, "getfqdn", lambda: "box.lab.example")
+    every = allowed_hosts("0.0.0.0", "0.0.0.0")
+    assert {"127.0.0.1", "localhost", "[::1]", "0.0.0.0", "box", "box.lab.example"} <= set(every)
+    assert "*" not in every and "attacker.example" not in every
+    assert [is_loopback(a) for a in ("127.0.0.2", "::1", "[::1]", "::ffff:127.0.0.1", "0.0.0.0", "10.0.0.1",
+                                     "localhost")] == [True, True, True, True, False, False, False]
+    check = HostCheck(None, every)
+    for value in (b"box", b"BOX:8765", b"localhost:1", b"[::1]:8765", b"127.0.0.1", b"0.0.0.0:80"):
+        assert check.allows(value), value
+    for value in (b"attacker.example", b"box.attacker.example", b"localhost.", b"localhost:", b"localhost:http",
+                  b"::1", b"127.0.0.1:8765:1", b"localhost:\xd9\xa1", b"", None, b"127.0.0.1 ", b"box:123456"):
+        assert not check.allows(value), value
+
+
+def test_every_interface_refuses_a_rebinding_host():
+    from hardmax.explore.network import allowed_hosts
+
+    app = create_app(None, hosts=allowed_hosts("0.0.0.0", "0.0.0.0"))
+    with LiveServer(app, host="0.0.0.0") as server:
+        client = Client(f"http://127.0.0.1:{server.port}")
+        for host, status in ((f"localhost:{server.port}", 200), ("127.0.0.1", 200), ("attacker.example", 400),
+                             (f"attacker.example:{server.port}", 400)):
+            answer = client.post("/api/attention", json={"tokens": SQUARE},
+                                 headers={"content-type": "application/json", "host": host})
+            assert answer.status_code == status, host
+        assert "Host header" in answer.json()["error"]
+
+
+def _explore(monkeypatch, capsys, *args) -> tuple[int, str, dict]:
+    """`hardmax explore ARGS` without serving: the app it would serve, its exit code and what it printed."""
+    from hardmax.cli import main
+    from hardmax.explore import server
+
+    served = {}
+    monkeypatch.setattr(server, "warm_up", lambda: None)
+    monkeypatch.setattr(server, "serve", lambda app, sock, on_ready=None: served.update(app=app, sock=sock))
+    code = main(["explore", "--no-browser", "--runs", "/nonexistent", *args])
+    if "sock" in served:
+        served["sock"].close()
+    out = capsys.readouterr()
+    return code, out.out + out.err, served
+
+
+def test_explore_warns_only_for_addresses_other_machines_reach(monkeypatch, capsys):
+    for host, warned in (("127.0.0.2", False), ("localhost", False), ("0.0.0.0", True)):
+        code, printed, served = _explore(monkeypatch, capsys, "--host", host, "--port", "0")
+        assert code == 0 and ("reachable from other machines" in printed) is warned, (host, printed)
+        hosts = served["app"].user_middleware[0].kwargs["hosts"]
+        assert "*" not in hosts and "localhost" in hosts
+
+
+def test_explore_says_what_is_wrong_with_the_address(monkeypatch, capsys):
+    """A host that is no address, a port in use and a port refused are three different messages (before: all
+    "choose another --port")."""
+    import errno
+    import socket
+
+    code, printed, _ = _explore(monkeypatch, capsys, "--host", "not a host", "--port", "0")
+    assert code == 2 and "not an address or a name" in printed and "--port" not in printed
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        code, printed, _ = _explore(monkeypatch, capsys, "--port", str(taken.getsockname()[1]))
+        assert code == 2 and "in use; choose another --port" in printed
+
+    class Refused(socket.socket):
+        def bind(self, address):
+            raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr("hardmax.explore.network.socket.socket", Refused)
+    code, printed, _ = _explore(monkeypatch, capsys, "--port", "80")
+    assert code == 2 and "permission denied" in printed and "1024" in printed
+
+
+def test_errors_name_no_server_path_and_are_bounded(runs, tmp_path, monkeypatch):
+    """What a client is told names a run by its name under --runs and no folder of the server, on one line of at
+    most 300 characters: a damaged run, a run list of 8 kB, an unexpected exception, a long header echoed back."""
+    import shutil
+
+    from hardmax.explore import views
+
+    served = tmp_path / "served"
+    shutil.copytree(runs / "d2", served / "nested" / "d2")
+    (served / "nested" / "d2" / "model.safetensors").write_bytes(b"not weights")
+    for i in range(200):
+        fake = served / "many" / f"run-{i:03d}-with-a-rather-long-name"
+        fake.mkdir(parents=True)
+        (fake / "config.json").write_text("{}")
+        (fake / "model.safetensors").write_bytes(b"")
+    secret = tmp_path / "secret" / "module.py"
+
+    def fail(request, encode):
+        raise RuntimeError(f"failed in {secret} while reading {served / 'nested' / 'd2' / 'config.json'}")
+
+    monkeypatch.setattr(views, "playground_view", fail)
+    with LiveServer(create_app(served)) as server:
+        client = Client(server.url)
+        answers = [client.post("/api/review", json={"run": "nested/d2", "text": "a great film"}),
+                   client.post("/api/review", json={"run": "many/run-000-with-a-rather-long-name", "text": "a film"}),
+                   client.post("/api/review", json={"run": "nope", "text": "a film"}),
+                   client.post("/api/simulate", json={"tokens": SQUARE}),
+                   client.post("/api/simulate", content=b"{}", headers={"content-type": "text/" + "x" * 6000})]
+    errors = [a.json()["error"] for a in answers]
+    assert [a.status_code for a in answers] == [400, 400, 400, 500, 415]
+    for error in errors:
+        assert len(error) <= 300 and "\n" not in error  # (server.ERROR_CHARACTERS)
+        assert str(tmp_path) not in error and str(tmp_path.resolve()) not in error and "/tmp" not in error, error
+    assert "nested/d2" in errors[0] and "many/run-000-with-a-rather-long-name" in errors[1]
+    assert errors[2].endswith("…") and "module.py" in errors[3] and "nested/d2/config.json" in errors[3]
+
+
+def test_an_export_embeds_any_text_inertly():
+    """Text in an export's data or state (a review's words, the URL fragment) cannot end its script or open markup:
+    <, >, & and U+2028/9 are \\u escapes of the same JSON (before: only "</" was, and "<!--<script>" blanked it)."""
+    from html.parser import HTMLParser
+
+    hostile = "<!--<script>x</script><SCRIPT>alert(1)</script >&amp;\u2028\u2029-->"
+    data = {"words": [hostile, "ok"], "nested": {"summary": hostile}}
+    page = standalone_html("classifier", data, state="k=1&t=" + hostile)
+    payload = re.search(r"window.HARDMAX_EMBEDDED = (.*?);</script>", page, re.S).group(1)
+    assert not set(payload) & set("<>&\u2028\u2029")
+    assert json.loads(payload) == {"data": data, "state": "k=1&t=" + hostile}
+
+    class Scripts(HTMLParser):
+        found: list = []
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "script":
+                self.found.append(tag)
+
+    Scripts().feed(page)
+    assert len(Scripts.found) == 3  # the embedded data, plane.js and classifier.js: nothing else opened one
+
+
+def test_inlined_assets_cannot_end_their_element(tmp_path, monkeypatch):
+    """A script or a style sheet holding "</script", "<!--", "<script" or "</style" is inlined with those written as
+    escapes of the same characters, so the element ends where the file does."""
+    from hardmax.explore import export
+
+    (tmp_path / "playground.html").write_text('<head><link rel="stylesheet" href="/static/a.css"></head><body>\n'
+                                              '<!-- embedded -->\n<script src="/static/a.js"></script></body>')
+    (tmp_path / "a.js").write_text('const s = "<!--<script>"; const t = /<\\/script>/; // </SCRIPT> <Script\n')
+    (tmp_path / "a.css").write_text('.x::after { content: "</style><script>"; }\n')
+    monkeypatch.setattr(export, "STATIC", tmp_path)
+    page = standalone_html("playground", {"x": 1})
+    script = page.split("<script>\n", 1)[1].rsplit("\n</script>", 1)[0]
+    style = page.split("<style>\n", 1)[1].split("\n</style>", 1)[0]
+    assert not re.search(r"(?i)<!--|</?script", script) and not re.search(r"(?i)</style", style)
+    assert script == 'const s = "\\x3C!--\\x3Cscript>"; const t = /<\\/script>/; // \\x3C/SCRIPT> \\x3CScript\n'

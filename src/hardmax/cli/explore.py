@@ -22,8 +22,10 @@ def add_explore(subparsers) -> None:
                    help="where to look for trained runs, searched once at start (default: runs)")
     p.add_argument("--port", type=int, default=8765, help="port to listen on; 0 picks a free one (default: 8765)")
     p.add_argument("--host", default="127.0.0.1",
-                   help="address to bind (default: 127.0.0.1, this machine only; anything else is reachable "
-                        "from the network: a warning is printed)")
+                   help="address or name to bind (default: 127.0.0.1, this machine only; 0.0.0.0: every "
+                        "interface). A non-loopback address is reachable from the network: a warning is printed. "
+                        "Only requests addressed to this address (or, for 0.0.0.0, this machine's names and "
+                        "addresses) are answered")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser")
 
 
@@ -33,23 +35,25 @@ def run_explore(args: argparse.Namespace) -> int:
 
     quiet_openmp()  # before anything imports torch
     from hardmax.cli.output import say
-    from hardmax.explore.server import create_app, open_socket, serve, warm_up
+    from hardmax.explore.network import allowed_hosts, is_loopback, open_socket
+    from hardmax.explore.server import create_app, serve, warm_up
 
     if not 0 <= args.port <= 65535:
         raise ValueError(f"--port must be in 0..65535, got {args.port}")
-    if args.host not in ("127.0.0.1", "localhost", "::1"):  # (the app then answers any Host header)
-        say(f"warning: --host {args.host} makes the explorer reachable from other machines; it has no "
-            "authentication (requests are validated and bounded, and none can name a file)")
-    from hardmax.explore.server import LOCAL_HOSTS
-
-    local = args.host in ("127.0.0.1", "localhost", "::1")
-    app = create_app(args.runs, hosts=LOCAL_HOSTS if local else ("*",))
-    runs = app.state.explorer.runs
-    listed = ", ".join(runs) if runs else "none (the classifier page needs one: hardmax train --run runs/d2 --d 2)"
-    say(f"{len(runs)} trained run(s) under {args.runs}: {listed}")
-    warm_up()
-    sock = open_socket(args.host, args.port)
-    host, port = sock.getsockname()[:2]
+    sock = open_socket(args.host, args.port)  # first: a wrong --host or --port is said before any work
+    try:
+        host, port = sock.getsockname()[:2]
+        if not is_loopback(host):
+            say(f"warning: --host {args.host} makes the explorer reachable from other machines; it has no "
+                "authentication (requests are validated and bounded, and none can name a file)")
+        app = create_app(args.runs, hosts=allowed_hosts(args.host, host))
+        runs = app.state.explorer.runs
+        listed = ", ".join(runs) if runs else "none (the classifier page needs one: hardmax train --run runs/d2 --d 2)"
+        say(f"{len(runs)} trained run(s) under {args.runs}: {listed}")
+        warm_up()
+    except BaseException:
+        sock.close()
+        raise
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}/playground"
 

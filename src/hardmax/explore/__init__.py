@@ -5,6 +5,7 @@
     views.py      what the pages show, computed by library calls only (simulate, make_scene, check_theorem,
                   explain_text, project_review, layer_rates, the Att-SVM selection, CRATE's measures)
     server.py     the Starlette app (JSON API + static pages) and uvicorn
+    network.py    the listening socket, the Host names answered, deadlines on slow clients, the connection cap
     export.py     standalone HTML (assets inlined, data embedded): the Export button and notebooks (`view`)
     static/       the pages' HTML, JavaScript and CSS: package data, no CDN, no third-party script
 

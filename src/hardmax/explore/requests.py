@@ -32,7 +32,8 @@ class TooLarge(RequestError):
 
 @dataclass(frozen=True, kw_only=True)
 class Limits:
-    """Bounds on what one request may ask for; the server refuses anything larger with HTTP 413."""
+    """Bounds on what one request may ask for (the server refuses anything larger with HTTP 413), on how many
+    requests and connections it holds at once (HTTP 503) and on how long a client may take (HTTP 408)."""
 
     tokens: int = 400  # tokens in a playground configuration
     layers: int = 2000  # layers of a playground run
@@ -43,12 +44,22 @@ class Limits:
     beta: float = 1e6  # largest inverse temperature β
     concurrent: int = 2  # requests computed at once (the others wait their turn)
     waiting: int = 16  # requests waiting for a turn; more are refused with HTTP 503
+    connections: int = 128  # connections open at once; a new one beyond is answered HTTP 503 and closed
+    buffered: int = 32 << 20  # bytes of request bodies held at once, all requests together (beyond: HTTP 503)
+    header_seconds: float = 10.0  # time to send a request's headers (from connecting or from the last answer)
+    body_seconds: float = 30.0  # time to send a request's body once its headers are in (else HTTP 408)
+    write_seconds: float = 60.0  # time a client may leave an answer unread before its connection is dropped
 
     def __post_init__(self):
-        for name in ("tokens", "layers", "points", "text", "body", "concurrent", "waiting"):
+        for name in ("tokens", "layers", "points", "text", "body", "concurrent", "waiting", "connections",
+                     "buffered"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"Limits.{name} must be an integer ≥ 1, got {value!r}")
+        for name in ("header_seconds", "body_seconds", "write_seconds"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+                raise ValueError(f"Limits.{name} must be a number of seconds > 0, got {value!r}")
 
 
 def _number(value, name: str, *, low: float | None = None, high: float | None = None,

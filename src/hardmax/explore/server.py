@@ -9,10 +9,13 @@
     POST /api/review                      {run, text} -> `review_view`
     POST /api/export                      {page, state, data} -> one standalone HTML file (`export.standalone_html`)
 
-Every request body is bounded (`Limits.body`), parsed and validated before any work; a refused request gets
-HTTP 400/413 with {"error": one line}, which the page shows. Work runs in a thread pool, so one slow request
-does not stop the others; an unexpected exception becomes HTTP 500 with its one-line message, and the server
-goes on. The browser never names a file: runs are addressed by the names listed at start.
+Every request body is bounded (`Limits.body`, and `Limits.buffered` for all bodies being read at once), parsed
+and validated before any work; a refused request gets HTTP 400/413 with {"error": one line}, which the page shows.
+Work runs in a thread pool, so one slow request does not stop the others; an unexpected exception becomes HTTP
+500 with its one-line message, and the server goes on. Messages shown to a client are one line of at most
+`ERROR_CHARACTERS`, and name no server path (a run by its name under --runs). The browser never names a file:
+runs are addressed by the names listed at start. Deadlines on slow clients, the cap on connections and the Host
+check are the network edge's (`hardmax.explore.network`).
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ import asyncio
 import functools
 import json
 import logging
+import re
 import secrets
-import socket
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -32,14 +35,14 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from hardmax.explore.assets import STATIC
 from hardmax.explore.frames import FRAME_TYPE, encode_array, encode_frame, raw_array
+from hardmax.explore.network import LOCAL_HOSTS, HostCheck, guarded_protocol, open_socket
 from hardmax.explore.requests import (
     AttentionRequest,
     Limits,
@@ -49,7 +52,8 @@ from hardmax.explore.requests import (
     TooLarge,
 )
 
-__all__ = ["OPENMP_SPIN", "Background", "Explorer", "create_app", "find_runs", "open_socket", "quiet_openmp", "serve"]
+__all__ = ["ERROR_CHARACTERS", "LOCAL_HOSTS", "OPENMP_SPIN", "Background", "Explorer", "create_app", "find_runs",
+           "open_socket", "quiet_openmp", "serve", "server_config"]
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +101,18 @@ def find_runs(root: str | Path | None, *, depth: int = 4) -> dict[str, Path]:
     return dict(sorted(found.items()))
 
 
+#: The longest error message a client is shown, in characters (a longer one is cut, and ends with "…").
+ERROR_CHARACTERS = 300
+
+# An absolute path left in a message after the runs' own (POSIX, or a Windows drive's): shown by its last part.
+_ABSOLUTE = re.compile(r"""(?<![\w.~/:\\-])(?:/|[A-Za-z]:\\)[^\s'"`()\[\]{}<>,;|*?]+""")
+
+
+def _last_part(match: re.Match) -> str:
+    parts = [p for p in re.split(r"[/\\]", match.group(0)) if p]
+    return parts[-1] if parts else "/"
+
+
 @dataclass
 class Explorer:
     """The server's state: its limits and the runs it may load (each loaded once, on first use)."""
@@ -105,6 +121,25 @@ class Explorer:
     runs: dict[str, Path] = field(default_factory=dict)
     _loaded: dict = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _places: re.Pattern | None = field(default=None, init=False)
+    _names: dict[str, str] = field(default_factory=dict, init=False)
+
+    def __post_init__(self):
+        for name, path in self.runs.items():  # each run's folder, as given, absolute and resolved: its name
+            for spelling in {str(path), str(path.absolute()), str(path.resolve())}:
+                self._names.setdefault(spelling, name)
+        if self._names:
+            alternatives = "|".join(re.escape(p) for p in sorted(self._names, key=len, reverse=True))
+            self._places = re.compile(rf"(?<![\w.-])(?:{alternatives})(?![\w.-])")
+
+    def public(self, message: str) -> str:
+        """`message` as a client may see it: its first line, a run's folder named by its name under --runs, any
+        other absolute path by its last part, at most `ERROR_CHARACTERS` characters."""
+        text = message.strip().splitlines()[0] if message.strip() else "error"
+        if self._places is not None:
+            text = self._places.sub(lambda m: self._names[m.group(0)], text)
+        text = _ABSOLUTE.sub(_last_part, text)
+        return text if len(text) <= ERROR_CHARACTERS else text[:ERROR_CHARACTERS - 1] + "…"
 
     def run(self, name: str):
         """The trained run named `name` (a key of `runs`), loaded on first use and kept."""
@@ -157,22 +192,41 @@ class _Answer(JSONResponse):
         return text
 
 
-def _error(message: str, status: int) -> JSONResponse:
-    return JSONResponse({"error": message.splitlines()[0] if message else "error"}, status_code=status)
+class _Bodies:
+    """Request bodies read into memory: each at most `limits.body` bytes (HTTP 413), all those being read at once
+    together at most `limits.buffered` (the rest: HTTP 503), so clients that send slowly hold little."""
+
+    def __init__(self, limits: Limits):
+        self.limits, self.held = limits, 0
+
+    async def read(self, request: Request) -> bytes:
+        most = self.limits.body
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > most:
+            raise TooLarge(f"the request has {int(declared):,} bytes: this server reads at most {most:,}")
+        chunks, size = [], 0
+        try:
+            async for chunk in request.stream():
+                if size + len(chunk) > most:
+                    raise TooLarge(f"the request is larger than {most:,} bytes")
+                size += len(chunk)
+                self.held += len(chunk)
+                chunks.append(chunk)
+                if self.held > self.limits.buffered:
+                    raise _Busy(f"the server is reading {self.held - size:,} bytes of other requests; try again")
+            return b"".join(chunks)
+        finally:
+            self.held -= size
 
 
-async def _body(request: Request, limits: Limits):
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limits.body:
-        raise TooLarge(f"the request has {int(declared):,} bytes: this server reads at most {limits.body:,}")
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limits.body:
-            raise TooLarge(f"the request is larger than {limits.body:,} bytes")
-        chunks.append(chunk)
+def _error(explorer: Explorer, message: str, status: int) -> JSONResponse:
+    return JSONResponse({"error": explorer.public(message)}, status_code=status)
+
+
+async def _body(request: Request, bodies: _Bodies):
+    data = await bodies.read(request)
     try:
-        return json.loads(b"".join(chunks).decode("utf-8"))
+        return json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise RequestError(f"the request body is not JSON: {e}") from None
     except RecursionError:
@@ -202,29 +256,34 @@ class _Busy(RequestError):
     status = 503
 
 
-def _endpoint(explorer: Explorer, turns: _Turns, work: Callable[[object, Callable], object]):
+def _endpoint(explorer: Explorer, turns: _Turns, bodies: _Bodies, work: Callable[[object, Callable], object]):
     """A POST endpoint: bounded JSON body -> work(body, encode) in a thread, a few at a time -> JSON (or a binary
     frame when the request's Accept asks for `FRAME_TYPE`: `encode` is then `frames.raw_array`), errors as one-line
     4xx/5xx. Only `application/json` bodies are read: a page of another site cannot send one without the
-    browser asking first (CORS), and this server answers no such question."""
+    browser asking first (CORS), and this server answers no such question. A client that leaves before its body
+    is read ends its request quietly (nobody is left to answer)."""
     async def endpoint(request: Request) -> Response:
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind != "application/json":
-            return _error(f"requests are JSON (Content-Type: application/json), got {kind or 'none'!r}", 415)
+            return _error(explorer, f"requests are JSON (Content-Type: application/json), got {kind or 'none'!r}",
+                          415)
         framed = FRAME_TYPE in request.headers.get("accept", "")  # what the pages ask for
         encode = raw_array if framed else encode_array  # (a view for a frame makes no base64)
         try:
-            body = await _body(request, explorer.limits)
+            body = await _body(request, bodies)
             result = await turns.run(functools.partial(work, encode=encode), body)
+        except ClientDisconnect:  # it hung up (or its body came too late: the network edge answered 408)
+            logger.debug("a client left before its request was read")
+            return Response(status_code=400)  # (sent to nobody)
         except RequestError as e:
-            return _error(str(e), e.status)
+            return _error(explorer, str(e), e.status)
         except (ValueError, OSError) as e:  # the library's one-line refusals (softmax overflow, a damaged run)
-            return _error(str(e), 400)
+            return _error(explorer, str(e), 400)
         except MemoryError:
-            return _error("out of memory: ask for fewer tokens or layers", 413)
+            return _error(explorer, "out of memory: ask for fewer tokens or layers", 413)
         except Exception as e:  # noqa: BLE001 - a request never kills the server
             logger.exception("explorer request failed")
-            return _error(f"internal error ({type(e).__name__}: {e})", 500)
+            return _error(explorer, f"internal error ({type(e).__name__}: {e})", 500)
         if isinstance(result, Response):
             return result
         try:
@@ -233,24 +292,21 @@ def _endpoint(explorer: Explorer, turns: _Turns, work: Callable[[object, Callabl
             return _Answer(result)
         except ValueError as e:  # a value JSON cannot carry (NaN): refused in one line, never half an answer
             logger.exception("explorer answer not encodable")
-            return _error(f"internal error (the answer could not be encoded: {e})", 500)
+            return _error(explorer, f"internal error (the answer could not be encoded: {e})", 500)
     return endpoint
-
-
-LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
 def create_app(runs: str | Path | None = "runs", limits: Limits | None = None, *,
                hosts: tuple[str, ...] = LOCAL_HOSTS) -> Starlette:
     """The explorer as an ASGI app; `runs` is searched once, now, for trained runs (`find_runs`).
 
-    hosts: the Host headers answered (others get HTTP 400: a DNS-rebinding page cannot reach the API);
-    ("*",) answers any, for a server bound to every interface.
+    hosts: the Host header names answered, any port (others get HTTP 400: a DNS-rebinding page cannot reach the
+    API); `network.allowed_hosts` gives them for a bound address. ("*",) answers any (behind a proxy that checks).
     """
     from hardmax.explore import export, views
 
     explorer = Explorer(limits=limits or Limits(), runs=find_runs(runs))
-    turns = _Turns(explorer.limits)
+    turns, bodies = _Turns(explorer.limits), _Bodies(explorer.limits)
 
     def simulate(body, encode):
         return views.playground_view(PlaygroundRequest.from_json(body, explorer.limits), encode=encode)
@@ -260,7 +316,9 @@ def create_app(runs: str | Path | None = "runs", limits: Limits | None = None, *
 
     def review(body, encode):
         request = ReviewRequest.from_json(body, explorer.limits, tuple(explorer.runs))
-        return views.review_view(explorer.run(request.run), request.text, decisive=request.decisive)
+        view = views.review_view(explorer.run(request.run), request.text, decisive=request.decisive)
+        view["run"] = request.run  # its name under --runs, as listed (a folder's own name may repeat)
+        return view
 
     def export_page(body, encode):
         if not isinstance(body, dict) or body.get("page") not in ("playground", "classifier"):
@@ -294,29 +352,15 @@ def create_app(runs: str | Path | None = "runs", limits: Limits | None = None, *
         Route("/classifier", page("classifier.html")),
         Route("/api/presets", presets),
         Route("/api/runs", runs_list),
-        Route("/api/simulate", _endpoint(explorer, turns, simulate), methods=["POST"]),
-        Route("/api/attention", _endpoint(explorer, turns, attention), methods=["POST"]),
-        Route("/api/review", _endpoint(explorer, turns, review), methods=["POST"]),
-        Route("/api/export", _endpoint(explorer, turns, export_page), methods=["POST"]),
+        Route("/api/simulate", _endpoint(explorer, turns, bodies, simulate), methods=["POST"]),
+        Route("/api/attention", _endpoint(explorer, turns, bodies, attention), methods=["POST"]),
+        Route("/api/review", _endpoint(explorer, turns, bodies, review), methods=["POST"]),
+        Route("/api/export", _endpoint(explorer, turns, bodies, export_page), methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
-    app = Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))])
+    app = Starlette(routes=routes, middleware=[Middleware(HostCheck, hosts=tuple(hosts))])
     app.state.explorer = explorer
     return app
-
-
-def open_socket(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on host:port (port 0: a free one); OSError names the address when it is taken."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as e:
-        sock.close()
-        raise OSError(f"cannot listen on {host}:{port} ({e.strerror}); choose another --port") from None
-    sock.listen(128)
-    return sock
 
 
 def warm_up() -> None:
@@ -334,12 +378,22 @@ def warm_up() -> None:
         pool.submit(views.playground_view, request).result()  # (an error is raised here)
 
 
-def serve(app: Starlette, sock: socket.socket, *, on_ready: Callable[[], None] | None = None) -> None:
-    """Serve `app` on `sock` until Ctrl-C (uvicorn); `on_ready` runs once the server accepts connections."""
+def server_config(app: Starlette):
+    """uvicorn's settings for the explorer `app` (from `create_app`): warnings only, no access log, and the
+    deadlines and the connection cap of its `Limits` (`network.guarded_protocol`)."""
     import uvicorn
 
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off")
-    server = uvicorn.Server(config)
+    limits = app.state.explorer.limits
+    return uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
+                          http=guarded_protocol(limits), timeout_keep_alive=5)
+
+
+def serve(app: Starlette, sock, *, on_ready: Callable[[], None] | None = None) -> None:
+    """Serve `app` on the listening socket `sock` until Ctrl-C (uvicorn, `server_config`); `on_ready` runs once the
+    server accepts connections."""
+    import uvicorn
+
+    server = uvicorn.Server(server_config(app))
     if on_ready is not None:
         def watch():
             while not server.started and not server.should_exit:
@@ -362,8 +416,8 @@ class Background:
 
         self.sock = open_socket(host, port)
         self.port = self.sock.getsockname()[1]
-        self.url = f"http://{host}:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
+        self.url = f"http://[{host}]:{self.port}" if ":" in host else f"http://{host}:{self.port}"
+        self.server = uvicorn.Server(server_config(app))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
 
     def __enter__(self) -> Background:
