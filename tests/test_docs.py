@@ -1,12 +1,16 @@
 """The documentation's machinery (docs/_ext): the API reference covers every public name once, flags the
-undocumented ones, and renders every public docstring as written without a reStructuredText error.
+undocumented ones, and renders every public docstring as written without a reStructuredText error; the CLI
+reference (docs/cli.md, read from the parser) shows every option's help whole.
 The full build (`make docs`, warnings as errors, the gallery executed) runs in `make test` after pytest."""
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import importlib
 import inspect
 import io
+import re
 import sys
 import types
 from pathlib import Path
@@ -200,3 +204,146 @@ def test_a_public_name_without_a_built_entry_is_reported(monkeypatch):
     hardmax_api.check_rendered(None, Env())
     assert "public name hardmax.dynamics.simulate has no entry in the API reference" in said
     assert not any("hardmax.simulate has" in line for line in said)
+
+
+
+# --------------------------------------------------------------------------------------------
+# Issue #39 item 16: the CLI reference (docs/cli.md, read from the parser; `hardmax COMMAND --help`)
+# shows every help whole: a config field's comment continued on the next lines is one help.
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Commented:
+    """Comment layouts that `field_help` reads (module level: its source is read back)."""
+
+    rule: str = "hardmax"  # attention rule (softmax and
+    # unnormalised take --beta); anything else is solved
+    solver: str = "layers"  # layers: the paper's
+    # layer; euler: --layers steps
+    # of --dt, three lines in all
+    aligned: int = 1  # a comment aligned
+                      # Under itself goes on, whatever its first letter
+    bracket: int = 2  # a bracket left open (see
+    # Below) goes on too
+    # Section: a heading after a complete comment belongs to no field
+    plain: int = 3  # a plain one
+    before: int = 4  # the one before a field that needs a block
+    # what the block says about
+    # the next field
+    after: int = 5
+    apart: int = 6  # a blank line ends a comment
+
+    # a block above a field without a comment of its own
+    above: int = 7
+    last: int = 8  # the last field
+    # goes on before a method
+
+    def method(self) -> int:
+        """Nothing here is a help."""
+        # not a help
+        return self.last
+
+
+def test_a_comment_continued_on_the_next_lines_is_read_whole():
+    from hardmax.cli.options import field_help
+
+    assert dict(field_help(Commented)) == {
+        "rule": "attention rule (softmax and unnormalised take --beta); anything else is solved",
+        "solver": "layers: the paper's layer; euler: --layers steps of --dt, three lines in all",
+        "aligned": "a comment aligned Under itself goes on, whatever its first letter",
+        "bracket": "a bracket left open (see Below) goes on too",
+        "plain": "a plain one",
+        "before": "the one before a field that needs a block",
+        "after": "what the block says about the next field",
+        "apart": "a blank line ends a comment",
+        "above": "a block above a field without a comment of its own",
+        "last": "the last field goes on before a method",
+    }
+
+
+def _cli_helps():
+    from hardmax.cli.app import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    return [(command, action) for command, parser in commands.items() for action in parser._actions
+            if action.dest != "help" and action.help and action.help != argparse.SUPPRESS]
+
+
+SHOWN_DEFAULT = re.compile(r" \((?:default: [^()]*|on by default; this flag turns it off)\)$")
+DANGLING = {"a", "an", "and", "as", "at", "but", "by", "each", "every", "for", "from", "if", "in", "into", "is",
+            "its", "nor", "of", "on", "or", "per", "than", "that", "the", "their", "to", "via", "when", "which",
+            "whose", "with"}
+
+
+def _unfinished(help_text: str) -> str | None:
+    """What shows that a help was cut mid-sentence, or None."""
+    text = SHOWN_DEFAULT.sub("", help_text.replace("%%", "%")).rstrip()
+    for opening, closing in ("()", "[]", "{}"):
+        if text.count(opening) != text.count(closing):
+            return f"unbalanced {opening}{closing}"
+    if text.count('"') % 2 or text.count("`") % 2:
+        return "a quote left open"
+    last = text.split()[-1]
+    if last[-1] in ",;:(/-–—" or last.lower() in DANGLING:
+        return f"ends with {last!r}"
+    return None
+
+
+def test_every_option_of_every_command_has_a_whole_help():
+    helps = _cli_helps()
+    assert {command for command, _ in helps} >= {"simulate", "particles", "train", "reproduce", "svm", "explore"}
+    cut = [f"hardmax {command} {'/'.join(a.option_strings) or a.dest}: {why}: {a.help!r}"
+           for command, a in helps if (why := _unfinished(a.help))]
+    assert not cut, "\n".join(cut)
+
+
+@pytest.mark.parametrize("help_text, cut", [
+    ("attention rule (softmax and (default: hardmax)", True),
+    ("Figure 2's tokens: the authors' notebook (random", True),
+    ("the step of every layer (default: 0.5)", False), ("a file of the (default: none)", True),
+    ("the paper's code does not lower-case (on by default; this flag turns it off)", False),
+    ('literal "2,0;0,1 (default: none)', True), ("steps of the solver, one of", True),
+])
+def test_the_cut_criterion(help_text, cut):
+    assert (_unfinished(help_text) is not None) == cut
+
+
+SECTION_HEADINGS = ("Your own table", "Candidates trained per d")  # comment blocks over several fields
+
+
+def test_every_comment_line_of_a_config_reaches_a_help():
+    """No line of a field's comment is lost: each whole-line comment among a config's fields is in a help."""
+    from hardmax.cli.options import field_help
+    from hardmax.data import DataConfig
+    from hardmax.experiments.dynamics import SimulateConfig
+    from hardmax.experiments.pipeline import ReproduceConfig
+    from hardmax.models import ModelConfig
+    from hardmax.training import TrainConfig
+
+    known = {c.__name__: c for c in (SimulateConfig, DataConfig, TrainConfig, ModelConfig, ReproduceConfig)}
+    classes = {a.dest.split(".")[0] for _, a in _cli_helps() if "." in a.dest}  # options generated from a config
+    assert classes and classes <= set(known), f"a config new to the CLI: add it here: {classes - set(known)}"
+    lost = []
+    for name in classes:
+        cls = known[name]
+        helps = " | ".join(field_help(cls).values())
+        body = inspect.getsource(cls).split("\n    def ")[0].splitlines()
+        heading = False
+        for line in body:
+            stripped = line.strip()
+            if not stripped.startswith("#"):
+                heading = False
+                continue
+            words = stripped.lstrip("#").strip()
+            heading = heading or words.startswith(SECTION_HEADINGS)
+            if not heading and words not in helps:
+                lost.append(f"{name}: {words}")
+    assert not lost, "\n".join(lost)
+    simulate = {a.dest: a.help for command, a in _cli_helps() if command == "simulate"}
+    assert simulate["SimulateConfig.rule"] == ("attention rule (softmax and unnormalised take --beta, localmax "
+                                               "--theta); anything but the paper's layer is solved by `solve` "
+                                               "(default: hardmax)")
+    assert simulate["SimulateConfig.solver"].startswith("layers: the paper's layer (α); euler / rk4 / renormalised")
+    assert simulate["SimulateConfig.configurations"].endswith("or the library's dyadic variants (exact ties, known "
+                                                              "limits) (default: paper)")

@@ -3,7 +3,8 @@
 `add_options(group, DataConfig)` declares one option per field: ``--val-fraction`` for `val_fraction`,
 its type from the annotation, ``choices`` from a `Literal`, ``--name`` / ``--no-name`` for booleans,
 comma-separated values for tuples, the default from the field, and the help text from the field's
-trailing ``# comment`` (or the comment block just above it, or ``field(metadata={"help": ...})``),
+trailing ``# comment`` with the comment lines that continue it (or the comment block just above it, or
+``field(metadata={"help": ...})``),
 followed by "(default: …)". `config_from_args(DataConfig, args)` reads the values back into the config.
 Each option's destination is ``"<Config>.<field>"``, so that two configs with a field of the same name
 (`seed`) never collide. Reading a config's comments needs only its source file: no torch.
@@ -44,40 +45,86 @@ def _terminal_width() -> int:
 def field_help(cls: type) -> Mapping[str, str]:
     """{field name: help text} of a dataclass, from `metadata["help"]` or the source's comments.
 
-    A field's comment is the one that ends its line (``lr: float = 1e-2  # Adam learning rate``), or,
-    when there is none, the block of whole-line comments just above it. Read with `tokenize`, so a
-    ``#`` inside a string default is not taken for a comment.
+    A field's comment is the one that ends its line (``lr: float = 1e-2  # Adam learning rate``), whole:
+    with the whole-line comments right below it (no blank line between) that go on with it. Those go on when
+    they are indented deeper than the field (aligned under its comment), when the comment so far leaves a
+    bracket open, or when they start with anything but a capital letter; a block that starts with a capital
+    after a complete comment is a section heading (``# Your own table: ...``), part of no help. A field
+    without such a comment takes the block of whole-line comments just above it, and a block right below a
+    field that a next field without a comment of its own needs is that field's, unless indented deeper.
+    Read with `tokenize`, so a ``#`` inside a string default is not taken for a comment.
     """
     names = {f.name for f in dataclasses.fields(cls)}
-    found: dict[str, str] = {}
     try:
         source = inspect.getsource(cls)
     except (OSError, TypeError):  # no source (a frozen app): metadata only
         source = ""
-    pending: list[str] = []  # whole-line comments since the last statement
+    # The class body as a sequence of items: ("comment", text, column), ("blank",), ("field", name, trailing
+    # comment or "", column) and ("code",) for any other statement.
+    items: list[tuple] = []
     line: list[tokenize.TokenInfo] = []
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
-        if token.type == tokenize.COMMENT and not any(t.type not in (tokenize.INDENT, tokenize.DEDENT) for t in line):
-            pending.append(token.string.lstrip("#").strip())
+        code_so_far = any(t.type not in (tokenize.INDENT, tokenize.DEDENT) for t in line)
+        if token.type == tokenize.COMMENT and not code_so_far:
+            items.append(("comment", token.string.lstrip("#").strip(), token.start[1]))
             continue
-        if token.type in (tokenize.NL, tokenize.INDENT, tokenize.DEDENT) and not line:
+        if token.type in (tokenize.NL, tokenize.INDENT, tokenize.DEDENT) and not code_so_far:
+            if token.type == tokenize.NL and not token.line.strip():
+                items.append(("blank",))
             continue
         if token.type not in (tokenize.NEWLINE, tokenize.ENDMARKER):
             line.append(token)
             continue
         # A logical line ended: is it `name: annotation ...` for a field?
         code = [t for t in line if t.type not in (tokenize.INDENT, tokenize.DEDENT, tokenize.NL)]
-        if len(code) >= 2 and code[0].type == tokenize.NAME and code[1].string == ":" and code[0].string in names \
-                and code[0].string not in found:
-            trailing = [t.string.lstrip("#").strip() for t in code if t.type == tokenize.COMMENT]
-            text = " ".join(trailing) if trailing else " ".join(pending)
-            if text:
-                found[code[0].string] = text
-        pending, line = [], []
+        if len(code) >= 2 and code[0].type == tokenize.NAME and code[1].string == ":" and code[0].string in names:
+            trailing = " ".join(t.string.lstrip("#").strip() for t in code if t.type == tokenize.COMMENT)
+            items.append(("field", code[0].string, trailing, code[0].start[1]))
+        elif code:
+            items.append(("code",))
+        line = []
+    found: dict[str, str] = {}
+    pending: list[str] = []  # whole-line comments since the last statement, not taken as a continuation
+    i = 0
+    while i < len(items):
+        item = items[i]
+        i += 1
+        if item[0] == "comment":
+            pending.append(item[1])
+        elif item[0] == "field":
+            _, name, trailing, column = item
+            if not trailing:
+                text, pending = " ".join(pending), []
+            else:
+                pending = []
+                below = []  # the block right below, up to a blank line or a statement
+                while i + len(below) < len(items) and items[i + len(below)][0] == "comment":
+                    below.append(items[i + len(below)])
+                after = items[i + len(below)] if i + len(below) < len(items) else ("code",)
+                next_needs_block = after[0] == "field" and not after[2]
+                goes_on = []
+                for _, words, at in below:
+                    said = " ".join([trailing, *goes_on])
+                    if at > column or (not next_needs_block and (
+                            _open_brackets(said) or not words[:1].isupper())):
+                        goes_on.append(words)
+                    else:
+                        break
+                i += len(goes_on)
+                text = " ".join([trailing, *goes_on])
+            if text and name not in found:
+                found[name] = text
+        elif item[0] == "code":
+            pending = []
     for f in dataclasses.fields(cls):
         if "help" in f.metadata:
             found[f.name] = f.metadata["help"]
     return types.MappingProxyType(found)
+
+
+def _open_brackets(text: str) -> bool:
+    """Whether `text` leaves a bracket open (its sentence goes on)."""
+    return sum(text.count(c) for c in "([{") > sum(text.count(c) for c in ")]}")
 
 
 def option_flag(name: str) -> str:
