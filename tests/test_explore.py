@@ -717,3 +717,20 @@ def test_inlined_assets_cannot_end_their_element(tmp_path, monkeypatch):
     style = page.split("<style>\n", 1)[1].split("\n</style>", 1)[0]
     assert not re.search(r"(?i)<!--|</?script", script) and not re.search(r"(?i)</style", style)
     assert script == 'const s = "\\x3C!--\\x3Cscript>"; const t = /<\\/script>/; // \\x3C/SCRIPT> \\x3CScript\n'
+
+
+def test_connections_send_without_delay():
+    """The listening socket says it is TCP, so each connection gets TCP_NODELAY (before: proto 0, Nagle on, and an
+    answer on a kept-alive connection waited for the client's delayed ACK, ~40 ms)."""
+    import socket
+    import time
+
+    asked = b"GET /api/presets HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    with LiveServer(create_app(None)) as server, _raw(server, asked) as sock:
+        assert _one_response(sock)[0] == 200
+        deadline = time.monotonic() + 10
+        while not server.server.server_state.connections and time.monotonic() < deadline:
+            time.sleep(0.02)
+        (connection,) = server.server.server_state.connections
+        accepted = connection.transport.get_extra_info("socket")
+        assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0

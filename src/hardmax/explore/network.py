@@ -136,7 +136,8 @@ class HostCheck:
 
 
 def open_socket(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on host:port (port 0: a free one; a name: its first address, IPv4 first).
+    """A listening TCP socket on host:port (port 0: a free one; a name: its first address, IPv4 first), whose
+    connections send without delay (TCP_NODELAY).
 
     Raises OSError with one line that says which of these went wrong: the host is not an address or a name this
     machine resolves; the address is not one of this machine's; the port is taken; the port needs privileges.
@@ -151,8 +152,10 @@ def open_socket(host: str, port: int) -> socket.socket:
         raise OSError(f"--host {host!r} is not an address or a name this machine can resolve ({reason})") from None
     except OverflowError:
         raise OSError(f"--port must be in 0..65535, got {port}") from None
-    family, kind, proto, _, address = sorted(found, key=lambda info: info[0] != socket.AF_INET)[0]
-    sock = socket.socket(family, kind, proto)
+    family, kind, _, _, address = sorted(found, key=lambda info: info[0] != socket.AF_INET)[0]
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on sockets that say so, and without it a kept-alive
+    # connection's answer (headers, then body) waited ~40 ms for the client's delayed ACK (Nagle)
+    sock = socket.socket(family, kind, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(address)
