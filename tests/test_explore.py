@@ -406,6 +406,20 @@ def test_an_answer_json_cannot_carry_is_a_one_line_500_in_either_format(monkeypa
         assert client.get("/api/presets").status_code == 200
 
 
+def test_a_library_overflow_is_a_one_line_400_not_a_500(monkeypatch):
+    """A `FloatingPointError` of the library (states that stopped being finite) is a refusal, as a ValueError is."""
+    from hardmax.explore import views
+
+    def overflow(request, encode):
+        raise FloatingPointError("the states stopped being finite at step 3 of 10 (t = 0.3)")
+
+    monkeypatch.setattr(views, "playground_view", overflow)
+    with LiveServer(create_app(None)) as server:
+        client = Client(server.url)
+        answer = client.post("/api/simulate", json={"tokens": [[1.0, 0.0], [0.0, 1.0]], "layers": 3})
+        assert answer.status_code == 400 and "stopped being finite at step 3" in answer.json()["error"]
+
+
 # --- the network edge: slow clients, hang-ups, the connection cap, the Host names, the listening socket ---------
 
 HEAD = (b"POST /api/simulate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"

@@ -277,7 +277,7 @@ def _endpoint(explorer: Explorer, turns: _Turns, bodies: _Bodies, work: Callable
             return Response(status_code=400)  # (sent to nobody)
         except RequestError as e:
             return _error(explorer, str(e), e.status)
-        except (ValueError, OSError) as e:  # the library's one-line refusals (softmax overflow, a damaged run)
+        except (ValueError, OSError, FloatingPointError) as e:  # the library's one-line refusals
             return _error(explorer, str(e), 400)
         except MemoryError:
             return _error(explorer, "out of memory: ask for fewer tokens or layers", 413)
