@@ -45,6 +45,8 @@ docs: setup build-docs
 # link, an undocumented public name, a failing gallery example),
 # then the docstrings' examples (>>>) run as doctests.
 build-docs:
+	rm -rf docs/_build/html  # a page an older build left behind is neither served nor checked
 	MPLBACKEND=Agg $(BIN)/sphinx-build -E -W --keep-going -q -b html docs docs/_build/html
+	$(BIN)/python docs/_ext/check_offline.py docs/_build/html  # nothing loaded from another host
 	$(BIN)/pytest -q -p no:cacheprovider --doctest-modules src/hardmax
 	@echo "documentation: open docs/_build/html/index.html"

@@ -1,6 +1,7 @@
 """The documentation's machinery (docs/_ext): the API reference covers every public name once, flags the
-undocumented ones, and renders every public docstring as written without a reStructuredText error; the CLI
-reference (docs/cli.md, read from the parser) shows every option's help whole.
+undocumented ones, and renders every public docstring as written without a reStructuredText error; the site
+loads nothing from another host (check_offline.py), and the CLI reference (docs/cli.md, read from the parser)
+shows every option's help whole.
 The full build (`make docs`, warnings as errors, the gallery executed) runs in `make test` after pytest."""
 
 from __future__ import annotations
@@ -10,8 +11,12 @@ import dataclasses
 import importlib
 import inspect
 import io
+import os
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
 import types
 from pathlib import Path
 
@@ -21,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "docs" / "_ext"))
 docutils_core = pytest.importorskip("docutils.core", reason="the docs extra (pip install -e '.[docs]')")
 hardmax_api = pytest.importorskip("hardmax_api", reason="the docs extra (pip install -e '.[docs]')")
+check_offline = importlib.import_module("check_offline")
 
 
 def _rst_problems(text: str) -> str:
@@ -205,6 +211,153 @@ def test_a_public_name_without_a_built_entry_is_reported(monkeypatch):
     assert "public name hardmax.dynamics.simulate has no entry in the API reference" in said
     assert not any("hardmax.simulate has" in line for line in said)
 
+
+
+# --------------------------------------------------------------------------------------------
+# Issue #39 item 17: the site renders its equations offline and loads nothing from another host.
+# --------------------------------------------------------------------------------------------
+
+
+CLEAN_PAGE = r"""<!doctype html><html><head>
+<link rel="stylesheet" href="_static/site.css?v=1">
+<link rel="canonical" href="https://hardmax.example.org/index.html">
+<link rel="next" title="Next" href="next.html"><link rel="search" href="search.html">
+<script defer="defer" src="_static/mathjax/tex-chtml.js"></script>
+<script>window.MathJax = {"options": {"processHtmlClass": "math"}}</script>
+<style>body { background: url("_static/bg.png") } /* url(https://in.a.comment/x.png) */</style>
+<!-- <script src="https://cdn.example.com/commented-out.js"></script> -->
+</head><body>
+<p>Tokens move towards <span class="math">\(A z_i\)</span>; see <a href="https://arxiv.org/abs/2407.01602">the
+paper</a> and <a href="//example.org/x">a protocol-relative link</a>.</p>
+<img src="data:image/png;base64,AAAA" alt=""><img src="_static/fig.png" srcset="_static/fig.png 1x, fig@2x.png 2x">
+<form action="https://example.org/search"></form>
+</body></html>
+"""
+CLEAN_FILES = {
+    "_static/site.css": '@import "other.css";\n.x { background: url(data:image/svg+xml;base64,AA) }\n'
+                        '@font-face { src: url("fonts/a.woff2") format("woff2") }\n',
+    "_static/other.css": "p { color: black }\n",
+    # MathJax names a CDN for fallbacks it computes at run time: a string, not a load.
+    "_static/mathjax/tex-chtml.js": 'var u = "https://cdn.jsdelivr.net/npm/speech-rule-engine@4/lib/mathmaps";\n',
+    "_static/fonts/a.woff2": "", "_static/bg.png": "", "_static/fig.png": "", "fig@2x.png": "",
+}
+
+
+def _site(tmp_path: Path, page: str = CLEAN_PAGE, **files: str) -> Path:
+    site = tmp_path / "html"
+    for name, text in {"index.html": page, **CLEAN_FILES, **files}.items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_text(text, encoding="utf-8")
+    return site
+
+
+def test_a_site_that_loads_only_its_own_files_passes(tmp_path, capsys):
+    site = _site(tmp_path)
+    assert check_offline.main([str(site)]) == 0
+    assert "load nothing from another host" in capsys.readouterr().out
+    assert check_offline.foreign_or_missing(site) == ([], 4)  # the page, two stylesheets, a script
+
+
+@pytest.mark.parametrize("where, text, url", [
+    ("index.html", '<script src="https://cdn.jsdelivr.net/npm/mathjax@4/tex-mml-chtml.js"></script>',
+     "https://cdn.jsdelivr.net/npm/mathjax@4/tex-mml-chtml.js"),  # Sphinx's own default
+    ("index.html", '<link rel="stylesheet" href="//fonts.googleapis.com/css?family=Lato">',
+     "//fonts.googleapis.com/css?family=Lato"),
+    ("index.html", '<LINK REL="Preload" as="font" href="HTTPS://cdn.example.com/f.woff2">', "HTTPS://cdn.example.com/f.woff2"),
+    ("index.html", '<img srcset="_static/fig.png 1x, https://img.example.com/fig@2x.png 2x">',
+     "https://img.example.com/fig@2x.png"),
+    ("index.html", '<iframe src="https://www.youtube.com/embed/x"></iframe>', "https://www.youtube.com/embed/x"),
+    ("index.html", "<div style=\"background-image: url('https://img.example.com/bg.png')\"></div>",
+     "https://img.example.com/bg.png"),
+    ("index.html", "<style>@import url(https://fonts.googleapis.com/css2?family=Inter);</style>",
+     "https://fonts.googleapis.com/css2?family=Inter"),
+    ("index.html", "<style>@import 'http://example.com/a.css';</style>", "http://example.com/a.css"),
+    ("index.html", '<script type="module">import {x} from "https://esm.sh/x";</script>', "https://esm.sh/x"),
+    ("index.html", '<video poster="https://img.example.com/p.png"></video>', "https://img.example.com/p.png"),
+    ("index.html", '<object data="//example.com/x.svg"></object>', "//example.com/x.svg"),
+    ("index.html", '<svg><image href="https://img.example.com/a.png"/></svg>', "https://img.example.com/a.png"),
+    ("_static/site.css", "@font-face { src: url( 'https://fonts.gstatic.com/a.woff2' ) }",
+     "https://fonts.gstatic.com/a.woff2"),
+    ("_static/mathjax/tex-chtml.js", 'x=1;import("https://cdn.example.com/mod.js")', "https://cdn.example.com/mod.js"),
+])
+def test_a_load_from_another_host_fails_naming_the_file_and_the_url(tmp_path, capsys, where, text, url):
+    if where == "index.html":
+        site = _site(tmp_path, CLEAN_PAGE.replace("</body>", text + "\n</body>"))
+    else:
+        site = _site(tmp_path, **{where: CLEAN_FILES[where] + text + "\n"})
+    assert check_offline.main([str(site)]) == 1
+    err = capsys.readouterr().err
+    assert f"{where}: loads {url} (" in err and err.count(": loads ") == 1, err
+
+
+def test_a_local_load_missing_from_the_build_fails(tmp_path, capsys):
+    page = CLEAN_PAGE.replace("_static/mathjax/tex-chtml.js", "_static/mathjax/tex-mml-chtml.js")
+    assert check_offline.main([str(_site(tmp_path, page))]) == 1
+    assert "index.html: loads _static/mathjax/tex-mml-chtml.js (<script src>), which is not in the build" in (
+        capsys.readouterr().err)
+
+
+def test_no_site_is_an_error(tmp_path, capsys):
+    assert check_offline.main([str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith("check_offline: error: no .html page under ")
+
+
+def test_the_build_runs_the_offline_check():
+    recipe = (ROOT / "Makefile").read_text(encoding="utf-8").split("\nbuild-docs:")[1].split("\n\n")[0]
+    build, check = recipe.index("sphinx-build"), recipe.index("docs/_ext/check_offline.py docs/_build/html")
+    assert build < check
+
+
+def _chromium() -> str | None:
+    named = os.environ.get("HARDMAX_CHROMIUM")
+    return named or next((found for name in ("chromium", "chromium-browser", "google-chrome")
+                          if (found := shutil.which(name))), None)
+
+
+@pytest.fixture(scope="module")
+def small_site(tmp_path_factory):
+    """A one-page site built with the documentation's own configuration (less the gallery and the API pages)."""
+    pytest.importorskip("sphinx-mathjax-offline", reason="the docs extra (pip install -e '.[docs]')")
+    from sphinx.cmd.build import build_main
+
+    source = tmp_path_factory.mktemp("docs-source")
+    (source / "conf.py").write_text(
+        "import runpy\n"
+        f"_docs = runpy.run_path({str(ROOT / 'docs' / 'conf.py')!r})\n"
+        "globals().update({k: v for k, v in _docs.items() if k.islower() and not k.startswith(('_', 'sphinx_gallery'))"
+        " and k not in ('exclude_patterns', 'templates_path', 'os', 'sys', 'Path')})\n"
+        "extensions = [e for e in extensions if e not in ('sphinx_gallery.gen_gallery', 'hardmax_api')]\n",
+        encoding="utf-8")
+    (source / "index.md").write_text("# Leaders\n\nTokens move towards the largest projection on $A z_i$:\n\n"
+                                      "$$\\dot z_i = \\sum_j P_{ij} A z_j$$\n\nSee [the paper](https://arxiv.org/abs/"
+                                      "2407.01602).\n", encoding="utf-8")
+    out = tmp_path_factory.mktemp("docs-html")
+    assert build_main(["-E", "-W", "-q", "-b", "html", str(source), str(out)]) == 0
+    return out
+
+
+def test_the_documentation_serves_its_math_renderer_itself(small_site, capsys):
+    page = (small_site / "index.html").read_text(encoding="utf-8")
+    scripts = re.findall(r'<script[^>]*src="([^"]*mathjax[^"]*)"', page)
+    assert scripts == ["_static/mathjax/tex-chtml.js"] and (small_site / scripts[0]).is_file()
+    assert check_offline.main([str(small_site)]) == 0, capsys.readouterr().err
+
+
+def test_the_equations_render_with_no_network(small_site):
+    browser = _chromium()
+    if browser is None:
+        if os.environ.get("HARDMAX_REQUIRE_BROWSER") == "1":
+            pytest.fail("this test needs Chromium: apt-get install chromium (or set HARDMAX_CHROMIUM)", pytrace=False)
+        pytest.skip("needs Chromium: apt-get install chromium (or set HARDMAX_CHROMIUM)")
+    with tempfile.TemporaryDirectory() as profile:
+        dom = subprocess.run(
+            [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+             "--disable-background-networking", "--disable-component-update", "--no-first-run",
+             f"--user-data-dir={profile}", "--host-resolver-rules=MAP * ~NOTFOUND",  # no host resolves
+             "--virtual-time-budget=10000", "--dump-dom", (small_site / "index.html").as_uri()],
+            capture_output=True, text=True, timeout=120).stdout
+    assert dom.count("<mjx-container") == 2 and 'jax="CHTML"' in dom  # the inline and the display equation
+    assert "\\(A z_i\\)" not in dom
 
 
 # --------------------------------------------------------------------------------------------
