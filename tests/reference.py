@@ -14,6 +14,12 @@ Masked tokens (mask False) are left out of every C_i and every softmax sum, and 
   ⟨A z_i, z_l − z_j⟩ > tie_rtol · W · ‖ |z_l| + |z_j| ‖, W = max_j ‖ |A| |z_j| ‖.
 - `simulate_exact`: `fractions.Fraction` arithmetic for rational inputs, where ties are exact.
 
+References for the compiled routines that have no other path in the library (numba is a dependency, so
+each compiled routine is held to one plain version, here, not to a fallback in the source):
+
+- `rate_samples`: reference for `hardmax.theory.check._rate_samples`, by whole-array NumPy operations.
+- `support_growth`: reference for `hardmax.theory.support.support_growth`, direction by direction.
+
 Nothing here imports hardmax: this is the oracle the library is tested against.
 """
 
@@ -215,3 +221,67 @@ def simulate_exact_integer(tokens, *, alpha, layers: int, A=None) -> list[np.nda
         N, D = new, D * gb * L
         path.append(np.array([[float(Fraction(x, D)) for x in row] for row in N]))
     return path
+
+
+# --------------------------------------------------------------------------------------------
+# References for compiled routines.
+# --------------------------------------------------------------------------------------------
+
+
+def _dot(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Σ_c x[..., c] y[..., c], summed over the coordinates in order: (..., d), (..., d) -> (...)."""
+    total = x[..., 0] * y[..., 0]
+    for c in range(1, x.shape[-1]):
+        total += x[..., c] * y[..., c]
+    return total
+
+
+def rate_samples(D, steps, T, followers, gamma, atol: float, floor: float) -> tuple[int, float, float, float]:
+    """Reference for `hardmax.theory.check._rate_samples`, by whole-array NumPy operations.
+
+    A sample is a follower i and a pair of its moves (Δ_{k−1}, Δ_k), k ≥ 1, with a fixed target
+    (‖T^k − T^{k−1}‖ ≤ atol), ‖Δ_k‖ ≥ floor, pointing the same way (⟨Δ_k, Δ_{k−1}⟩ ≥ (1 − 1e-6) ‖Δ_k‖ ‖Δ_{k−1}‖);
+    its ratio ‖Δ_k‖ / ‖Δ_{k−1}‖ is expected to be (γ_k / γ_{k−1})(1 − γ_{k−1}).
+
+    Args:
+        D: (K, n, d) the moves Δ_k. steps: (K, n) their lengths. T: (K + 1, n, d) the snapshot targets.
+        followers: (f,) int. gamma: (K,) γ_k.
+    Returns:
+        (samples, Σ log ratio, Σ log expected over the samples, max |ratio / expected − 1|); zeros without samples.
+    """
+    # Pairs of moves (k − 1, k) with a follower moving at k: a sample needs ‖Δ_k‖ ≥ floor > 0, so the layers
+    # that stood still (most of a converged run) are left out; the samples and their order are the same.
+    moves = steps[:, followers]  # (K, f): ‖Δ_k‖
+    k = np.nonzero((moves[1:] > 0).any(axis=1))[0] + 1  # layers k ≥ 1 with a move (one of length 0 is no sample)
+    size, size_before = moves[k], moves[k - 1]
+    dot = _dot(D[1:], D[:-1])[k - 1][:, followers]
+    change = T[1:-1] - T[:-2]  # T^k − T^{k−1}
+    fixed = (np.sqrt(_dot(change, change))[k - 1] <= atol)[:, followers]  # (pairs, f)
+    valid = fixed & (size >= floor) & (dot >= (1 - 1e-6) * size * size_before)
+    count = valid.sum(axis=1)  # samples per pair of layers
+    if not count.any():
+        return 0, 0.0, 0.0, 0.0
+    expected = (gamma[k] / gamma[k - 1]) * (1 - gamma[k - 1])  # (pairs,): one value per pair of layers
+    ratio = size / np.where(size_before > 0, size_before, 1.0)
+    return (int(count.sum()), float(np.log(ratio, out=np.zeros_like(ratio), where=valid).sum()),
+            float((count[count > 0] * np.log(expected[count > 0])).sum()),  # pairs with samples only
+            float(np.abs(ratio / expected[:, None] - 1, out=np.zeros_like(ratio), where=valid).max()))
+
+
+def support_growth(Z: np.ndarray, layers, A: np.ndarray, C: np.ndarray) -> float:
+    """Reference for `hardmax.theory.support.support_growth`, one direction at a time.
+
+    max(0, max over k in `layers`, over the directions c of C and c = A z_i^k, of (h_{k+1}(c) − h_k(c)) / ‖c‖),
+    h_k(c) = max_j ⟨c, z_j^k⟩; zero directions are skipped. Z: (L, n, d), layers: k with k + 1 < L,
+    A: (d, d), C: (m, d).
+    """
+    Z = np.asarray(Z, dtype=np.float64)
+    A = np.asarray(A, dtype=np.float64)
+    growth = 0.0
+    for k in layers:
+        directions = list(np.asarray(C, dtype=np.float64)) + [A @ z for z in Z[k]]  # A symmetric: ⟨A z_i, z_j⟩
+        for c in directions:
+            size = float(np.linalg.norm(c))
+            if size > 0:
+                growth = max(growth, (float((Z[k + 1] @ c).max()) - float((Z[k] @ c).max())) / size)
+    return growth

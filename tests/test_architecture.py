@@ -149,3 +149,40 @@ def test_no_private_name_crosses_a_file(module):
     private = [f"{imported}.{name}" for imported, names in _imports(MODULES[module]) for name in names
                if name.startswith("_") and not name.startswith("__")]
     assert not private, f"{module} imports private names: {private}"
+
+
+def _names_imported(node: ast.AST) -> set[str]:
+    """The modules an import statement names (`from p import m` names p and p.m, m possibly a submodule)."""
+    if isinstance(node, ast.Import):
+        return {a.name for a in node.names}
+    if isinstance(node, ast.ImportFrom) and node.module:
+        return {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return set()
+
+
+def _compiled_modules() -> set[str]:
+    """numba and every hardmax module that imports it itself: the compiled code."""
+    found = {"numba"}
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        if any(name.split(".")[0] == "numba" for node in ast.walk(tree) for name in _names_imported(node)):
+            found.add(module)
+    return found
+
+
+def test_numba_is_imported_plainly_never_behind_a_try():
+    """numba is a dependency (pyproject.toml), so no module imports it, or a module of compiled code, inside a `try:`
+    with a fallback for its absence (issue #40): each compiled routine has one reference, a path the library also
+    takes for other reasons or a plain version in tests/reference.py, never a second path for a missing numba."""
+    compiled = _compiled_modules()
+    assert {"numba", "hardmax.dynamics.kernel"} <= compiled
+    guarded = []
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for block in ast.walk(tree):
+            if not isinstance(block, ast.Try):
+                continue
+            for node in (n for statement in block.body for n in ast.walk(statement)):
+                names = {name for name in _names_imported(node) if name in compiled or name.split(".")[0] == "numba"}
+                guarded += [f"{module}:{node.lineno} imports {name} inside a try" for name in sorted(names)]
+    assert not guarded, "\n".join(guarded)

@@ -231,17 +231,6 @@ def test_auto_falls_back_to_the_torch_engine_where_the_kernel_does_not_apply():
     torch.testing.assert_close(with_weights.tokens, simulate(z, alpha=1.0, layers=3).tokens, rtol=0, atol=1e-15)
 
 
-def test_without_numba_auto_runs_the_torch_engine_and_numba_is_refused(monkeypatch):
-    from hardmax.dynamics import simulator
-
-    z = np.random.default_rng(4).standard_normal((7, 3))
-    with_kernel = simulate(z, alpha=0.7, layers=4).tokens
-    monkeypatch.setattr(simulator, "_kernel", None)
-    with pytest.raises(ValueError, match="numba is not installed"):
-        simulate(z, alpha=0.7, layers=4, engine="compiled")
-    torch.testing.assert_close(simulate(z, alpha=0.7, layers=4).tokens, with_kernel, rtol=0, atol=1e-15)
-
-
 def test_threads_may_call_the_parallel_kernels_at_once():
     """numba's work-queue layer aborts the whole process when two threads launch parallel kernels at once
     ("Concurrent access has been detected"): the explorer's server computes two requests at a time. Every

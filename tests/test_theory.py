@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 import pytest
+import reference
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
@@ -977,9 +978,10 @@ def test_the_hull_is_measured_where_the_step_witness_does_not_hold(d, monkeypatc
 
 
 @pytest.mark.parametrize("d", [1, 2, 3])
-def test_compiled_rate_samples_are_the_numpy_ones(d):
+def test_compiled_rate_samples_are_the_reference_ones(d):
     """The follower-rate samples (pairs of moves with a fixed target, pointing the same way, long enough): the
-    compiled one-pass kernel and the whole-array NumPy version count the same samples and the same sums."""
+    compiled one-pass kernel and its whole-array NumPy reference (`reference.rate_samples`) count the same samples
+    and the same sums."""
     import hardmax.theory.check as module
     from hardmax.theory.leaders import leader_history, scaled_path
 
@@ -994,9 +996,9 @@ def test_compiled_rate_samples_are_the_numpy_ones(d):
         followers = np.nonzero(~leaders[-1, 0].numpy())[0]
         gamma = trajectory.alpha.numpy() / (1 + trajectory.alpha.numpy())
         args = (D, steps, T, followers.astype(np.int64), gamma, float(scaled.same[0]), 1e4 * 2.2e-16)
-        compiled, reference = module._rate_samples(*args), module._rate_samples_numpy(*args)
-        assert compiled[0] == reference[0] > 0
-        assert compiled[1:] == pytest.approx(reference[1:], rel=1e-12, abs=1e-300)
+        compiled, expected = module._rate_samples(*args), reference.rate_samples(*args)
+        assert compiled[0] == expected[0] > 0
+        assert compiled[1:] == pytest.approx(expected[1:], rel=1e-12, abs=1e-300)
 
 
 def test_limit_set_batched_faces_agree_with_face_by_face_projections():
@@ -1028,14 +1030,15 @@ def test_limit_set_batched_faces_agree_with_face_by_face_projections():
 
 def test_rate_samples_ignore_the_expected_rate_of_pairs_without_samples():
     """A pair of layers with no sample (here the run stands still at its last layer, where γ = 0 makes the
-    expected ratio 0) adds nothing to the expected log-rate: both implementations give the one sample's."""
+    expected ratio 0) adds nothing to the expected log-rate: the compiled samples and their reference give the one
+    sample's."""
     import hardmax.theory.check as module
 
     D = np.array([[[1.0, 0.0]], [[0.5, 0.0]], [[0.0, 0.0]]])  # moves Δ_0, Δ_1, Δ_2 of one follower
     steps = np.linalg.norm(D, axis=-1)
     T = np.zeros((4, 1, 2))  # a fixed target
     gamma = np.array([0.5, 0.5, 0.0])
-    for measure in (module._rate_samples, module._rate_samples_numpy):
+    for measure in (module._rate_samples, reference.rate_samples):
         samples, log_ratio, log_expected, error = measure(D, steps, T, np.array([0]), gamma, 1e-9, 1e-12)
         assert samples == 1 and log_ratio == pytest.approx(math.log(0.5)) and error == pytest.approx(0.0)
         assert log_expected == pytest.approx(math.log(0.5))

@@ -1,11 +1,12 @@
-"""hardmax.theory.support: the compiled support-growth kernel against the torch products and closed forms."""
+"""hardmax.theory.support: the compiled support-growth kernel against its reference (tests/reference.py) and
+closed forms."""
 
 import numpy as np
 import pytest
+import reference
 
 from hardmax.dynamics import simulate
-from hardmax.theory import support
-from hardmax.theory.support import _support_growth_torch, support_growth
+from hardmax.theory.support import support_growth
 
 
 def _directions(d: int, m: int = 32, seed: int = 0) -> np.ndarray:
@@ -15,13 +16,13 @@ def _directions(d: int, m: int = 32, seed: int = 0) -> np.ndarray:
 
 @pytest.mark.parametrize("d", [1, 2, 3, 5, 16])
 @pytest.mark.parametrize("n", [1, 3, 4, 7, 33])
-def test_kernel_equals_the_torch_products_on_layers_that_grow(d, n):
+def test_kernel_equals_the_reference_on_layers_that_grow(d, n):
     rng = np.random.default_rng(10 * d + n)
     Z = rng.normal(size=(9, n, d)) * rng.uniform(0.5, 2.0, size=(9, 1, 1))  # unrelated layers: hulls grow and shrink
     M = rng.normal(size=(d, d))
     for A in (np.eye(d), M @ M.T + d * np.eye(d)):
         for layers in (np.arange(8), np.array([0, 3, 7]), np.array([5])):
-            want = _support_growth_torch(Z, layers, A, _directions(d))
+            want = reference.support_growth(Z, layers, A, _directions(d))
             got = support_growth(Z, layers, A, _directions(d), threads=2)
             assert got == pytest.approx(want, rel=1e-12, abs=1e-12)
     assert support_growth(Z, np.arange(8), np.eye(d), _directions(d)) > 0
@@ -57,11 +58,3 @@ def test_no_layers_no_growth_and_zero_directions_skipped():
     Z[1, 0] = [1.0, 0.0]  # layer 0 is all at the origin: its n directions A z_i are 0 and skipped
     assert support_growth(Z, np.array([0]), np.eye(2), np.array([[0.0, 1.0]])) == 0.0
     assert support_growth(Z, np.array([0]), np.eye(2), np.array([[1.0, 0.0]])) == pytest.approx(1.0)
-
-
-def test_without_numba_the_torch_products_answer(monkeypatch):
-    rng = np.random.default_rng(4)
-    Z = rng.normal(size=(5, 6, 2))
-    want = support_growth(Z, np.arange(4), np.eye(2), _directions(2))
-    monkeypatch.setattr(support, "numba", None)
-    assert support_growth(Z, np.arange(4), np.eye(2), _directions(2)) == pytest.approx(want, rel=1e-12)

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from hardmax.dynamics import kernel as _kernel
 from hardmax.dynamics.dedup import Deduplicated, deduplicate, take_rows
 from hardmax.dynamics.inputs import MAX_STEPS, as_floating, as_tensor
 from hardmax.dynamics.layers import AHEAD, AHEAD_SCORES, full_layers, hardmax_run
@@ -19,11 +20,6 @@ from hardmax.dynamics.save import Save
 from hardmax.dynamics.select import move
 from hardmax.dynamics.step import HARDMAX, attention_matrix, attention_step
 from hardmax.memory import require_memory
-
-try:  # the compiled CPU kernel; without numba every case runs on the torch engine
-    from hardmax.dynamics import kernel as _kernel
-except ImportError:  # pragma: no cover - numba is a dependency, but a broken install should still run
-    _kernel = None
 
 __all__ = ["ENGINES", "Engine", "Store", "Trajectory", "check_score_range", "simulate", "simulation_bytes",
            "validate_A", "validate_alpha", "validate_mask"]
@@ -605,8 +601,6 @@ class _Engine:
 
 def _compiled_unusable(z: Tensor, rule: AttentionRule, keep_attention: bool, needs_grad: bool) -> str:
     """Why the compiled kernel cannot run this simulation ("" when it can)."""
-    if _kernel is None:
-        return "numba is not installed"
     if not isinstance(rule, Hardmax):
         return "it runs hardmax attention only"
     if keep_attention:

@@ -12,13 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+import numba
 import numpy as np
 import torch
-
-try:  # the rate samples compiled, where numba is installed (a dependency; NumPy otherwise)
-    import numba
-except ImportError:  # pragma: no cover
-    numba = None
 
 from hardmax.dynamics import Trajectory
 from hardmax.tables import markdown_table
@@ -349,68 +345,47 @@ def _rate_check(out: _Seq, D, steps, T, followers, alpha, floor: float) -> None:
     if K < 2 or len(followers) == 0:
         return
     gamma = alpha / (1.0 + alpha)
-    measure = _rate_samples if numba is not None else _rate_samples_numpy
-    samples, log_ratio, log_expected, error = measure(D, steps, T, np.asarray(followers, np.int64), gamma,
-                                                      float(out.atol), float(floor))
+    samples, log_ratio, log_expected, error = _rate_samples(D, steps, T, np.asarray(followers, np.int64), gamma,
+                                                            float(out.atol), float(floor))
     if samples:
         out.samples, out.log_ratio, out.log_expected, out.rate_error = int(samples), log_ratio, log_expected, error
 
 
-def _rate_samples_numpy(D, steps, T, followers, gamma, atol: float, floor: float) -> tuple[int, float, float, float]:
-    """`_rate_samples` by whole-array NumPy operations (the reference the tests hold the compiled one to)."""
-    # Pairs of moves (k − 1, k) with a follower moving at k: a sample needs ‖Δ_k‖ ≥ floor > 0, so the layers
-    # that stood still (most of a converged run) are left out; the samples and their order are the same.
-    moves = steps[:, followers]  # (K, f): ‖Δ_k‖
-    k = np.nonzero((moves[1:] > 0).any(axis=1))[0] + 1  # layers k ≥ 1 with a move (one of length 0 is no sample)
-    size, size_before = moves[k], moves[k - 1]
-    dot = _dot(D[1:], D[:-1])[k - 1][:, followers]
-    fixed = (_lengths(T[1:-1] - T[:-2])[k - 1] <= atol)[:, followers]  # T^k − T^{k−1}, (pairs, f)
-    valid = fixed & (size >= floor) & (dot >= (1 - 1e-6) * size * size_before)
-    count = valid.sum(axis=1)  # samples per pair of layers
-    if not count.any():
-        return 0, 0.0, 0.0, 0.0
-    expected = (gamma[k] / gamma[k - 1]) * (1 - gamma[k - 1])  # (pairs,): one value per pair of layers
-    ratio = size / np.where(size_before > 0, size_before, 1.0)
-    return (int(count.sum()), float(np.log(ratio, out=np.zeros_like(ratio), where=valid).sum()),
-            float((count[count > 0] * np.log(expected[count > 0])).sum()),  # pairs with samples only
-            float(np.abs(ratio / expected[:, None] - 1, out=np.zeros_like(ratio), where=valid).max()))
-
-
-if numba is not None:
-    @numba.njit(cache=True, error_model="numpy")
-    def _rate_samples(D, steps, T, followers, gamma, atol, floor):
-        """The rate samples in one pass over the followers' moves, no temporaries: D (K, n, d) the moves Δ_k,
-        steps (K, n) their lengths, T (K + 1, n, d) the snapshot targets, followers (f,), gamma (K,) γ_k.
-        Returns (samples, Σ log ratio, Σ log expected, max |ratio / expected − 1|) (0 samples: zeros)."""
-        K, _, d = D.shape
-        samples = 0
-        log_ratio = 0.0
-        log_expected = 0.0
-        error = 0.0
-        for k in range(1, K):
-            expected = (gamma[k] / gamma[k - 1]) * (1 - gamma[k - 1])
-            count = 0
-            for i in followers:
-                size = steps[k, i]
-                if not size >= floor:
-                    continue
-                before = steps[k - 1, i]
-                dot = D[k, i, 0] * D[k - 1, i, 0]
-                change = (T[k, i, 0] - T[k - 1, i, 0]) * (T[k, i, 0] - T[k - 1, i, 0])
-                for c in range(1, d):
-                    dot += D[k, i, c] * D[k - 1, i, c]
-                    change += (T[k, i, c] - T[k - 1, i, c]) * (T[k, i, c] - T[k - 1, i, c])
-                if np.sqrt(change) <= atol and dot >= (1 - 1e-6) * size * before:
-                    ratio = size / (before if before > 0 else 1.0)
-                    count += 1
-                    log_ratio += np.log(ratio)
-                    off = abs(ratio / expected - 1)
-                    if off != off or off > error:  # NaN stays (as NumPy's max keeps it): never "passed"
-                        error = off
-            if count:
-                samples += count
-                log_expected += count * np.log(expected)
-        return samples, log_ratio, log_expected, error
+@numba.njit(cache=True, error_model="numpy")
+def _rate_samples(D, steps, T, followers, gamma, atol, floor):
+    """The rate samples in one pass over the followers' moves, no temporaries: D (K, n, d) the moves Δ_k,
+    steps (K, n) their lengths, T (K + 1, n, d) the snapshot targets, followers (f,), gamma (K,) γ_k.
+    Returns (samples, Σ log ratio, Σ log expected, max |ratio / expected − 1|) (0 samples: zeros).
+    Its reference, by whole-array NumPy operations, is `rate_samples` in tests/reference.py."""
+    K, _, d = D.shape
+    samples = 0
+    log_ratio = 0.0
+    log_expected = 0.0
+    error = 0.0
+    for k in range(1, K):
+        expected = (gamma[k] / gamma[k - 1]) * (1 - gamma[k - 1])
+        count = 0
+        for i in followers:
+            size = steps[k, i]
+            if not size >= floor:
+                continue
+            before = steps[k - 1, i]
+            dot = D[k, i, 0] * D[k - 1, i, 0]
+            change = (T[k, i, 0] - T[k - 1, i, 0]) * (T[k, i, 0] - T[k - 1, i, 0])
+            for c in range(1, d):
+                dot += D[k, i, c] * D[k - 1, i, c]
+                change += (T[k, i, c] - T[k - 1, i, c]) * (T[k, i, c] - T[k - 1, i, c])
+            if np.sqrt(change) <= atol and dot >= (1 - 1e-6) * size * before:
+                ratio = size / (before if before > 0 else 1.0)
+                count += 1
+                log_ratio += np.log(ratio)
+                off = abs(ratio / expected - 1)
+                if off != off or off > error:  # NaN stays (as NumPy's max keeps it): never "passed"
+                    error = off
+        if count:
+            samples += count
+            log_expected += count * np.log(expected)
+    return samples, log_ratio, log_expected, error
 
 
 def _check_sequence(Z, T, leaders, alpha, A, atol: float, exact: bool, eps: float) -> _Seq:

@@ -13,21 +13,16 @@ import threading
 import weakref
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 import torch
 from torch import Tensor
 
 from hardmax.dynamics import Hardmax, Trajectory, attention_matrix, deduplicate, score_bias, validate_A
+from hardmax.dynamics import kernel as _kernel
 from hardmax.dynamics.select import hardmax_sets
 from hardmax.theory.geometry import components
 from hardmax.theory.inputs import as_tokens, check_atol, check_trajectory
-
-try:  # the compiled snapshots, where numba is installed (as `simulate` finds its kernel)
-    import numba
-
-    from hardmax.dynamics import kernel as _kernel
-except ImportError:  # pragma: no cover - numba is a dependency; the torch tie rule is the fallback
-    _kernel = None
 
 __all__ = ["Clusters", "HardmaxPath", "ScaledPath", "attention_sets", "default_atol", "find_clusters", "find_leaders",
            "hardmax_path", "leader_history", "leader_layers", "scaled_path", "stable_from", "trajectory_rtol",
@@ -104,17 +99,22 @@ def _moderate(z: Tensor, real: Tensor) -> bool:
 def _snapshot(z: Tensor, real: Tensor, A: Tensor | None, tie_rtol: float, same: Tensor):
     """Leaders (B, n) bool and attention targets mean_{j∈C_i} z_j (B, n, d) of configurations z (B, n, d).
 
-    On a CPU the compiled kernel computes them (`dynamics.kernel.hardmax_snapshots`, the same rule, configurations
-    in parallel); elsewhere, without numba, or for tokens whose products leave the normal range (where the two
-    round differently), the torch tie rule below.
+    Float32 and float64 tokens on the CPU whose products stay in the normal range go to the compiled kernel
+    (`dynamics.kernel.hardmax_snapshots`, the same rule, configurations in parallel); tokens on another device
+    (CUDA) or of another dtype, and tokens whose products leave the normal range (where the two round
+    differently), to the torch tie rule (`_snapshot_torch`). The tests hold the two to each other.
     """
-    if _kernel is not None and z.device.type == "cpu" and z.dtype in (torch.float32, torch.float64) and \
-            _moderate(z, real):
+    if z.device.type == "cpu" and z.dtype in (torch.float32, torch.float64) and _moderate(z, real):
         leader, target = _kernel.hardmax_snapshots(
             z.detach().contiguous().numpy(), real.cpu().numpy(),
             None if A is None else A.detach().cpu().to(z.dtype).numpy(), tie_rtol,
             same.detach().cpu().to(z.dtype).numpy(), torch.get_num_threads())
         return torch.from_numpy(leader) & real, torch.from_numpy(target)
+    return _snapshot_torch(z, real, A, tie_rtol, same)
+
+
+def _snapshot_torch(z: Tensor, real: Tensor, A: Tensor | None, tie_rtol: float, same: Tensor):
+    """`_snapshot` by the torch tie rule (`hardmax_sets`), batched, on any device and at any scale."""
     dd = deduplicate(z, real)
     # Sequences with few distinct tokens (converged layers) go together, so the m × m work stays small.
     counts = dd.index.amax(dim=1) + 1
@@ -414,10 +414,10 @@ def _leaders_in_time(snap: Tensor, path: Tensor, same: Tensor) -> Tensor:
     """(L, B, n) leaders from snapshot leaders snap (L, B, n), positions path (L, B, n, d) and same (B,):
     leaders[0] = snap[0], leaders[k] = snap[k] & (leaders[k−1] | no token of leaders[k−1] within same).
 
-    On a CPU with numba the compiled recurrence (`_recurrence`), elsewhere `_leaders_in_time_torch`; the tests hold
-    the two to each other.
+    Float32 and float64 positions on the CPU go to the compiled recurrence (`_recurrence`), positions on another
+    device (CUDA) or of another dtype to `_leaders_in_time_torch`; the tests hold the two to each other.
     """
-    if _kernel is not None and path.device.type == "cpu" and path.dtype in (torch.float32, torch.float64):
+    if path.device.type == "cpu" and path.dtype in (torch.float32, torch.float64):
         out = np.empty(tuple(snap.shape), dtype=np.bool_)
         _recurrence(np.ascontiguousarray(snap.numpy()), np.ascontiguousarray(path.detach().numpy()),
                     same.detach().cpu().to(path.dtype).numpy(), out)
@@ -425,49 +425,48 @@ def _leaders_in_time(snap: Tensor, path: Tensor, same: Tensor) -> Tensor:
     return _leaders_in_time_torch(snap, path, same)
 
 
-if _kernel is not None:
-    @numba.njit(cache=True, error_model="numpy")
-    def _recurrence(snap, path, same, out):
-        """`_leaders_in_time` layer by layer, sequence by sequence, into out (L, B, n): a snapshot leader that did
-        not lead at k − 1 (a follower that has become a copy of its leader) is measured against the leaders of
-        k − 1, the one it was last found near first; ‖z_i − z_l‖ summed over the coordinates in order, as the
-        torch norm of a short vector."""
-        L, B, n = snap.shape
-        d = path.shape[3]
-        held = np.empty(n, np.int64)
-        last = np.empty(n, np.int64)
-        for b in range(B):
-            radius = same[b]
+@numba.njit(cache=True, error_model="numpy")
+def _recurrence(snap, path, same, out):
+    """`_leaders_in_time` layer by layer, sequence by sequence, into out (L, B, n): a snapshot leader that did
+    not lead at k − 1 (a follower that has become a copy of its leader) is measured against the leaders of
+    k − 1, the one it was last found near first; ‖z_i − z_l‖ summed over the coordinates in order, as the
+    torch norm of a short vector."""
+    L, B, n = snap.shape
+    d = path.shape[3]
+    held = np.empty(n, np.int64)
+    last = np.empty(n, np.int64)
+    for b in range(B):
+        radius = same[b]
+        for i in range(n):
+            out[0, b, i] = snap[0, b, i]
+            last[i] = -1
+        for k in range(1, L):
+            h = 0
             for i in range(n):
-                out[0, b, i] = snap[0, b, i]
-                last[i] = -1
-            for k in range(1, L):
-                h = 0
-                for i in range(n):
-                    if out[k - 1, b, i]:
-                        held[h] = i
-                        h += 1
-                for i in range(n):
-                    if not snap[k, b, i] or out[k - 1, b, i]:
-                        out[k, b, i] = snap[k, b, i]
+                if out[k - 1, b, i]:
+                    held[h] = i
+                    h += 1
+            for i in range(n):
+                if not snap[k, b, i] or out[k - 1, b, i]:
+                    out[k, b, i] = snap[k, b, i]
+                    continue
+                near = False
+                for p in range(-1, h):
+                    l = last[i] if p < 0 else held[p]
+                    if l < 0 or not out[k - 1, b, l]:
                         continue
-                    near = False
-                    for p in range(-1, h):
-                        l = last[i] if p < 0 else held[p]
-                        if l < 0 or not out[k - 1, b, l]:
-                            continue
-                        gap = path[k, b, i, 0] * 0
-                        for c in range(d):
-                            gap += (path[k, b, i, c] - path[k, b, l, c]) * (path[k, b, i, c] - path[k, b, l, c])
-                        if np.sqrt(gap) <= radius:
-                            near = True
-                            last[i] = l
-                            break
-                    out[k, b, i] = not near
+                    gap = path[k, b, i, 0] * 0
+                    for c in range(d):
+                        gap += (path[k, b, i, c] - path[k, b, l, c]) * (path[k, b, i, c] - path[k, b, l, c])
+                    if np.sqrt(gap) <= radius:
+                        near = True
+                        last[i] = l
+                        break
+                out[k, b, i] = not near
 
 
 def _leaders_in_time_torch(snap: Tensor, path: Tensor, same: Tensor) -> Tensor:
-    """`_leaders_in_time` by batched torch operations (any device).
+    """`_leaders_in_time` by batched torch operations: what runs off the CPU (CUDA) and for other dtypes.
 
     The recurrence changes at few layers (a leader is lost or emerges), so it is evaluated for a window of
     layers at once as if leaders[k−1] stayed what it is, up to the first layer where that assumption fails; the

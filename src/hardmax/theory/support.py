@@ -9,27 +9,20 @@ h_{k+1}(c) ≤ h_k(c) for every c. `support_growth` measures
 over the layers given, for two sets of directions: fixed unit directions C (m, d) shared by all layers, and
 the n directions c = A z_i^k of layer k (those that decide who attends to whom); zero directions are skipped.
 
-On a CPU with numba the compiled kernel computes it layer by layer with no n × n temporaries (the layers in
-parallel); elsewhere batched torch products (`_support_growth_torch`, the reference the tests hold it to).
-The two sum dot products in different orders, so they agree to rounding, not to the bit.
+A compiled kernel computes it layer by layer with no n × n temporaries (the layers in parallel). Its reference,
+direction by direction in NumPy, is `support_growth` in tests/reference.py; the two sum dot products in different
+orders, so they agree to rounding, not to the bit.
 """
 
 from __future__ import annotations
 
+import numba
 import numpy as np
-import torch
+from numba import prange
 
-try:
-    import numba
-    from numba import prange
-
-    from hardmax.dynamics.kernel import KERNEL_LOCK
-except ImportError:  # numba is optional: the torch products below
-    numba = None
+from hardmax.dynamics.kernel import KERNEL_LOCK
 
 __all__ = ["support_growth"]
-
-_ENTRIES = 1 << 17  # scores per chunk of the torch path: 1 MiB in float64, in cache
 
 
 def support_growth(Z: np.ndarray, layers: np.ndarray, A: np.ndarray, C: np.ndarray, *, threads: int = 1) -> float:
@@ -45,8 +38,6 @@ def support_growth(Z: np.ndarray, layers: np.ndarray, A: np.ndarray, C: np.ndarr
     layers = np.ascontiguousarray(layers, dtype=np.int64)
     if len(layers) == 0:
         return 0.0
-    if numba is None:
-        return _support_growth_torch(Z, layers, A, C)
     A = np.ascontiguousarray(A, dtype=np.float64)
     identity = bool(np.array_equal(A, np.eye(A.shape[0])))
     out = np.zeros(len(layers))
@@ -60,74 +51,55 @@ def support_growth(Z: np.ndarray, layers: np.ndarray, A: np.ndarray, C: np.ndarr
     return float(max(0.0, out.max()))
 
 
-def _support_growth_torch(Z: np.ndarray, layers: np.ndarray, A: np.ndarray, C: np.ndarray) -> float:
-    """`support_growth` by batched torch products, chunks of layers with ~`_ENTRIES` scores each."""
-    n = Z.shape[1]
-    growth = float(((Z[layers + 1] @ C.T).max(axis=1) - (Z[layers] @ C.T).max(axis=1)).max(initial=0.0))
-    step = max(1, _ENTRIES // max(1, n * n))
-    Zt, At = torch.from_numpy(Z), torch.from_numpy(np.asarray(A, dtype=np.float64))
-    moved = torch.from_numpy(layers)
-    for s in range(0, len(moved), step):
-        k = moved[s:s + step]
-        Q = Zt[k] @ At  # directions A z_i^k
-        now = torch.bmm(Q, Zt[k].transpose(1, 2)).amax(-1)
-        nxt = torch.bmm(Q, Zt[k + 1].transpose(1, 2)).amax(-1)
-        norm = Q.norm(dim=-1)
-        ok = norm > 0
-        if ok.any():
-            growth = max(growth, float(((nxt - now)[ok] / norm[ok]).max()))
-    return max(0.0, growth)
-
-
-if numba is not None:
-    @numba.njit(inline="always", cache=True, error_model="numpy", fastmath=True)
-    def _peak(q, X, row):
-        """max_j ⟨q, x_j⟩ over the columns of X (d, n): the row of scores summed coordinate by coordinate, then its
-        maximum with four running maxima (a single one is a chain of dependent comparisons, 2-3x slower)."""
-        d, n = X.shape
+@numba.njit(inline="always", cache=True, error_model="numpy", fastmath=True)
+def _peak(q, X, row):
+    """max_j ⟨q, x_j⟩ over the columns of X (d, n): the row of scores summed coordinate by coordinate, then its
+    maximum with four running maxima (a single one is a chain of dependent comparisons, 2-3x slower)."""
+    d, n = X.shape
+    for j in range(n):
+        row[j] = q[0] * X[0, j]
+    for k in range(1, d):
         for j in range(n):
-            row[j] = q[0] * X[0, j]
-        for k in range(1, d):
-            for j in range(n):
-                row[j] += q[k] * X[k, j]
-        b0 = b1 = b2 = b3 = -np.inf
-        j = 0
-        while j + 4 <= n:
-            s0, s1, s2, s3 = row[j], row[j + 1], row[j + 2], row[j + 3]
-            b0 = s0 if s0 > b0 else b0
-            b1 = s1 if s1 > b1 else b1
-            b2 = s2 if s2 > b2 else b2
-            b3 = s3 if s3 > b3 else b3
-            j += 4
-        while j < n:
-            b0 = row[j] if row[j] > b0 else b0
-            j += 1
-        return max(max(b0, b1), max(b2, b3))
+            row[j] += q[k] * X[k, j]
+    b0 = b1 = b2 = b3 = -np.inf
+    j = 0
+    while j + 4 <= n:
+        s0, s1, s2, s3 = row[j], row[j + 1], row[j + 2], row[j + 3]
+        b0 = s0 if s0 > b0 else b0
+        b1 = s1 if s1 > b1 else b1
+        b2 = s2 if s2 > b2 else b2
+        b3 = s3 if s3 > b3 else b3
+        j += 4
+    while j < n:
+        b0 = row[j] if row[j] > b0 else b0
+        j += 1
+    return max(max(b0, b1), max(b2, b3))
 
-    @numba.njit(parallel=True, cache=True, error_model="numpy")
-    def _growth(Z, layers, A, identity, C, out):
-        """out[t] = max over the directions of layer k = layers[t] of (h_{k+1}(c) − h_k(c)) / ‖c‖ (−inf: none)."""
-        _, n, d = Z.shape
-        for t in prange(len(layers)):
-            k = layers[t]
-            now = np.ascontiguousarray(Z[k].T)  # (d, n): the inner loops run over tokens, contiguous
-            nxt = np.ascontiguousarray(Z[k + 1].T)
-            row = np.empty(n)
-            q = np.empty(d)
-            best = -np.inf
-            for c in range(C.shape[0]):
-                best = max(best, _peak(C[c], nxt, row) - _peak(C[c], now, row))
-            for i in range(n):
-                size = 0.0
-                for a in range(d):
-                    if identity:
-                        q[a] = Z[k, i, a]
-                    else:
-                        v = 0.0
-                        for b in range(d):
-                            v += Z[k, i, b] * A[b, a]
-                        q[a] = v
-                    size += q[a] * q[a]
-                if size > 0:
-                    best = max(best, (_peak(q, nxt, row) - _peak(q, now, row)) / np.sqrt(size))
-            out[t] = best
+
+@numba.njit(parallel=True, cache=True, error_model="numpy")
+def _growth(Z, layers, A, identity, C, out):
+    """out[t] = max over the directions of layer k = layers[t] of (h_{k+1}(c) − h_k(c)) / ‖c‖ (−inf: none)."""
+    _, n, d = Z.shape
+    for t in prange(len(layers)):
+        k = layers[t]
+        now = np.ascontiguousarray(Z[k].T)  # (d, n): the inner loops run over tokens, contiguous
+        nxt = np.ascontiguousarray(Z[k + 1].T)
+        row = np.empty(n)
+        q = np.empty(d)
+        best = -np.inf
+        for c in range(C.shape[0]):
+            best = max(best, _peak(C[c], nxt, row) - _peak(C[c], now, row))
+        for i in range(n):
+            size = 0.0
+            for a in range(d):
+                if identity:
+                    q[a] = Z[k, i, a]
+                else:
+                    v = 0.0
+                    for b in range(d):
+                        v += Z[k, i, b] * A[b, a]
+                    q[a] = v
+                size += q[a] * q[a]
+            if size > 0:
+                best = max(best, (_peak(q, nxt, row) - _peak(q, now, row)) / np.sqrt(size))
+        out[t] = best
