@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import torch
 
 from hardmax.data import DataConfig, DataError, load_imdb
 from hardmax.data.config import Columns
@@ -172,3 +173,108 @@ def test_a_split_column_without_test_rows_and_a_table_without_a_path(tmp_path):
         load_imdb(_config(write(tmp_path / "s.csv", records), split_column="part"), progress=False)
     with pytest.raises(DataError, match="give it with --data FILE"):
         load_imdb(DataConfig(text_column="body", label_column="topic", use_cache=False), progress=False)
+
+
+# --- issue #39: classes past int8, one read, labels, headers, nesting, splits, repeated rows ----------------------
+
+def test_more_than_128_classes_survive_the_cache(tmp_path):
+    """Issue #39 (1): the cache stored labels as int8, so a 200-class table's cached labels wrapped to −128."""
+    names = tuple(f"c{i:03d}" for i in range(200))
+    records = [{"body": f"word{i % 200} filler{i % 7} more{i % 11}", "topic": names[i % 200]} for i in range(2000)]
+    table = write(tmp_path / "many.csv", records)
+    config = DataConfig(path=str(table), text_column="body", label_column="topic", min_count=1, stopwords="none",
+                        cache_dir=str(tmp_path / "cache"))
+    fresh = load_imdb(config, progress=False)
+    cached = load_imdb(config, progress=False)
+    assert cached.stats.cache_hit and not fresh.stats.cache_hit
+    for name in ("train", "val", "test"):
+        assert torch.equal(getattr(fresh, name).labels, getattr(cached, name).labels)
+        assert int(getattr(cached, name).labels.min()) >= 0 and int(getattr(cached, name).labels.max()) < 200
+    assert int(cached.train.labels.max()) >= 128
+
+
+def test_the_key_and_the_rows_come_from_one_read(tmp_path, monkeypatch):
+    """Issue #39 (8): the SHA-256 key, the rows and the run's table_sha256 came from three reads: a file changing
+    in between put one version's rows under another's key. Now the file is read once and everything follows."""
+    from pathlib import Path
+
+    first = write(tmp_path / "t.csv", rows(120))
+    second_bytes = write(tmp_path / "other.csv", rows(120, seed=5, classes=("tech", "food", "sport"))).read_bytes()
+    reads = []
+    real = Path.read_bytes
+
+    def changing(self):  # the file is rewritten right after each read of it
+        data = real(self)
+        if self == first:
+            reads.append(data)
+            first.write_bytes(second_bytes if len(reads) % 2 else data)
+        return data
+
+    monkeypatch.setattr(Path, "read_bytes", changing)
+    config = DataConfig(path=str(first), text_column="body", label_column="topic", min_count=1, stopwords="none",
+                        cache_dir=str(tmp_path / "cache"))
+    data = load_imdb(config, progress=False)
+    monkeypatch.setattr(Path, "read_bytes", real)
+    assert len(reads) == 1  # one read: hashed, parsed and recorded
+    import hashlib
+
+    assert data.stats.sha256 == hashlib.sha256(reads[0]).hexdigest() == data.info()["table_sha256"]
+    expected = read_table(put(tmp_path / "copy.csv", reads[0]), Columns(text="body", label="topic"))
+    assert data.label_names == expected.label_names
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda p: put(p / "t.jsonl", '{"body": "x", "topic": ' + "[" * 100_000 + "]" * 100_000 + "}\n"),
+     "line 1: JSON nested too deeply"),
+    (lambda p: put(p / "t.jsonl", '{"body": "x", "topic": "a", "topic": "b"}\n'), "key 'topic' appears twice"),
+    (lambda p: put(p / "t.csv", "body,topic,body\nx,a,y\nz,b,w\n"), "column 'body' appears twice"),
+    (lambda p: put(p / "t.csv", "body,topic\nx,NaN\ny,1\nz,2\n"), r"line 2: label 'NaN' .* is no class"),
+    (lambda p: put(p / "t.csv", "body,topic\nx,inf\ny,1\n"), "is no class"),
+    (lambda p: put(p / "t.csv", "body,topic\nx,1\ny,01\nz,pos\n"), "'1' and '01' .* one number written two ways"),
+    (lambda p: put(p / "t.jsonl", '{"body": "x", "topic": 1.5}\n{"body": "y", "topic": 2}\n'), "1.5 .* is no class"),
+    (lambda p: put(p / "t.jsonl", '{"body": "x", "topic": NaN}\n{"body": "y", "topic": 2}\n'), "is no class"),
+])
+def test_more_bad_tables_get_one_line(tmp_path, make, message):
+    with pytest.raises(DataError, match=message) as info:
+        read_table(make(tmp_path), Columns(text="body", label="topic"))
+    assert "\n" not in str(info.value) and len(str(info.value)) < 400
+
+
+def test_one_number_written_several_ways_is_one_class(tmp_path):
+    """Issue #39 (14): "1", "1.0", "01" became three classes silently; Unicode digits ("²", "①") crashed int()."""
+    table = put(tmp_path / "t.csv", "body,topic\na,1\nb,1.0\nc,01\nd,+1\ne,2\nf,10\n")
+    got = read_table(table, Columns(text="body", label="topic"))
+    assert got.label_names == ("1", "2", "10") and got.labels.tolist() == [0, 0, 0, 0, 1, 2]
+    words = put(tmp_path / "w.csv", "body,topic\na,①\nb,²\nc,x\n")  # non-ASCII digits are names, not numbers
+    assert read_table(words, Columns(text="body", label="topic")).label_names == ("x", "²", "①")
+
+
+def test_many_small_classes_still_get_a_validation_split(tmp_path):
+    """Issue #39 (14): 1,000 classes × 5 rows: val_fraction 0.1 of 3 training rows rounds every class to none."""
+    def word(j: int) -> str:  # letters only: cleaning keeps them
+        return "".join(chr(97 + (j // 26**e) % 26) for e in range(3))
+
+    records = [{"body": f"{word(i % 1000)} {word(i % 13 + 1000)} filler", "topic": f"t{i % 1000:04d}"}
+               for i in range(5000)]
+    data = load_imdb(_config(write(tmp_path / "t.csv", records)), progress=False)
+    assert len(data.val) == round(0.1 * (len(data.train) + len(data.val)))
+    assert len(data.val) > 0 and len(data.train) + len(data.val) + len(data.test) == 5000
+    usual = load_imdb(_config(write(tmp_path / "u.csv", rows(300))), progress=False)  # unchanged where not empty
+    assert len(usual.val) == 21
+
+
+def test_held_out_rows_repeating_training_rows_are_warned(tmp_path, caplog):
+    """Issue #39 (14): test rows identical to training rows got no warning."""
+    import logging
+
+    records = rows(300)
+    for r in records[::7]:  # rows of every part
+        r["body"] = "the very same text"
+    with caplog.at_level(logging.WARNING):
+        data = load_imdb(_config(write(tmp_path / "t.csv", records), split_column="part"), progress=False)
+    same = data.stats.splits["test"].same_as_train
+    assert same > 0 and f"{same} test row(s) hold the text of a training row" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        load_imdb(_config(write(tmp_path / "u.csv", rows(300))), progress=False)
+    assert "hold the text of a training row" not in caplog.text

@@ -134,22 +134,30 @@ def test_predict_writes_what_explain_says(topic_run, tmp_path, capsys, monkeypat
     (["--out", "{tmp}/p.txt"], "write .csv or .jsonl"),
     (["--decisive", "-1"], "--decisive must be"),
     (["--batch", "0"], "--batch must be ≥ 1"),
-    (["--empty"], "text 6 '...' is empty after cleaning"),
+    (["--out", "{tmp}/new.csv"], "is the input"),
+    (["--out", "{tmp}/./sub/../new.csv"], "is the input"),
+    (["--out", "{tmp}/link.csv"], "is the input"),
+    (["--out", "{tmp}/hard.csv"], "is the input"),
 ])
 def test_predict_refuses_with_one_line_and_writes_nothing(topic_run, tmp_path, capsys, argv, message):
     from test_data_tables import rows, write
 
     run, _ = topic_run
     records = rows(8, seed=3)
-    if argv == ["--empty"]:  # the seventh text is only punctuation: named by its number in the whole input
-        records[6]["body"], argv = "...", ["--batch", "4"]
     texts = write(tmp_path / "new.csv", records)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link.csv").symlink_to(texts)  # the input under other names: a symbolic and a hard link
+    import os
+
+    os.link(texts, tmp_path / "hard.csv")
+    before = texts.read_bytes()
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     out = ["--out", str(tmp_path / "p.csv")] if "--out" not in argv else []
     code = main(["predict", "--run", str(run), str(texts), "--text-column", "body", *out, *argv])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and message in err[-1] and err[-1].startswith("hardmax predict: error: "), err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.csv"]  # nothing written, not even half
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hard.csv", "link.csv", "new.csv", "sub"]  # nothing new
+    assert texts.read_bytes() == before  # the input is never replaced
 
 
 def test_the_explorer_reads_a_k_class_run(topic_run):
@@ -227,3 +235,93 @@ def test_a_crate_run_predicts_without_leaders(tmp_path, capsys):
     assert all(r["leaders"] == "" and r["decisive_leaders"] == "" for r in table_rows)
     probabilities = [sum(float(r[f"p_{c}"]) for c in ("food", "music", "sport")) for r in table_rows]
     assert probabilities == pytest.approx([1.0] * 300, abs=1e-5)
+
+
+@pytest.mark.parametrize("batch", ["3", "64"])
+def test_texts_empty_after_cleaning_get_an_empty_prediction_and_are_counted(topic_run, tmp_path, capsys, batch):
+    """Issue #39 (6): the first text empty after cleaning stopped the whole file; now its row is empty, its
+    probabilities NaN (JSON null), the others predicted as alone, and the count said on stderr."""
+    import csv
+    import math
+
+    from test_data_tables import rows, write
+
+    from hardmax.explain import predict_texts
+    from hardmax.training import load_run
+
+    run, _ = topic_run
+    records = rows(10, seed=4, classes=("sport", "music", "food", "tech"))
+    for i, text in ((0, "10/10"), (4, "!!!"), (5, "-- ?? --"), (9, "")):
+        records[i]["body"] = text
+    table = write(tmp_path / "t.csv", records)
+    for out in ("p.csv", "p.jsonl"):
+        assert main(["predict", "--run", str(run), str(table), "--text-column", "body", "--batch", batch,
+                     "--out", str(tmp_path / out)]) == 0
+        err = capsys.readouterr().err
+        assert "4 text(s) empty after cleaning" in err and "predicted 6 texts" in err
+    got = list(csv.DictReader((tmp_path / "p.csv").open(encoding="utf-8")))
+    lines = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    alone = predict_texts(load_run(run), [r["body"] for i, r in enumerate(records) if i not in (0, 4, 5, 9)])
+    kept = iter(alone)
+    for i, (row, line) in enumerate(zip(got, lines, strict=True)):
+        assert int(row["row"]) == line["row"] == i
+        if i in (0, 4, 5, 9):
+            assert row["prediction"] == line["prediction"] == "" and line["p_food"] is None
+            assert math.isnan(float(row["p_food"])) and row["leaders"] == ""
+        else:
+            p = next(kept)
+            assert row["prediction"] == line["prediction"] == p.label
+            assert line["p_food"] == pytest.approx(p.probabilities["food"], abs=1e-6)
+    only_empty = write(tmp_path / "e.csv", [{**records[0], "body": "..."}, {**records[1], "body": "1 2 3"}])
+    assert main(["predict", "--run", str(run), str(only_empty), "--text-column", "body",
+                 "--out", str(tmp_path / "e_out.csv")]) == 0
+    assert [r["prediction"] for r in csv.DictReader((tmp_path / "e_out.csv").open())] == ["", ""]
+
+
+def test_blank_input_lines_are_counted_and_fifos_stdin_and_folders_are_read_or_named(topic_run, tmp_path, capsys):
+    """Issue #39 (6, 16): blank lines of a text file were dropped without a word; a FIFO, /dev/stdin or a folder
+    given to predict was "no such file"."""
+    import os
+    import threading
+
+    run, _ = topic_run
+    text = "the band played a new song\n\n   \nthe team won the match\n"
+    plain = tmp_path / "t.txt"
+    plain.write_text(text, encoding="utf-8")
+    assert main(["predict", "--run", str(run), str(plain), "--out", str(tmp_path / "a.csv")]) == 0
+    assert "2 blank line(s) skipped" in capsys.readouterr().err
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_text(text, encoding="utf-8"))
+    writer.start()
+    assert main(["predict", "--run", str(run), str(fifo), "--out", str(tmp_path / "b.csv")]) == 0
+    writer.join()
+    assert (tmp_path / "a.csv").read_text() == (tmp_path / "b.csv").read_text()
+    code = main(["predict", "--run", str(run), str(tmp_path), "--out", str(tmp_path / "c.csv")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and "is a directory" in err[-1] and not (tmp_path / "c.csv").exists()
+
+
+def test_sigterm_during_predict_leaves_no_temporary_file(topic_run, tmp_path):
+    """Issue #39 (15): SIGTERM during `predict --out` left the temporary file (SIGINT cleaned up); now both do."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    run, _ = topic_run
+    texts = tmp_path / "many.txt"
+    texts.write_text("the band played a new song and the team won the match today\n" * 200_000, encoding="utf-8")
+    out = tmp_path / "out" / "p.csv"
+    out.parent.mkdir()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        child = subprocess.Popen([sys.executable, "-m", "hardmax", "predict", "--run", str(run), str(texts),
+                                  "--out", str(out), "--batch", "512"], stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while not list(out.parent.iterdir()) and time.monotonic() < deadline:  # until the temporary file exists
+            time.sleep(0.05)
+        assert list(out.parent.iterdir()), "the writer never started"
+        child.send_signal(sig)
+        err = child.communicate(timeout=120)[1]
+        assert child.returncode == (143 if sig == signal.SIGTERM else 130), err
+        assert list(out.parent.iterdir()) == [] and "Traceback" not in err  # nothing left, nothing half-written

@@ -13,6 +13,7 @@ tie rule).
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -469,6 +470,20 @@ def _encode(run: Run, part: list[str], start: int, total: int):
                          f"({data.stopwords} list), digits or punctuation") from None
 
 
+def _encode_some(run: Run, part: list[str]):
+    """(`run.encode(part)`, set()) or, when some texts are empty after cleaning, (None, their positions)."""
+    from hardmax.data import DataError, clean_text
+
+    try:
+        return run.encode(part), set()
+    except DataError:
+        options = run.data_config.clean_options()
+        empty = {i for i, text in enumerate(part) if not clean_text(text, **options)}
+        if not empty:
+            raise
+        return None, empty
+
+
 def explain_texts(run: Run, texts: Sequence[str], *, batch_size: int = 256) -> list[Explanation]:
     """Explain many texts with a trained run (`explain_text` of each, `batch_size` texts per hardmax pass)."""
     if isinstance(texts, str):
@@ -525,8 +540,19 @@ class Prediction:
     leaders: list[str]
     decisive: list[tuple[str, str]]  # (word, the class its own final position pushes towards), most decisive first
 
+    @classmethod
+    def nothing(cls, names: Sequence[str]) -> Prediction:
+        """The prediction of a text that is empty after cleaning: no class (""), NaN probabilities, no leaders."""
+        return cls(label="", probabilities=dict.fromkeys(names, math.nan), leaders=[], decisive=[])
+
+    @property
+    def empty(self) -> bool:
+        """Whether the text was empty after cleaning (no prediction: `nothing`)."""
+        return self.label == ""
+
     def to_row(self) -> dict:
-        """A flat record (one column per class probability; word lists joined by spaces) for CSV or JSON Lines."""
+        """A flat record (one column per class probability; word lists joined by spaces) for CSV or JSON Lines;
+        an empty text's probabilities are NaN (CSV "nan"; JSON Lines writers write them as null)."""
         return {"prediction": self.label, **{f"p_{name}": round(p, 6) for name, p in self.probabilities.items()},
                 "leaders": " ".join(self.leaders),
                 "decisive_leaders": " ".join(f"{w}({c})" for w, c in self.decisive)}
@@ -543,8 +569,11 @@ def predict_texts(run: Run, texts: Sequence[str], *, decisive: float = 2.0, batc
 
     `first`: the number of the first text in messages (when `texts` is a slice of a longer input).
 
+    A text with nothing left after cleaning ("10/10", "!!!", stop words only, "") gets `Prediction.nothing`: no
+    class, NaN probabilities (`Prediction.empty`); the others are predicted as if it were not there.
+
     Raises:
-        ValueError: a run without a vocabulary, a text empty after cleaning (naming it).
+        ValueError: a run without a vocabulary.
     """
     from hardmax.training.loop import class_probabilities, predict, predicted_classes
 
@@ -561,7 +590,13 @@ def predict_texts(run: Run, texts: Sequence[str], *, decisive: float = 2.0, batc
     out: list[Prediction] = []
     for start in range(0, len(texts), batch_size):
         part = list(texts[start:start + batch_size])
-        encoded = _encode(run, part, first + start, first + len(texts))
+        encoded, empty = _encode_some(run, part)
+        if empty:  # the texts empty after cleaning get no prediction; the others are predicted in their order
+            rest = predict_texts(run, [t for i, t in enumerate(part) if i not in empty], decisive=decisive,
+                                 batch_size=batch_size, first=first + start) if len(empty) < len(part) else []
+            filled = iter(rest)
+            out += [Prediction.nothing(names) if i in empty else next(filled) for i in range(len(part))]
+            continue
         rule = Hardmax() if run.train_config.select_on == "hardmax" else None
         if not paper_layer:  # CRATE: the prediction only
             logits = predict(model, encoded.ids, encoded.mask, rule=rule)

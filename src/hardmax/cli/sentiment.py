@@ -396,27 +396,37 @@ def run_predict(args: argparse.Namespace) -> int:
     fmt = "csv" if out == "-" else Path(out).suffix.lower().lstrip(".")
     if fmt not in ("csv", "jsonl"):
         raise ValueError(f"--out {out}: write .csv or .jsonl (or - for standard output)")
+    if out != "-" and args.input != "-" and _same_file(args.input, out):
+        raise ValueError(f"--out {out} is the input {args.input}: it would be replaced by the predictions; "
+                         "write them to another file")
     _set_threads(args.threads)
     start = time.perf_counter()
     run = load_run(args.run, device=args.device)
     if args.input == "-":  # bytes, decoded as files are: a BOM dropped, bad bytes named with their line
-        texts = texts_of_lines(decode_text("<stdin>", sys.stdin.buffer.read()))
+        read = texts_of_lines(decode_text("<stdin>", sys.stdin.buffer.read()))
     else:
-        texts = read_texts(args.input, args.text_column)
+        read = read_texts(args.input, args.text_column)
+    texts = read.texts
+    if read.blank_lines:  # not texts: the rows below are the texts' numbers, not the file's lines
+        say(f"{read.blank_lines:,} blank line(s) skipped: they are not texts (\"row\" numbers the texts)")
     if not texts:
         raise ValueError(f"{args.input}: no texts")
     say(f"{len(texts):,} texts")
+    empty = 0
 
     def write(stream) -> None:
+        nonlocal empty
         writer = None
         bar = progress(total=len(texts), desc="predict", unit=" texts")
         for first in range(0, len(texts), args.batch):
-            rows = [p.to_row() for p in predict_texts(run, texts[first:first + args.batch], decisive=args.decisive,
-                                                      first=first)]
+            predictions = predict_texts(run, texts[first:first + args.batch], decisive=args.decisive, first=first)
+            empty += sum(p.empty for p in predictions)
+            rows = [p.to_row() for p in predictions]
             for offset, row in enumerate(rows):
                 row = {"row": first + offset, **row}
-                if fmt == "jsonl":
-                    stream.write(json.dumps(row, ensure_ascii=False) + "\n")
+                if fmt == "jsonl":  # JSON has no NaN: an empty text's probabilities are null
+                    row = {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in row.items()}
+                    stream.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
                 else:
                     if writer is None:
                         writer = csv.DictWriter(stream, fieldnames=list(row), lineterminator="\n")
@@ -433,6 +443,20 @@ def run_predict(args: argparse.Namespace) -> int:
                 write(f)
         atomic_write(out, to_file)
     seconds = time.perf_counter() - start
-    say(f"predicted {len(texts):,} texts in {seconds:.1f} s ({len(texts) / seconds:,.0f} texts/s)"
+    if empty:
+        say(f"{empty:,} text(s) empty after cleaning (only stop words, digits or punctuation): no prediction, "
+            "NaN probabilities")
+    say(f"predicted {len(texts) - empty:,} texts in {seconds:.1f} s ({len(texts) / seconds:,.0f} texts/s)"
         + ("" if out == "-" else f"; wrote {out}"))
     return 0
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether paths a and b name one file (the same path, a symbolic or a hard link), as far as can be told."""
+    import os
+
+    pa, pb = Path(a).expanduser(), Path(b).expanduser()
+    try:
+        return os.path.samefile(pa, pb)
+    except OSError:  # the output does not exist yet (or cannot be looked at): compare what the paths resolve to
+        return pa.resolve() == pb.resolve()

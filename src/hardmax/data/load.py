@@ -31,18 +31,17 @@ logger = logging.getLogger(__name__)
 # On-disk cache: <cache_dir>/imdb/<key>.safetensors (tensors) + <key>.json (vocabulary, stats).
 # --------------------------------------------------------------------------------------------
 
-_CACHE_FORMAT = "hardmax.imdb-cache/1"
+# 2: labels stored as int64 (int8 wrapped a table of more than 128 classes to negative codes).
+_CACHE_FORMAT = "hardmax.imdb-cache/2"
 
 
-def _fingerprint(source: Path) -> dict[str, object]:
-    """What identifies the data: a file's SHA-256 (~0.1 s for the 84 MB archive; survives copies and
-    touches), or for a directory the names, sizes and mtimes of its review files (no re-reading)."""
-    if source.is_file():
-        digest = hashlib.sha256()
-        with source.open("rb") as handle:
-            while chunk := handle.read(1 << 22):
-                digest.update(chunk)
-        return {"kind": "file", "sha256": digest.hexdigest()}
+def _fingerprint(source: Path, raw: bytes | None) -> dict[str, object]:
+    """What identifies the data: a file's SHA-256 of the bytes `raw` read from it once (~0.1 s for the 84 MB
+    archive; survives copies and touches), the same bytes that are then parsed, so a file changed while it is
+    read cannot put one version's rows under another's key; or for a directory the names, sizes and mtimes of
+    its review files (no re-reading; compared again after the read, `_load`)."""
+    if raw is not None:
+        return {"kind": "file", "sha256": hashlib.sha256(raw).hexdigest()}
     root = acl_root(source)
     digest = hashlib.sha256()
     for split, label in GROUPS:
@@ -53,6 +52,14 @@ def _fingerprint(source: Path) -> dict[str, object]:
             listing = sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in entries)
         digest.update(json.dumps([split, label, listing]).encode())
     return {"kind": "directory", "path": str(source.resolve()), "listing": digest.hexdigest()}
+
+
+def _read_bytes(source: Path) -> bytes:
+    """A data file's bytes, read once (a FIFO or /dev/stdin too), or a DataError naming it."""
+    try:
+        return source.read_bytes()
+    except OSError as exc:
+        raise DataError(f"{source}: cannot read ({exc.strerror or exc})") from None
 
 
 def _cache_key(config: DataConfig, fingerprint: dict[str, object]) -> str:
@@ -69,11 +76,12 @@ def _cache_key(config: DataConfig, fingerprint: dict[str, object]) -> str:
 
 def _save_cache(stem: Path, key: str, splits: dict[str, Split], vocab: Vocabulary,
                 stats: DataStats, config: DataConfig, label_names: tuple[str, ...]) -> None:
-    # int32 halves the file; ids < len(vocab) and review rows < 2^31. Masks and lengths are derived.
+    # int32 halves the file; ids < len(vocab) and review rows < 2^31. Labels stay int64: any number of classes.
+    # Masks and lengths are derived.
     tensors = {}
     for name, split in splits.items():
         tensors[f"{name}.ids"] = split.ids.to(torch.int32).contiguous()
-        tensors[f"{name}.labels"] = split.labels.to(torch.int8).contiguous()
+        tensors[f"{name}.labels"] = split.labels.to(torch.int64).contiguous()
         tensors[f"{name}.index"] = split.index.to(torch.int32).contiguous()
     atomic_write(stem.with_suffix(".safetensors"), lambda tmp: save_file(tensors, tmp, metadata={"key": key}))
     meta = {
@@ -119,11 +127,16 @@ def _load_cache(stem: Path, key: str) -> tuple[dict[str, Split], Vocabulary, int
 
 
 def _report_empty(source: Path, split_stats: dict[str, SplitStats]) -> None:
-    """Reviews with nothing left after cleaning are left out of the tensors; say how many, per split."""
+    """Reviews with nothing left after cleaning are left out of the tensors; say how many, per split; and how many
+    held-out rows of a table repeat a training row's text."""
     skipped = {name: s.skipped_empty for name, s in split_stats.items() if s.skipped_empty}
     if skipped:
         logger.warning("%s: %d review(s) empty after cleaning were left out (%s)", source, sum(skipped.values()),
                        ", ".join(f"{name} {n}" for name, n in skipped.items()))
+    same = {name: s.same_as_train for name, s in split_stats.items() if s.same_as_train}
+    if same:  # a held-out row that repeats a training row measures memory, not generalisation
+        logger.warning("%s: %s hold the text of a training row exactly; their accuracy measures memory", source,
+                       " and ".join(f"{n} {name} row(s)" for name, n in same.items()))
 
 
 def load_imdb(config: DataConfig | None = None, *, progress: bool = True) -> ImdbData:
@@ -153,8 +166,13 @@ def load_imdb(config: DataConfig | None = None, *, progress: bool = True) -> Imd
     source = resolve_imdb_path(config.path, download=config.download, cache_dir=cache_root,
                                progress=progress)
     stem = key = None
+    # A file is read once: its SHA-256 (the cache key, the run's record) and its rows come from these bytes.
+    raw = None if source.is_dir() else _read_bytes(source)
+    sha256 = None if raw is None else hashlib.sha256(raw).hexdigest()
+    fingerprint = None
     if config.use_cache:
-        key = _cache_key(config, _fingerprint(source))
+        fingerprint = _fingerprint(source, raw)
+        key = _cache_key(config, fingerprint)
         stem = cache_root / "imdb" / key
         cached = _load_cache(stem, key)
         if cached is not None:
@@ -163,10 +181,17 @@ def load_imdb(config: DataConfig | None = None, *, progress: bool = True) -> Imd
             stats = DataStats(
                 source=str(source), n_bad_bytes=n_bad_bytes, vocab_size=len(vocab), splits=split_stats,
                 cache_hit=True, cache_file=str(stem.with_suffix(".safetensors")),
-                seconds=time.perf_counter() - start)
+                seconds=time.perf_counter() - start, sha256=sha256)
             return ImdbData(**splits, vocab=vocab, stats=stats, config=config, label_names=label_names)
     columns = config.columns()
-    reviews = read_reviews(source, progress=progress) if columns is None else read_table(source, columns)
+    reviews = read_reviews(source, progress=progress, data=raw) if columns is None else \
+        read_table(source, columns, data=raw)
+    del raw
+    if fingerprint is not None and fingerprint["kind"] == "directory" and _fingerprint(source, None) != fingerprint:
+        # a review file changed, appeared or went while the folder was read: its rows are not cached under a key
+        # that describes another state of the folder
+        logger.warning("%s changed while it was read; its reviews are used but not cached", source)
+        stem = key = None
     if reviews.n_bad_bytes:
         logger.warning("%s: %d byte sequence(s) were not UTF-8 and were replaced by U+FFFD",
                        source, reviews.n_bad_bytes)
@@ -175,7 +200,7 @@ def load_imdb(config: DataConfig | None = None, *, progress: bool = True) -> Imd
     stats = DataStats(
         source=str(source), n_bad_bytes=reviews.n_bad_bytes, vocab_size=len(vocab), splits=split_stats,
         cache_hit=False, cache_file=None if stem is None else str(stem.with_suffix(".safetensors")),
-        seconds=time.perf_counter() - start)
+        seconds=time.perf_counter() - start, sha256=sha256)
     if stem is not None and key is not None:
         # Writes killed mid-way (kill -9, disk full) leave temporary files; an hour old, no writer owns them.
         remove_stale_temp_files(stem.parent, older_than=3600.0)

@@ -187,47 +187,53 @@ def _decode(raw: bytes) -> tuple[str, int]:
         return text, text.count("\ufffd") - raw.count("\ufffd".encode())
 
 
-def read_reviews(path: str | Path, *, progress: bool = False) -> Reviews:
+def read_reviews(path: str | Path, *, progress: bool = False, data: bytes | None = None) -> Reviews:
     """Read all labelled reviews from an aclImdb directory, its .tar.gz, or a Kaggle-style CSV.
 
     Archives and directories follow aclImdb/{train,test}/{pos,neg}/ID_RATING.txt (the directory may
     be `aclImdb` itself or its parent; the unlabelled `unsup` reviews are ignored). A ".csv" file
     needs columns `review` and `sentiment` (positive/negative). The tar is streamed once, never
-    extracted. The user's own tables are read by `hardmax.data.tables.read_table`. Raises `DataError` on a missing
-    file, a corrupt or truncated archive, a wrong layout, an unknown label or missing columns.
+    extracted. The user's own tables are read by `hardmax.data.tables.read_table`. `data`: the file's bytes, when
+    the caller has read them once already (to hash them: `load_imdb`), parsed instead of reading the file again.
+    Raises `DataError` on a missing file, a corrupt or truncated archive, a wrong layout, an unknown label or
+    missing columns.
     """
     path = Path(path).expanduser()
-    if not path.exists():
+    if data is None and not path.exists():
         raise DataError(f"{path}: no such file or directory")
     if path.is_file() and path.suffix.lower() in (".tsv", ".jsonl", ".ndjson", ".parquet", ".pq"):
         raise DataError(f"{path}: a table of your own needs --text-column and --label-column (which columns hold "
                         "the text and the label)")
-    if path.is_dir():
+    if data is None and path.is_dir():
         return _read_directory(path, progress)
     if path.name.lower().endswith(".csv"):
-        return _read_csv(path)
-    return _read_tar(path, progress)
+        return _read_csv(path, data)
+    return _read_tar(path, progress, data)
 
 
-def _open_decompressed(path: Path):
-    """The archive's uncompressed bytes as a file object whose reader checks the compression's own
-    integrity data: gzip's CRC-32 and length trailer (`gzip`), bzip2's block CRCs, xz's check."""
-    with path.open("rb") as handle:
-        magic = handle.read(6)
+def _open_decompressed(path: Path, data: bytes | None = None):
+    """The archive's uncompressed bytes (of `data`, or of the file) as a file object whose reader checks the
+    compression's own integrity data: gzip's CRC-32 and length trailer (`gzip`), bzip2's block CRCs, xz's check."""
+    if data is not None:
+        magic, source = data[:6], io.BytesIO(data)
+    else:
+        with path.open("rb") as handle:
+            magic = handle.read(6)
+        source = path
     if magic[:2] == b"\x1f\x8b":
-        return gzip.open(path, "rb")
+        return gzip.GzipFile(fileobj=source, mode="rb") if data is not None else gzip.open(path, "rb")
     if magic[:3] == b"BZh":
-        return bz2.open(path, "rb")
+        return bz2.open(source, "rb")
     if magic == b"\xfd7zXZ\x00":
-        return lzma.open(path, "rb")
-    return path.open("rb")  # a plain tar: its header checksums are all there is
+        return lzma.open(source, "rb")
+    return source if data is not None else path.open("rb")  # a plain tar: its header checksums are all there is
 
 
-def _read_tar(path: Path, progress: bool) -> Reviews:
+def _read_tar(path: Path, progress: bool, data: bytes | None = None) -> Reviews:
     records: list[tuple[str, str, int, int, str]] = []
     n_bad = 0
     try:
-        with _open_decompressed(path) as stream, tarfile.open(fileobj=stream, mode="r|") as archive:
+        with _open_decompressed(path, data) as stream, tarfile.open(fileobj=stream, mode="r|") as archive:
             # Stream mode: one sequential pass over the bytes, never extracted.
             for member in tqdm(archive, desc=f"read {path.name}", unit=" files", disable=not progress):
                 match = _MEMBER.search(member.name)
@@ -321,9 +327,9 @@ def _assemble(records: list[tuple[str, str, int, int, str]], source: Path, n_bad
     )
 
 
-def _read_csv(path: Path) -> Reviews:
+def _read_csv(path: Path, raw: bytes | None = None) -> Reviews:
     try:
-        raw = path.read_bytes()
+        raw = path.read_bytes() if raw is None else raw
     except OSError as exc:
         raise DataError(f"{path}: cannot read ({exc})") from exc
     text, n_bad = _decode(raw)

@@ -41,11 +41,22 @@ def _first_per_label(rows: np.ndarray, labels: np.ndarray, limit: int | None, k:
 
 def _hold_out(rows: np.ndarray, labels: np.ndarray, fraction: float,
               rng: np.random.Generator, k: int = 2) -> tuple[np.ndarray, np.ndarray]:
-    """Stratified random hold-out: round(fraction * n_label) rows of each of the k labels -> (rest, held)."""
-    held = []
-    for value in range(k):
-        members = rows[labels[rows] == value]
-        held.append(rng.permutation(members)[: round(fraction * len(members))])
+    """Stratified random hold-out: round(fraction * n_label) rows of each of the k labels -> (rest, held).
+
+    Where that rounds every class to nothing although round(fraction * n) ≥ 1 (many small classes: 1,000 classes
+    of 3 rows and a fraction of 0.1), the round(fraction * n) rows are shared out by largest remainder, ties in a
+    seeded random order, so the hold-out is never empty for want of rounding (and is unchanged wherever it was
+    not empty)."""
+    members = [rows[labels[rows] == value] for value in range(k)]
+    counts = [round(fraction * len(m)) for m in members]
+    total = round(fraction * len(rows))
+    if not any(counts) and total:
+        share = np.array([fraction * len(m) for m in members])
+        base = np.floor(share).astype(np.int64)
+        order = np.lexsort((rng.permutation(k), -(share - base)))  # largest remainder first, ties at random
+        base[order[: total - int(base.sum())]] += 1
+        counts = [min(int(c), len(m)) for c, m in zip(base, members, strict=True)]
+    held = [rng.permutation(m)[:c] for m, c in zip(members, counts, strict=True)]
     held_rows = np.sort(np.concatenate(held)).astype(np.int64)
     return np.setdiff1d(rows, held_rows), held_rows
 
@@ -154,6 +165,7 @@ class SplitStats:
     mean_distinct: float  # distinct ids per review (all UNKs count as one), what deduplication keeps
     unk_rate: float  # fraction of real tokens that are UNK
     truncated: float  # fraction of reviews that had more than max_len tokens
+    same_as_train: int = 0  # rows whose text is a training row's text, character for character (own tables)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -167,13 +179,15 @@ class DataStats:
     cache_hit: bool  # True when the tensors came from the on-disk cache
     cache_file: str | None  # the .safetensors file written or read; None with use_cache=False
     seconds: float  # wall-clock time of the call
+    sha256: str | None = None  # SHA-256 of the file's bytes the rows were parsed from (None: a directory)
 
 
-def _split_stats(ids: np.ndarray, lengths: np.ndarray, truncated: np.ndarray, skipped: int) -> SplitStats:
+def _split_stats(ids: np.ndarray, lengths: np.ndarray, truncated: np.ndarray, skipped: int,
+                 same: int = 0) -> SplitStats:
     n = len(ids)
     if n == 0:
         return SplitStats(reviews=0, skipped_empty=skipped, mean_length=0.0, mean_distinct=0.0,
-                          unk_rate=0.0, truncated=0.0)
+                          unk_rate=0.0, truncated=0.0, same_as_train=same)
     ordered = np.sort(ids, axis=1)
     distinct = 1 + (np.diff(ordered, axis=1) != 0).sum(axis=1) - (lengths < ids.shape[1])  # minus PAD
     return SplitStats(
@@ -183,6 +197,7 @@ def _split_stats(ids: np.ndarray, lengths: np.ndarray, truncated: np.ndarray, sk
         mean_distinct=float(distinct.mean()),
         unk_rate=float((ids == UNK).sum() / lengths.sum()),
         truncated=float(truncated.mean()),
+        same_as_train=same,
     )
 
 
@@ -213,7 +228,9 @@ class ImdbData:
                   "test": len(self.test)}
         if self.config.text_column is not None:  # a table: its classes, where it was read, what it held
             table = Path(self.config.path).expanduser().resolve()
-            record.update(label_names=list(self.label_names), table=str(table), table_sha256=file_sha256(table))
+            # the SHA-256 of the very bytes the rows came from (a file rewritten since is not mistaken for them)
+            sha = self.stats.sha256 or file_sha256(table)
+            record.update(label_names=list(self.label_names), table=str(table), table_sha256=sha)
         return record
 
 
@@ -244,6 +261,7 @@ def build_splits(reviews: Reviews, config: DataConfig, progress: bool) -> tuple[
     `SplitStats`; reviews left empty by cleaning are dropped and counted. `progress` shows a bar per split.
     """
     rows = _split_rows(reviews, config)
+    same = _same_as_train(reviews, rows) if reviews.kind == "table" else {}
     # One process: cleaning the 50k reviews takes ~7 s of CPU. A Pool(2) was measured slower on
     # the 2-core machine (each worker lemmatises the shared vocabulary again, token lists must be
     # pickled back, and the readers' cores are rarely idle), so it is not used.
@@ -272,5 +290,12 @@ def build_splits(reviews: Reviews, config: DataConfig, progress: bool) -> tuple[
         ids = tensorise(tokens[name], vocab, config.max_len)
         truncated = cut[name]
         splits[name] = make_split(ids, reviews.labels[rows[name]], rows[name])
-        stats[name] = _split_stats(ids, splits[name].lengths.numpy(), truncated, skipped[name])
+        stats[name] = _split_stats(ids, splits[name].lengths.numpy(), truncated, skipped[name], same.get(name, 0))
     return splits, vocab, stats
+
+
+def _same_as_train(reviews: Reviews, rows: dict[str, np.ndarray]) -> dict[str, int]:
+    """How many validation and test rows hold a training row's text exactly (surrounding spaces aside): a table
+    whose test rows repeat its training rows measures memory, not generalisation."""
+    seen = {reviews.texts[r].strip() for r in rows["train"]}
+    return {name: sum(reviews.texts[r].strip() in seen for r in rows[name]) for name in ("val", "test")}

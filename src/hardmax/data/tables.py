@@ -19,6 +19,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +29,8 @@ import numpy as np
 from hardmax.data.config import Columns, DataError
 from hardmax.data.source import Reviews
 
-__all__ = ["decode_text", "label_order", "read_table", "read_texts", "table_format", "texts_of_lines"]
+__all__ = ["Texts", "decode_text", "label_order", "read_bytes", "read_table", "read_texts", "table_format",
+           "texts_of_lines"]
 
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet",
            ".pq": "parquet"}
@@ -34,17 +38,20 @@ SPLIT_ALIASES = {"train": "train", "training": "train", "val": "val", "valid": "
                  "dev": "val", "test": "test", "testing": "test"}
 
 
-def table_format(path: str | Path) -> str:
-    """"csv", "tsv", "jsonl" or "parquet" from the file name, checked against the first bytes of the file."""
+def table_format(path: str | Path, head: bytes | None = None) -> str:
+    """"csv", "tsv", "jsonl" or "parquet" from the file name, checked against the first bytes of the file (or
+    `head`, the first bytes of what was read from it)."""
     path = Path(path)
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise DataError(f"{path}: unknown table format {path.suffix!r}; known: {', '.join(FORMATS)}")
-    try:
-        with path.open("rb") as f:
-            head = f.read(4096)
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read ({exc})") from exc
+    if head is None:
+        try:
+            with path.open("rb") as f:
+                head = f.read(4096)
+        except OSError as exc:
+            raise DataError(f"{path}: cannot read ({exc})") from exc
+    head = head[:4096]
     first = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
     if fmt == "parquet" and not head.startswith(b"PAR1"):
         raise DataError(f"{path}: named {path.suffix} but not a Parquet file (no PAR1 magic bytes)")
@@ -67,6 +74,16 @@ def decode_text(path, raw: bytes) -> str:
                         "encodings?); save it as UTF-8") from None
 
 
+def _no_duplicates(path: Path, names, line: int | None = None) -> None:
+    """A column (key) named twice is ambiguous: which one holds the texts? Refused, naming it."""
+    seen = set()
+    for name in names:
+        if name in seen:
+            where = f"{path}, line {line}" if line is not None else str(path)
+            raise DataError(f"{where}: column {name!r} appears twice; rename one of them")
+        seen.add(name)
+
+
 def _missing(path: Path, columns: Columns, present) -> None:
     missing = [c for c in columns.names() if c not in present]
     if missing:
@@ -74,8 +91,8 @@ def _missing(path: Path, columns: Columns, present) -> None:
                         f"{', '.join(map(repr, present))}")
 
 
-def _read_delimited(path: Path, columns: Columns, delimiter: str) -> tuple[dict[str, list], list[int]]:
-    text = decode_text(path, path.read_bytes())
+def _read_delimited(path: Path, raw: bytes, columns: Columns, delimiter: str) -> tuple[dict[str, list], list[int]]:
+    text = decode_text(path, raw)
     csv.field_size_limit(2**31 - 1)  # a text may be longer than the csv module's default 131,072 characters
     # TSV has no quoting (a text may begin with a quote); CSV quotes fields that hold commas or newlines.
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter,
@@ -87,6 +104,7 @@ def _read_delimited(path: Path, columns: Columns, delimiter: str) -> tuple[dict[
     except csv.Error as exc:
         raise DataError(f"{path}, line 1: malformed header ({exc})") from None
     header = [h.strip() for h in header]
+    _no_duplicates(path, header)
     _missing(path, columns, header)
     index = {name: header.index(name) for name in columns.names()}
     out: dict[str, list] = {name: [] for name in columns.names()}
@@ -107,8 +125,8 @@ def _read_delimited(path: Path, columns: Columns, delimiter: str) -> tuple[dict[
     return out, lines
 
 
-def _read_jsonl(path: Path, columns: Columns) -> tuple[dict[str, list], list[int]]:
-    text = decode_text(path, path.read_bytes())
+def _read_jsonl(path: Path, raw: bytes, columns: Columns) -> tuple[dict[str, list], list[int]]:
+    text = decode_text(path, raw)
     out: dict[str, list] = {name: [] for name in columns.names()}
     lines = []
     for number, line in enumerate(text.split("\n"), start=1):  # not splitlines: U+2028 is valid inside JSON
@@ -116,9 +134,13 @@ def _read_jsonl(path: Path, columns: Columns) -> tuple[dict[str, list], list[int
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = json.loads(line, object_pairs_hook=_pairs)
         except json.JSONDecodeError as exc:
             raise DataError(f"{path}, line {number}: not JSON ({exc.msg})") from None
+        except RecursionError:  # Python's parser recurses once per level: a line nested 100,000 deep
+            raise DataError(f"{path}, line {number}: JSON nested too deeply to be a row of a table") from None
+        except _DuplicateKey as exc:
+            raise DataError(f"{path}, line {number}: key {exc.args[0]!r} appears twice in one object") from None
         if not isinstance(record, dict):
             raise DataError(f"{path}, line {number}: a JSON {type(record).__name__}, not an object")
         missing = [c for c in columns.names() if c not in record]
@@ -131,13 +153,31 @@ def _read_jsonl(path: Path, columns: Columns) -> tuple[dict[str, list], list[int
     return out, lines
 
 
-def _read_parquet(path: Path, columns: Columns) -> tuple[dict[str, list], list[int]]:
+class _DuplicateKey(Exception):
+    pass
+
+
+def _pairs(pairs: list) -> dict:
+    """A JSON object's pairs as a dict, refusing a key given twice (json.loads keeps the last, silently)."""
+    record = dict(pairs)
+    if len(record) != len(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return record
+
+
+def _read_parquet(path: Path, raw: bytes, columns: Columns) -> tuple[dict[str, list], list[int]]:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        schema = pq.read_schema(path)
+        schema = pq.read_schema(pa.BufferReader(raw))
+        _no_duplicates(path, schema.names)
         _missing(path, columns, schema.names)
-        table = pq.read_table(path, columns=columns.names())
+        table = pq.read_table(pa.BufferReader(raw), columns=columns.names())
     except DataError:
         raise
     except Exception as exc:  # pyarrow's errors: a corrupt or truncated file
@@ -146,39 +186,43 @@ def _read_parquet(path: Path, columns: Columns) -> tuple[dict[str, list], list[i
     return out, list(range(1, table.num_rows + 1))
 
 
-def _read(path: Path, fmt: str, columns: Columns) -> tuple[dict[str, list], list[int]]:
-    """The columns' values and each row's line (row for Parquet): the reader of the format."""
+def _read(path: Path, raw: bytes, fmt: str, columns: Columns) -> tuple[dict[str, list], list[int]]:
+    """The columns' values and each row's line (row for Parquet) in the file's bytes `raw`: the format's reader."""
     if fmt in ("csv", "tsv"):
-        return _read_delimited(path, columns, "," if fmt == "csv" else "\t")
-    return _read_jsonl(path, columns) if fmt == "jsonl" else _read_parquet(path, columns)
+        return _read_delimited(path, raw, columns, "," if fmt == "csv" else "\t")
+    return _read_jsonl(path, raw, columns) if fmt == "jsonl" else _read_parquet(path, raw, columns)
 
 
-def read_table(path: str | Path, columns: Columns) -> Reviews:
+def read_bytes(path: Path) -> bytes:
+    """A file's bytes, read once: a regular file, a FIFO or /dev/stdin; a DataError naming a directory, a missing
+    file or one that cannot be read."""
+    if path.is_dir():
+        raise DataError(f"{path}: is a directory, not a file")
+    if not path.exists():
+        raise DataError(f"{path}: no such file")
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def read_table(path: str | Path, columns: Columns, *, data: bytes | None = None) -> Reviews:
     """The labelled texts of a CSV / TSV / JSON Lines / Parquet file as `Reviews` (k ≥ 2 classes).
 
-    Returns `Reviews` with labels (n,) int64 class codes, `label_names` (k,) in code order, `split` (n,) of
-    "train" / "val" / "test" when a split column is given (else None: a seeded hold-out), `groups` (n,) when a
+    The file is read once (or `data`, its bytes read by the caller to hash them: what is parsed is what was
+    hashed). Returns `Reviews` with labels (n,) int64 class codes, `label_names` (k,) in code order, `split` (n,)
+    of "train" / "val" / "test" when a split column is given (else None: a seeded hold-out), `groups` (n,) when a
     group column is given. Raises `DataError` (one line) on anything the module docstring lists.
     """
     path = Path(path).expanduser()
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
-    fmt = table_format(path)
-    data, lines = _read(path, fmt, columns)
+    raw = read_bytes(path) if data is None else data
+    fmt = table_format(path, raw)
+    data, lines = _read(path, raw, fmt, columns)
     where = "row" if fmt == "parquet" else "line"
     if not lines:
         raise DataError(f"{path}: no rows")
     texts = _checked_texts(path, data[columns.text], lines, columns.text, where)
-    raw_labels = data[columns.label]
-    labels = []
-    for value, line in zip(raw_labels, lines, strict=True):
-        if isinstance(value, bool) or not isinstance(value, str | int) or \
-                (isinstance(value, str) and not value.strip()):
-            raise DataError(f"{path}, {where} {line}: label {value!r} in column {columns.label!r} (labels are "
-                            "non-empty strings or integers)")
-        labels.append(value.strip() if isinstance(value, str) else value)
-    if not all(isinstance(v, int) for v in labels):  # a mix of 1 and "1" is one class, "1"
-        labels = [str(v) for v in labels]
+    labels = _labels(path, data[columns.label], lines, columns.label, where)
     names = label_order(labels)
     if len(names) < 2:
         raise DataError(f"{path}: column {columns.label!r} has one class ({names[0]!r}); a classifier needs ≥ 2")
@@ -207,6 +251,44 @@ def read_table(path: str | Path, columns: Columns) -> Reviews:
                    label_names=tuple(str(n) for n in names), groups=groups, kind="table")
 
 
+_INTEGER = re.compile(r"[+-]?[0-9]+(?:\.0*)?")  # ASCII digits only ("²", "①" and "٣" are no integers here)
+
+
+def _labels(path: Path, values: list, lines: list[int], column: str, where: str) -> list:
+    """The labels as classes: integers when every label is one (1, "1", "01", "+1", "1.0" and 1.0 are one class,
+    1), else strings (stripped). Refused, naming the row: an empty label, a bool, NaN or infinity (no class), a
+    non-integral number, and two different spellings of one number among string labels ("1" and "01")."""
+    out = []
+    for value, line in zip(values, lines, strict=True):
+        bad = value is None or isinstance(value, bool) or not isinstance(value, str | int | float) or \
+            (isinstance(value, str) and not value.strip())
+        if not bad and isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+            bad = True
+        if not bad and isinstance(value, str) and value.strip().lower().lstrip("+-") in _NOT_A_NUMBER:
+            bad = True
+        if bad:
+            raise DataError(f"{path}, {where} {line}: label {value!r} in column {column!r} is no class (labels are "
+                            "non-empty strings or integers)")
+        out.append(value.strip() if isinstance(value, str) else int(value))
+    numbers = [v if isinstance(v, int) else _integer(v) for v in out]
+    if all(n is not None for n in numbers):
+        return numbers
+    spelled: dict[int, str] = {}  # string labels: two spellings of one number would be two classes of one name
+    for value, number in zip(out, numbers, strict=True):
+        if number is not None and spelled.setdefault(number, str(value)) != str(value):
+            raise DataError(f"{path}: labels {spelled[number]!r} and {str(value)!r} in column {column!r} are one "
+                            "number written two ways; write each class one way")
+    return [str(v) for v in out]
+
+
+_NOT_A_NUMBER = {"nan", "inf", "infinity"}
+
+
+def _integer(text: str) -> int | None:
+    """The integer a label written as text spells ("+01", "1.0" → 1), exactly, or None."""
+    return int(text.split(".")[0]) if _INTEGER.fullmatch(text) else None
+
+
 def _checked_texts(path: Path, values: list, lines: list[int], column: str, where: str) -> list[str]:
     """The column's values, each a non-empty string, or a DataError naming the line (row) of the first that is not."""
     for value, line in zip(values, lines, strict=True):
@@ -224,25 +306,41 @@ def label_order(labels) -> list:
     distinct = set(labels)
     if all(isinstance(v, int) for v in distinct):
         return sorted(distinct)
-    if all(isinstance(v, str) and v.lstrip("-").isdigit() for v in distinct):
-        return sorted(distinct, key=int)
+    if all(isinstance(v, str) and _INTEGER.fullmatch(v) for v in distinct):
+        return sorted(distinct, key=_integer)
     return sorted(distinct, key=str)
 
 
-def read_texts(path: str | Path, column: str = "text") -> list[str]:
-    """The texts of a file, for prediction: one per line of a .txt file (blank lines skipped), or the `column` of
-    a CSV / TSV / JSON Lines / Parquet table. Raises `DataError` (one line) for an empty text, a missing column,
-    bytes that are not UTF-8 (their line), a file that is not what its name says."""
+@dataclass(frozen=True)
+class Texts:
+    """The texts of a file, for prediction (`read_texts`), and the blank lines of a text file that were not texts."""
+
+    texts: list[str]
+    blank_lines: int = 0
+
+
+def read_texts(path: str | Path, column: str = "text") -> Texts:
+    """The texts of a file, for prediction: one per line of a .txt file (or a FIFO, /dev/stdin: blank lines are
+    no texts, and counted), or the `column` of a CSV / TSV / JSON Lines / Parquet table (an empty cell is the text
+    "", kept in its row: its prediction is empty). Raises `DataError` (one line) for a missing column, a cell that
+    is not a string, bytes that are not UTF-8 (their line), a file that is not what its name says, a directory."""
     path = Path(path).expanduser()
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
-    if path.suffix.lower() == ".txt":
-        return texts_of_lines(decode_text(path, path.read_bytes()))
-    fmt = table_format(path)
-    data, lines = _read(path, fmt, Columns(text=column, label=None))
-    return _checked_texts(path, data[column], lines, column, "row" if fmt == "parquet" else "line")
+    raw = read_bytes(path)
+    if path.suffix.lower() == ".txt" or (path.suffix.lower() not in FORMATS and not path.is_file()):
+        return texts_of_lines(decode_text(path, raw))
+    fmt = table_format(path, raw)
+    data, lines = _read(path, raw, fmt, Columns(text=column, label=None))
+    values = ["" if value is None else value for value in data[column]]
+    for value, line in zip(values, lines, strict=True):
+        if not isinstance(value, str):
+            raise DataError(f"{path}, {'row' if fmt == 'parquet' else 'line'} {line}: the text in column {column!r} "
+                            f"is a {type(value).__name__}, not a string")
+    return Texts(values)
 
 
-def texts_of_lines(text: str) -> list[str]:
-    """One text per non-blank line (lines end at \n, with an optional \r; other Unicode breaks stay in the text)."""
-    return [line.removesuffix("\r") for line in text.split("\n") if line.strip()]
+def texts_of_lines(text: str) -> Texts:
+    """One text per non-blank line (lines end at \n, with an optional \r; other Unicode breaks stay in the text);
+    the blank lines (a final line break ends the last line, it does not make a blank one) are counted."""
+    lines = [line.removesuffix("\r") for line in text.removesuffix("\n").split("\n")] if text else []
+    texts = [line for line in lines if line.strip()]
+    return Texts(texts, len(lines) - len(texts))

@@ -259,8 +259,8 @@ def train(
     train_config = TrainConfig() if train_config is None else train_config
     for name, split in (("training", train_split), ("validation", val_split)):
         if split.ids.shape[0] == 0:
-            raise ValueError(f"the {name} split is empty; model selection needs reviews in both "
-                             "(e.g. val_fraction > 0)")
+            raise ValueError(f"the {name} split is empty; model selection needs reviews in both (too few rows "
+                             "for the fractions held out, or every review of it empty after cleaning)")
     if vocab is not None and len(vocab) != model_config.vocab_size:
         raise ValueError(f"the vocabulary has {len(vocab)} words, model_config.vocab_size is {model_config.vocab_size}")
     for name, split in (("training", train_split), ("validation", val_split)):
