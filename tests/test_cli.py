@@ -325,8 +325,10 @@ def test_sizes_beyond_memory_are_refused_before_allocating(tmp_path, capsys, mon
 
 def test_simulate_refuses_a_depth_beyond_memory_naming_layers(monkeypatch):
     # The reliability pass: simulate(..., layers=10**9) raised MemoryError with an empty message.
-    monkeypatch.setenv("HARDMAX_MEMORY_LIMIT", "1G")
-    with pytest.raises(ValueError, match=r"simulate\(layers=1,000,000,000\) .* needs about"):
+    monkeypatch.setenv("HARDMAX_MEMORY_LIMIT", "256M")
+    with pytest.raises(ValueError, match=r"simulate\(layers=10,000,000\) .* needs about"):
+        simulate(TOKENS, alpha=0.5, layers=10**7)
+    with pytest.raises(ValueError, match="more than the 10,000,000"):  # past MAX_STEPS: refused before any size
         simulate(TOKENS, alpha=0.5, layers=10**9)
     assert simulate(TOKENS, alpha=0.5, layers=10**6, store="final").tokens.shape == (2, 6, 2)
 
