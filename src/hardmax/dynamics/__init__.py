@@ -21,6 +21,9 @@ order of dependence:
 - `manifolds`: where the tokens live, the `Manifold` protocol (velocity, retract, check, pad; min_dimension;
   what the checks and pictures ask: euclidean, unit_sphere, renormalisable, cluster_tolerance), with `Flat()`
   (R^d) and `Sphere()` (S^{d−1}); a new manifold is one class with these members, and nothing else changes.
+- `masks`: which tokens exist and who may attend to whom, `Tokens(present)`, `Pairs(allowed)`, `Causal(window)`
+  and their intersection `a & b`; a plain bool mask still means token presence; a rule sees a pair mask as
+  `allowed` (batch or 1, n, n), a −inf bias on the scores it forbids; a token with no allowed key does not move.
 - `field`: the vector field of every attention dynamics, `Field(rule, scores, value, manifold)`, with
   scores `Bilinear(A)`, `QK(Q, K)`, `Rescaled(scores, V)` and any `Manifold`.
 - `solvers`: `Euler(dt)` (`Euler.layers(α)` = the paper's layer), `RK4(dt)`, `Renormalised(dt)` (the sphere
@@ -28,7 +31,7 @@ order of dependence:
 - `save`: `Save`, what a run keeps (`solve`'s, and `simulate(save=...)` in place of store= / keep_attention=).
 - `flow`: `solve(field, solver, tokens, *, steps | t1, save, mask, engine)` → `Solution` (tokens and their
   times); `engine_for` says which engine serves a case: the paper's field with `Euler.layers` runs on
-  `simulate`'s engines, everything else as one batched loop.
+  `simulate`'s engines, everything else (a pair mask among them) as one batched loop.
 
 The dynamics (Alcalde, Fantuzzi, Zuazua 2024, eq. 1.1) for tokens z_1..z_n in R^d:
 
@@ -51,6 +54,7 @@ from hardmax.dynamics.field import QK, Bilinear, Field, Flat, Manifold, Rescaled
 from hardmax.dynamics.flow import SOLVE_ENGINES, Solution, engine_for, solve
 from hardmax.dynamics.inputs import as_floating, as_tensor
 from hardmax.dynamics.layers import hardmax_layers
+from hardmax.dynamics.masks import Causal, Intersection, Mask, Pairs, Tokens
 from hardmax.dynamics.rules import (
                                     RULES,
                                     AttentionRule,
@@ -75,17 +79,22 @@ __all__ = [
     "RK4",
     "Adaptive",
     "Bilinear",
+    "Causal",
     "Euler",
     "Field",
     "Flat",
+    "Intersection",
     "Localmax",
     "Manifold",
+    "Mask",
+    "Pairs",
     "Renormalised",
     "Rescaled",
     "Save",
     "Scores",
     "Solution",
     "Sphere",
+    "Tokens",
     "Unnormalised",
     "solve",
     "engine_for",

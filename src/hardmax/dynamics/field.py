@@ -14,11 +14,17 @@ computed from the scores s_ij = ⟨Q z_i, K z_j⟩ = z_iᵀ A z_j that a `Scores
   clusters in self-attention dynamics", where z_i clusters towards polytopes and hyperplanes).
 
 The manifold is any object of the `Manifold` protocol (`hardmax.dynamics.manifolds`: `Flat()`, `Sphere()`, or a
-class of your own). A new field is a new `Scores`, rule or manifold class, and nothing else changes (CONTRIBUTING.md).
+class of your own). Who attends to whom: `solve(..., mask=Causal())` (any pair mask of `hardmax.dynamics.masks`)
+binds the restriction to the field with `Field.restricted(allowed)`; the rule then sees `allowed` (batch or 1, n, n),
+and a token with no allowed key does not move. A new field is a new `Scores`, rule or manifold class, and nothing
+else changes (CONTRIBUTING.md).
 """
 
 from __future__ import annotations
 
+import copy
+import inspect
+import math
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -27,6 +33,7 @@ from torch import Tensor
 
 from hardmax.dynamics.inputs import as_tensor
 from hardmax.dynamics.manifolds import Flat, Manifold, Sphere, missing_members
+from hardmax.dynamics.masks import live_rows
 from hardmax.dynamics.rules import AttentionRule, Hardmax, Softmax
 
 __all__ = ["QK", "Bilinear", "Field", "Flat", "Manifold", "Rescaled", "Scores", "Sphere", "queries"]
@@ -167,13 +174,15 @@ class Field:
     ⟨z_i, z_j⟩, in R^d. The manifold is any `Manifold`: `Flat()` (R^d, the default), `Sphere()` or a class of
     your own; its `velocity` gives the equation. `velocity(t, z, w)` maps tokens (batch, n, d) and multiplicities
     (batch, n) to the velocity (batch, n, d); absent tokens (w = 0) do not move; w = None: every token present,
-    multiplicity 1.
+    multiplicity 1. `allowed`: who may attend to whom, (batch or 1, n, n) bool, set by `restricted` (what `solve`
+    does for a pair mask such as `Causal()`), not by the constructor; None: every token attends to every present one.
     """
 
     rule: AttentionRule
     scores: Scores = field(default_factory=Bilinear)
     value: Tensor | None = None
     manifold: Manifold = field(default_factory=Flat)
+    allowed: Tensor | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self):
         if isinstance(self.rule, type) or not isinstance(self.rule, AttentionRule):
@@ -213,29 +222,64 @@ class Field:
                              f"got d = {d}")
 
     def rows(self, rows: slice) -> Field:
-        """The field of a slice of the sequences (scores with one matrix per sequence are sliced)."""
-        return Field(self.rule, self.scores.rows(rows), self.value, self.manifold)
+        """The field of a slice of the sequences (scores with one matrix per sequence, and a pair restriction with
+        one matrix per sequence, are sliced)."""
+        part = Field(self.rule, self.scores.rows(rows), self.value, self.manifold)
+        a = self.allowed
+        return part if a is None else part.restricted(a if a.shape[0] == 1 else a[rows])
+
+    def restricted(self, allowed: Tensor | None) -> Field:
+        """This field with attention restricted to `allowed` (batch or 1, n, n) bool, allowed[b, i, j] = token i may
+        attend to token j (None: no restriction): s̃_ij = s_ij + b_ij, b_ij = −inf where not allowed, and a token
+        with no allowed key does not move (`hardmax.dynamics.masks`). What `solve` runs for a pair mask.
+
+        Raises:
+            ValueError: the rule's `matrix` or `targets` takes no `allowed` argument (a rule of your own written
+                before pair masks: it runs token masks only).
+        """
+        if allowed is not None:
+            missing = [name for name in ("matrix", "targets") if not _takes_allowed(getattr(self.rule, name))]
+            if missing:
+                raise ValueError(f"{type(self.rule).__name__} takes no pair mask: its {' and '.join(missing)} "
+                                 "need an allowed= argument (see AttentionRule); token masks run as before")
+            if allowed.dtype != torch.bool or allowed.dim() != 3 or allowed.shape[-1] != allowed.shape[-2]:
+                raise ValueError(f"allowed must be a (batch or 1, n, n) bool tensor, got {allowed.dtype} of shape "
+                                 f"{tuple(allowed.shape)}")
+        out = copy.copy(self)
+        object.__setattr__(out, "allowed", allowed)
+        return out
 
     def V(self, like: Tensor) -> Tensor | None:
         """(d, d) the value matrix V in `like`'s dtype and device; None for the identity."""
         return None if self.value is None else self.value.to(dtype=like.dtype, device=like.device)
 
     def attention(self, t, z: Tensor, w: Tensor | None) -> Tensor:
-        """(batch, n, n) the attention matrix P at time t."""
-        return self.rule.matrix(z, _ones(z) if w is None else w, self.scores.matrix(t, z))
+        """(batch, n, n) the attention matrix P at time t (restricted to `allowed` when set)."""
+        return self.rule.matrix(z, _ones(z) if w is None else w, self.scores.matrix(t, z), **self._pairs())
 
     def targets(self, t, z: Tensor, w: Tensor | None) -> Tensor:
-        """(batch, n, d) Σ_j P_ij z_j at time t."""
+        """(batch, n, d) Σ_j P_ij z_j at time t (restricted to `allowed` when set)."""
         A = self.scores.matrix(t, z)
         if type(self.rule) is Softmax and not torch.is_grad_enabled():  # in-place steps: no autograd
-            return _softmax_targets(z, w, A, float(self.rule.beta))
-        return self.rule.targets(z, _ones(z) if w is None else w, A)
+            return _softmax_targets(z, w, A, float(self.rule.beta), self.allowed)
+        return self.rule.targets(z, _ones(z) if w is None else w, A, **self._pairs())
 
     def velocity(self, t, z: Tensor, w: Tensor | None) -> Tensor:
-        """(batch, n, d) ż at time t; 0 for absent tokens."""
+        """(batch, n, d) ż at time t; 0 for absent tokens and for tokens with no allowed key."""
         v = self.manifold.velocity(z, self.targets(t, z, w), self.V(z))
         # where, not a product: a sequence of padding only has NaN targets (no key to attend to)
-        return v if w is None else torch.where((w > 0).unsqueeze(-1), v, v.new_zeros(()))
+        moving = self.moving(z, w)
+        return v if moving is None else torch.where(moving.unsqueeze(-1), v, v.new_zeros(()))
+
+    def moving(self, z: Tensor, w: Tensor | None) -> Tensor | None:
+        """(batch, n) bool, the tokens that move: present (w > 0) with at least one allowed key; None: all of them
+        (w None, no pair restriction). z: (batch, n, d), for the shape and device."""
+        if self.allowed is None:
+            return None if w is None else w > 0
+        return live_rows(_ones(z) if w is None else w, self.allowed)
+
+    def _pairs(self) -> dict:
+        return {} if self.allowed is None else {"allowed": self.allowed}
 
     @property
     def requires_grad(self) -> bool:
@@ -248,18 +292,21 @@ class Field:
         engines of `simulate` serve it."""
         return (self.value is None and self.manifold.euclidean and type(self.scores) is Bilinear
                 and self.scores.symmetric and (self.scores.A is None or self.scores.A.dim() == 2)
-                and isinstance(self.rule, Hardmax | Softmax))
+                and isinstance(self.rule, Hardmax | Softmax) and self.allowed is None)
 
 
 def _ones(z: Tensor) -> Tensor:
     return torch.ones(z.shape[:-1], dtype=z.dtype, device=z.device)
 
 
-def _softmax_targets(z: Tensor, w: Tensor | None, A: Tensor | None, beta: float) -> Tensor:
+def _softmax_targets(z: Tensor, w: Tensor | None, A: Tensor | None, beta: float,
+                     allowed: Tensor | None = None) -> Tensor:
     """Σ_j P_ij z_j for softmax P without autograd: one score product (log w_j as its bias where some token is
     absent or merged), then torch.softmax (float32) or the row maximum subtracted, exp in place and a division
     (float64), and one product with the tokens laid out (batch, d, n). For the short sequences and small d of
-    particle systems this is 2-3x the fused attention kernel the classifier uses (benchmarks/bench_flows.py)."""
+    particle systems this is 2-3x the fused attention kernel the classifier uses (benchmarks/bench_flows.py).
+    `allowed` (batch or 1, n, n) bool: the scores of pairs not allowed become −inf after the product (so an
+    all-True restriction is bit for bit no restriction); a row with no allowed key gets target 0, never NaN."""
     q = queries(z, A)
     zt = z.transpose(-1, -2).contiguous()  # (batch, d, n): both products run faster with d on the rows
     if w is None:  # no padding, no merged tokens: no bias to add (and to copy)
@@ -267,6 +314,17 @@ def _softmax_targets(z: Tensor, w: Tensor | None, A: Tensor | None, beta: float)
         s = s.mul_(beta) if beta != 1 else s
     else:
         s = torch.baddbmm(torch.log(w).unsqueeze(-2), q, zt, alpha=beta)
+    if allowed is None:
+        return _softmax_targets_of(s, zt)
+    s = s.masked_fill_(~allowed, -math.inf)
+    dead = torch.isneginf(s.amax(-1, keepdim=True))  # (batch, n, 1): rows with no allowed present key
+    if not bool(dead.any()):
+        return _softmax_targets_of(s, zt)
+    return _softmax_targets_of(s.masked_fill_(dead, 0.0), zt).masked_fill_(dead, 0.0)  # finite, then 0
+
+
+def _softmax_targets_of(s: Tensor, zt: Tensor) -> Tensor:
+    """(batch, n, d) Σ_j softmax(s)_ij z_j from scores s (batch, n, n, overwritten) and the tokens zt (batch, d, n)."""
     if s.dtype == torch.float32:  # torch.softmax is vectorised for float32 (1.5x the steps below), not float64 (0.5x)
         return torch.bmm(zt, torch.softmax(s, -1).transpose(-1, -2)).transpose(-1, -2)
     s = s.sub_(s.amax(-1, keepdim=True)).exp_()
@@ -282,6 +340,15 @@ def queries(z: Tensor, A: Tensor | None) -> Tensor:
     if A.shape[-1] == 1 or not bool(torch.count_nonzero(A - torch.diag_embed(diagonal))):
         return z * diagonal.unsqueeze(-2)
     return z @ A
+
+
+def _takes_allowed(method) -> bool:
+    """Whether a rule's method accepts an `allowed=` argument (by name, or as **kwargs)."""
+    try:
+        parameters = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "allowed" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
 def _probe(scores: Scores) -> Tensor | None:

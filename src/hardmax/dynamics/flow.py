@@ -6,7 +6,8 @@
 
 The engines say which cases they serve (`engine_for`): the paper's field (`Field.paper`) with `Euler.layers(α)`
 runs on `simulate`'s engines (the compiled kernel and the compact hardmax path: exact ties, bit for bit today's
-layers); every other case runs as one batched torch loop over steps (CPU or CUDA, any rule, differentiable).
+layers); every other case runs as one batched torch loop over steps (CPU or CUDA, any rule, differentiable), and so
+does every pair mask (`Causal()`, `Pairs(allowed)`: `hardmax.dynamics.masks`), whatever the field.
 All initial conditions of a batch (batch, n, d) advance together: no Python loop over starts or tokens.
 """
 
@@ -21,8 +22,9 @@ from torch import Tensor
 
 from hardmax.dynamics.field import Field
 from hardmax.dynamics.inputs import MAX_STEPS, as_floating
+from hardmax.dynamics.masks import Mask, as_mask, resolve
 from hardmax.dynamics.save import Save
-from hardmax.dynamics.simulator import check_score_range, simulate, validate_mask
+from hardmax.dynamics.simulator import check_score_range, simulate
 from hardmax.dynamics.solvers import Adaptive, Euler, Solver
 from hardmax.memory import require_memory
 
@@ -33,14 +35,21 @@ SOLVE_ENGINES = ("auto", "layers", "loop")
 _FINITE_EVERY = 64  # steps between two looks at the finiteness flags (one host synchronisation each)
 
 
-def engine_for(field: Field, solver: Solver) -> tuple[str, str]:
+def engine_for(field: Field, solver: Solver, mask=None) -> tuple[str, str]:
     """(engine, why): the engine `solve(engine="auto")` runs this case on.
 
     "layers": the paper's field (`Field.paper`: hardmax or softmax, V = I, one fixed symmetric A, R^d) with
-    `Euler.layers(α)` runs on `simulate`'s engines — the compiled kernel (hardmax on a CPU), the compact hardmax
-    path and the torch engine — with exact ties, bit for bit today's layers. "loop": everything else, one
-    batched torch loop over steps for any field and solver (CPU or CUDA, differentiable).
+    `Euler.layers(α)` and at most a token mask runs on `simulate`'s engines — the compiled kernel (hardmax on a
+    CPU), the compact hardmax path and the torch engine — with exact ties, bit for bit today's layers. "loop":
+    everything else, one batched torch loop over steps for any field and solver (CPU or CUDA, differentiable);
+    in particular a pair mask (`mask`: `Causal()`, `Pairs(allowed)` or an intersection holding one), because
+    simulate's engines merge identical tokens and skip the leaders' rows, which is exact only when every token
+    sees every token: the loop is the reference engine that runs it for every rule, (★) included.
     """
+    restriction = as_mask(mask)
+    if restriction is not None and restriction.pairs is not None:
+        return "loop", (f"a pair mask ({type(restriction.pairs).__name__}: who attends to whom) runs on "
+                        "engine='loop'; simulate's engines run every token against every token")
     if not (isinstance(solver, Euler) and solver.alpha is not None):
         return "loop", "only Euler.layers(α) steps are the paper's layers"
     if not field.paper:
@@ -56,7 +65,10 @@ class Solution:
         tokens: (saved, *input_shape) positions.
         times: (saved,) the time of each saved state (for `Euler.layers`: Σ_k α_k/(1+α_k), the layers' time).
         steps: (saved,) the solver step of each saved state (adaptive: None).
-        field, solver: what produced it. mask: (*input_shape[:-1]) bool, True for real tokens.
+        field, solver: what produced it. mask: (*input_shape[:-1]) bool, True for real tokens: the token part of
+            the mask given (a plain bool mask, `Tokens`, or the `Tokens` in an intersection), as it always was.
+        pairs: the pair part of the mask given (`Causal()`, `Pairs(allowed)`, or their intersection;
+            `hardmax.dynamics.masks`); None when every token attended to every real token.
         attention: (saved, *input_shape[:-1], n) P at each saved state, when asked for.
     """
 
@@ -68,6 +80,7 @@ class Solution:
     steps: tuple[int, ...] | None = None
     attention: Tensor | None = None
     engine: str = "loop"  # which engine ran it ("layers", "loop", "adaptive"; see `engine_for`)
+    pairs: Mask | None = None  # who attended to whom (None: every token to every real token)
 
     @property
     def final(self) -> Tensor:
@@ -91,10 +104,14 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
         steps: number of steps of a fixed-step solver (or give t1: steps = t1 / dt, which must be whole).
         t1: final time (an adaptive solver needs it, or Save(times=...)).
         save: `Save()` (every step, the default), `Save(every=k)`, `Save.final()`, `Save(times=...)`.
-        mask: (n,) or (batch, n) bool, True for real tokens (padding neither attends nor moves).
+        mask: which tokens exist and who attends to whom (`hardmax.dynamics.masks`): a plain bool (n,) or
+            (batch, n) tensor or `Tokens(present)`, True for real tokens (padding neither attends nor moves);
+            `Causal()` / `Causal(window=w)` (decoder attention), `Pairs(allowed)` ((n, n) or (batch, n, n)), or an
+            intersection `Causal() & Tokens(present)`. A pair mask runs on the loop for every rule (`engine_for`);
+            a token with no allowed key does not move.
         engine: "auto" (`engine_for` decides), "layers" (simulate's engines; refused where they do not serve the
-            case) or "loop" (the batched loop, also for the paper's layers: the reference the fast path is
-            tested against).
+            case, a pair mask among them) or "loop" (the batched loop, also for the paper's layers: the reference
+            the fast path is tested against).
         chunk_size: sequences advanced together through all steps (the batched loop). None: 1,024 on a CPU, so
             that each step's (chunk, n, n) scores stay in cache, and the whole batch on a GPU, which wants large
             launches.
@@ -128,13 +145,16 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
     A0 = field.scores.matrix(0.0, zb)
     if A0 is not None and A0.dim() == 3 and A0.shape[0] != batch:
         raise ValueError(f"a stack of score matrices needs one per sequence ({batch}), got {A0.shape[0]}")
-    m = validate_mask(mask, single, batch, n, zb.device)
+    m, allowed, pairs = resolve(mask, z.shape, zb.device)
     given, real = zb, bool(m.all())
     field.manifold.check(zb if real else zb[m])  # the real tokens; padding is anything and is put back as given
     if not real:  # padding rides along at a point of the manifold (on the sphere e_1), so that retractions stay finite
         zb = field.manifold.pad(zb, m)
     check_score_range(zb, m, field.scores.matrix(0.0, zb), field.rule)  # at t = 0
     w = None if real else m.to(zb.dtype)  # None: every token present (no masking in the hot loop)
+    given_field = field  # what Solution records; the loop runs it restricted to `allowed`, which the rule then sees
+    if allowed is not None:
+        field = field.restricted(allowed if field.allowed is None else field.allowed & allowed)
 
     if isinstance(solver, Adaptive):
         if steps is not None:
@@ -145,7 +165,7 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
         out = torch.where(m.unsqueeze(-1), _adaptive(solver, field, zb, w, times), given)
         attention = (torch.stack([field.attention(float(t), x, w) for t, x in zip(times, out, strict=True)])
                      if save.attention else None)
-        return _solution(out, times.to(zb.dtype), field, solver, m, None, attention, single, "adaptive")
+        return _solution(out, times.to(zb.dtype), given_field, solver, m, None, attention, single, "adaptive", pairs)
     if not hasattr(solver, "step"):
         raise ValueError(f"solver must be Euler, RK4, Renormalised or Adaptive, got {type(solver).__name__}")
     if save.times is not None:
@@ -155,7 +175,7 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
     dts = solver.steps(count, zb.dtype, zb.device)
     kept = save.indices(count)
     times = torch.cat([dts.new_zeros(1), torch.cumsum(dts, 0)])[list(kept)]
-    chosen, why = engine_for(field, solver)
+    chosen, why = engine_for(field, solver, pairs)
     if engine == "layers" and chosen != "layers":
         raise ValueError(f"engine='layers' cannot run this case: {why}; use engine='auto' or 'loop'")
     if chosen == "layers" and engine != "loop":
@@ -165,7 +185,7 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
         if save.attention:  # simulate keeps P of layers 0..count-1; the last saved state's P is computed here
             last = field.attention(0.0, run.tokens[-1], w)
             attention = torch.cat([run.attention, last.unsqueeze(0)])[list(kept)]
-        return _solution(run.tokens, times, field, solver, m, kept, attention, single, "layers")
+        return _solution(run.tokens, times, given_field, solver, m, kept, attention, single, "layers")
     require_memory(float(len(kept)) * zb.numel() * zb.element_size() + 8.0 * zb.numel() * zb.element_size()
                    + 4.0 * batch * n * n * zb.element_size(), f"solve of tokens of shape {tuple(z.shape)}",
                    device=zb.device)
@@ -181,7 +201,8 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
         chunk_size = batch  # one graph
     for start in range(0, batch, int(chunk_size)):  # blocks of sequences, each through every step
         rows = slice(start, start + int(chunk_size))
-        part = field if A0 is None or A0.dim() == 2 else field.rows(rows)
+        per_sequence = (A0 is not None and A0.dim() == 3) or (allowed is not None and allowed.shape[0] > 1)
+        part = field.rows(rows) if per_sequence else field
         x, xw, t = zb[rows], None if w is None else w[rows], 0.0
         saved = []
         finite = _Finite(count, zb.device, start)
@@ -204,7 +225,7 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
                 out[i, rows] = x
     if given is not zb and not grad:
         out = torch.where(m.unsqueeze(-1), out, given)
-    return _solution(out, times, field, solver, m, kept, attention, single)
+    return _solution(out, times, given_field, solver, m, kept, attention, single, "loop", pairs)
 
 
 class _Finite:
@@ -262,12 +283,13 @@ def _needs_grad(z: Tensor, field: Field) -> bool:
     return torch.is_grad_enabled() and (z.requires_grad or field.requires_grad)
 
 
-def _solution(out, times, field, solver, m, kept, attention, single, engine: str = "loop") -> Solution:
+def _solution(out, times, field, solver, m, kept, attention, single, engine: str = "loop",
+              pairs: Mask | None = None) -> Solution:
     if single:
         out, m = out[:, 0], m[0]
         attention = None if attention is None else attention[:, 0]
     return Solution(tokens=out, times=times, field=field, solver=solver, mask=m, steps=kept, attention=attention,
-                    engine=engine)
+                    engine=engine, pairs=pairs)
 
 
 def _step_count(solver, steps, t1) -> int:

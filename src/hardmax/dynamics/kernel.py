@@ -907,6 +907,9 @@ def hardmax_trajectory(z: np.ndarray, mask: np.ndarray, A: np.ndarray | None, ga
     Returns:
         `KernelRun` (which reviews needed full layers, and each review's peak coordinate).
     """
+    if mask.shape != z.shape[:2]:  # a pair mask (batch, n, n) is not a token mask: never read as one
+        raise ValueError(f"the compiled kernel takes a token mask of shape {z.shape[:2]}, got {mask.shape}; a pair "
+                         "mask (who attends to whom) runs on engine='loop'")
     layers = gammas.shape[0]
     stored = tuple(range(layers + 1)) if stored is None else tuple(int(k) for k in stored)
     if any(not 0 <= k <= layers for k in stored) or list(stored) != sorted(set(stored)):

@@ -15,8 +15,11 @@ attention matrix P (batch, m, m) and the targets Σ_j P_ij z_j (batch, m, d). `a
                         Geshkovski, Letrouit, Polyanskiy, Rigollet 2023, the gradient flow of E_β on the sphere)
 
 w_j is the multiplicity of token j (identical tokens merged into one; 0 = absent, e.g. padding).
-Rows of absent tokens are 0. The scores are s_ij = z_iᵀ A z_j = ⟨z_i, A z_j⟩, the paper's ⟨A z_i, z_j⟩ for the
-symmetric A it assumes (hardmax requires one; the other rules also take a non-symmetric A, e.g. QᵀK).
+Rows of absent tokens are 0. Every method also takes an optional pair restriction `allowed` (batch or 1, m, m)
+bool, allowed[i, j] = token i may attend to token j (`hardmax.dynamics.masks`: a causal mask, say): each rule is
+then itself on the keys K_i = {j : allowed[i, j], w_j > 0} of row i, and a row with no key is 0 (never NaN).
+The scores are s_ij = z_iᵀ A z_j = ⟨z_i, A z_j⟩, the paper's ⟨A z_i, z_j⟩ for the symmetric A it assumes (hardmax
+requires one; the other rules also take a non-symmetric A, e.g. QᵀK).
 """
 
 from __future__ import annotations
@@ -39,13 +42,33 @@ __all__ = ["RULES", "AttentionRule", "Hardmax", "Localmax", "Softmax", "Unnormal
 class AttentionRule(Protocol):
     """What `attention_step` and `simulate` need from a rule."""
 
-    def matrix(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
-        """(batch, m, m) attention matrix P; rows of absent tokens are 0."""
+    def matrix(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None, allowed: Tensor | None = None) -> Tensor:
+        """(batch, m, m) attention matrix P; rows of absent tokens are 0. `allowed` (optional: a rule without it
+        runs token masks only; `Field.restricted` refuses it a pair mask): (batch or 1, m, m) bool, row i restricted
+        to the keys j with allowed[i, j]; a row with no such present key is 0."""
         ...
 
-    def targets(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
-        """(batch, m, d) the targets Σ_j P_ij z_j (rows of absent tokens: anything finite)."""
+    def targets(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None,
+                allowed: Tensor | None = None) -> Tensor:
+        """(batch, m, d) the targets Σ_j P_ij z_j (rows of absent tokens, and of tokens with no allowed key:
+        anything finite; they do not move)."""
         ...
+
+
+def _restricted(logits: Tensor, allowed: Tensor | None) -> tuple[Tensor, Tensor | None]:
+    """(logits with −inf where allowed[i, j] is False, dead rows (batch, m, 1) bool): logits (batch, m, m) already
+    −inf at absent keys; a row left with no finite logit (no allowed present key) is set to 0, so that nothing
+    downstream is NaN (nor its gradient), and returned in `dead` for the caller to zero. allowed None: unchanged."""
+    if allowed is None:
+        return logits, None
+    logits = logits.masked_fill(~allowed, -math.inf)
+    dead = torch.isneginf(logits.amax(-1, keepdim=True))
+    return logits.masked_fill(dead, 0.0), dead
+
+
+def _zero(x: Tensor, dead: Tensor | None) -> Tensor:
+    """x (batch, m, ·) with the rows `dead` (batch, m, 1) set to 0 (None: x itself)."""
+    return x if dead is None else x.masked_fill(dead, 0.0)
 
 
 def _absent_rows_zero(p: Tensor, multiplicity: Tensor) -> Tensor:
@@ -72,22 +95,25 @@ class Hardmax:
         """The tolerance used for tokens of this dtype."""
         return default_tie_rtol(dtype) if self.tie_rtol is None else float(self.tie_rtol)
 
-    def matrix(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
+    def matrix(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None, allowed: Tensor | None = None) -> Tensor:
         """(batch, m, m) hardmax P: P_ij = w_j 1[j ∈ C_i] / Σ_{l ∈ C_i} w_l, C_i the maximisers by rule (★).
 
         `tokens` (batch, m, d), `multiplicity` w (batch, m), scores s_ij = z_iᵀ A z_j (A None: the identity).
-        Rows of absent tokens (w = 0) are 0.
+        `allowed` (batch or 1, m, m) bool: C_i = argmax over the allowed keys, (★) among them only (None: all).
+        Rows of absent tokens (w = 0), and of tokens with no allowed key, are 0.
         """
-        p = hardmax_sets(tokens, multiplicity, A, self.rtol(tokens.dtype)) * multiplicity.unsqueeze(-2)
+        p = hardmax_sets(tokens, multiplicity, A, self.rtol(tokens.dtype), allowed) * multiplicity.unsqueeze(-2)
         p = p / p.sum(-1, keepdim=True).clamp(min=torch.finfo(tokens.dtype).tiny)
         return _absent_rows_zero(p, multiplicity)
 
-    def targets(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
+    def targets(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None,
+                allowed: Tensor | None = None) -> Tensor:
         """(batch, m, d) targets Σ_j P_ij z_j: the w-weighted mean of C_i (the maximiser itself when it is alone).
 
-        `tokens` (batch, m, d), `multiplicity` w (batch, m), scores s_ij = z_iᵀ A z_j (A None: the identity).
+        `tokens` (batch, m, d), `multiplicity` w (batch, m), scores s_ij = z_iᵀ A z_j (A None: the identity),
+        `allowed` as in `matrix` (a token with no allowed key: its own position, so a layer leaves it in place).
         """
-        return hardmax_targets(tokens, multiplicity, A, self.rtol(tokens.dtype))
+        return hardmax_targets(tokens, multiplicity, A, self.rtol(tokens.dtype), allowed)
 
 
 @dataclass(frozen=True)
@@ -105,29 +131,36 @@ class Softmax:
         if isinstance(b, bool) or not isinstance(b, int | float) or not (math.isfinite(b) and b > 0):
             raise ValueError(f"softmax attention needs a finite inverse temperature beta > 0, got {b!r}")
 
-    def matrix(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
+    def matrix(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None, allowed: Tensor | None = None) -> Tensor:
         """(batch, m, m) softmax P: P_ij = w_j exp(β⟨A z_i, z_j⟩) / Σ_l w_l exp(β⟨A z_i, z_l⟩).
 
         `tokens` (batch, m, d), `multiplicity` w (batch, m), scores s_ij = z_iᵀ A z_j (A None: the identity).
-        Absent keys get weight 0; rows of absent tokens are 0.
+        Absent keys get weight 0; rows of absent tokens are 0. `allowed` (batch or 1, m, m) bool: the sums run
+        over the allowed keys only (None: all); a row with no allowed present key is 0.
         """
         queries = tokens if A is None else tokens @ A
         logits = float(self.beta) * (queries @ tokens.transpose(-1, -2)) + _key_bias(multiplicity)
-        return _absent_rows_zero(torch.softmax(logits, dim=-1), multiplicity)
+        logits, dead = _restricted(logits, allowed)
+        return _absent_rows_zero(_zero(torch.softmax(logits, dim=-1), dead), multiplicity)
 
-    def targets(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
+    def targets(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None,
+                allowed: Tensor | None = None) -> Tensor:
         """(batch, m, d) targets Σ_j P_ij z_j, by PyTorch's fused attention (P is not formed).
 
-        `tokens` (batch, m, d), `multiplicity` w (batch, m), scores s_ij = z_iᵀ A z_j (A None: the identity).
+        `tokens` (batch, m, d), `multiplicity` w (batch, m), scores s_ij = z_iᵀ A z_j (A None: the identity),
+        `allowed` as in `matrix` (a row with no allowed key: 0).
         """
         queries = tokens if A is None else tokens @ A
         # log w_j turns a merged token back into its w_j copies; log 0 = -inf removes absent keys.
         # PyTorch's fused attention computes softmax(β q kᵀ + bias) v without materialising it twice,
         # forward and backward (several times faster than the three-op version on CPU).
-        return F.scaled_dot_product_attention(
+        bias, dead = _key_bias(multiplicity), None
+        if allowed is not None:  # one bias per pair: the key bias, −inf where i may not attend to j
+            bias, dead = _restricted(bias.expand(*bias.shape[:-2], tokens.shape[-2], tokens.shape[-2]), allowed)
+        return _zero(F.scaled_dot_product_attention(
             queries.unsqueeze(1), tokens.unsqueeze(1), tokens.unsqueeze(1),
-            attn_mask=_key_bias(multiplicity).unsqueeze(1), scale=float(self.beta),
-        ).squeeze(1)
+            attn_mask=bias.unsqueeze(1), scale=float(self.beta),
+        ).squeeze(1), dead)
 
 
 def _beta(b, what: str) -> None:
@@ -161,22 +194,25 @@ class Localmax:
             raise ValueError(f"localmax attention needs a finite alignment sensitivity theta > 0, got {t!r} "
                              "(theta = 0 is Hardmax())")
 
-    def matrix(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
+    def matrix(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None, allowed: Tensor | None = None) -> Tensor:
         """(batch, m, m) localmax P: P_ij = w_j 1[j ∈ C_i^θ] / Σ_{l ∈ C_i^θ} w_l.
 
         `tokens` (batch, m, d), `multiplicity` w (batch, m), scores s_ij = z_iᵀ A z_j (A None: the identity).
-        Rows of absent tokens (w = 0) are 0.
+        `allowed` (batch or 1, m, m) bool: C_i^θ among the allowed keys, within θ of their best (None: all).
+        Rows of absent tokens (w = 0), and of tokens with no allowed key, are 0.
         """
         present = multiplicity > 0
         s = (_queries(tokens, A) @ tokens.transpose(-1, -2)).masked_fill(~present.unsqueeze(-2), -math.inf)
+        s, dead = _restricted(s, allowed)
         near = s >= s.amax(-1, keepdim=True) - float(self.theta)
         p = near.to(tokens.dtype) * multiplicity.unsqueeze(-2)
         p = p / p.sum(-1, keepdim=True).clamp(min=torch.finfo(tokens.dtype).tiny)
-        return _absent_rows_zero(p, multiplicity)
+        return _absent_rows_zero(_zero(p, dead), multiplicity)
 
-    def targets(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
+    def targets(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None,
+                allowed: Tensor | None = None) -> Tensor:
         """(batch, m, d) targets Σ_j P_ij z_j, P from `matrix` (same arguments)."""
-        return self.matrix(tokens, multiplicity, A) @ tokens
+        return self.matrix(tokens, multiplicity, A, allowed) @ tokens
 
 
 @dataclass(frozen=True)
@@ -196,19 +232,27 @@ class Unnormalised:
     def __post_init__(self):
         _beta(self.beta, "unnormalised attention")
 
-    def matrix(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
+    def matrix(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None, allowed: Tensor | None = None) -> Tensor:
         """(batch, m, m) P_ij = w_j exp(β⟨A z_i, z_j⟩) / Σ_l w_l: rows do not sum to 1.
 
         `tokens` (batch, m, d), `multiplicity` w (batch, m), scores s_ij = z_iᵀ A z_j (A None: the identity).
-        Rows of absent tokens (w = 0) are 0.
+        `allowed` (batch or 1, m, m) bool: P_ij = 1[allowed_ij] w_j e^{β s_ij} / Σ_l 1[allowed_il] w_l, the mean over
+        the keys token i sees (None: all, the 1/n above). Rows of absent tokens (w = 0), and of tokens with no
+        allowed key, are 0.
         """
         logits = float(self.beta) * (_queries(tokens, A) @ tokens.transpose(-1, -2)) + _key_bias(multiplicity)
-        p = torch.exp(logits) / multiplicity.sum(-1).clamp(min=1).view(*multiplicity.shape[:-1], 1, 1)
-        return _absent_rows_zero(p, multiplicity)
+        if allowed is None:
+            count = multiplicity.sum(-1).view(*multiplicity.shape[:-1], 1, 1)
+        else:  # Σ_l w_l over the keys row i may attend to (integers, exact in any order)
+            count = (allowed.to(multiplicity.dtype) * multiplicity.unsqueeze(-2)).sum(-1, keepdim=True)
+        logits, dead = _restricted(logits, allowed)
+        p = torch.exp(logits) / count.clamp(min=1)
+        return _absent_rows_zero(_zero(p, dead), multiplicity)
 
-    def targets(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None) -> Tensor:
+    def targets(self, tokens: Tensor, multiplicity: Tensor, A: Tensor | None,
+                allowed: Tensor | None = None) -> Tensor:
         """(batch, m, d) targets Σ_j P_ij z_j, P from `matrix` (same arguments)."""
-        return self.matrix(tokens, multiplicity, A) @ tokens
+        return self.matrix(tokens, multiplicity, A, allowed) @ tokens
 
 
 def _key_bias(multiplicity: Tensor) -> Tensor:

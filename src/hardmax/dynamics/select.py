@@ -226,31 +226,48 @@ class Following(NamedTuple):
         return target
 
 
+def _pair_scores(tokens: Tensor, queries: Tensor, present: Tensor,
+                 allowed: Tensor | None) -> tuple[Tensor, Tensor]:
+    """(scores (batch, m, m), rows (batch, m)): s_ij = ⟨A z_i, z_j⟩, −inf at absent keys and, with `allowed`
+    (batch or 1, m, m) bool, where i may not attend to j; rows: the present tokens with at least one key left. The
+    coarse pass and (★) then see the allowed keys only (a −inf score is never a candidate), and a row with no key
+    has no candidate: no attention set, its own position as its target."""
+    s = torch.baddbmm(score_bias(present, tokens.dtype), queries, tokens.transpose(-1, -2))  # (batch, m, m)
+    if allowed is None:
+        return s, present
+    s = s.masked_fill(~allowed, -math.inf)
+    return s, present & ~torch.isneginf(s.amax(-1))
+
+
 def hardmax_rows(tokens: Tensor, weights: Tensor, A: Tensor | None, tie_rtol: float,
-                  frames: Frames | None = None) -> Rows:
+                  frames: Frames | None = None, allowed: Tensor | None = None) -> Rows:
     """Hardmax targets of every token, which tokens are leaders, and each row's own and best other score.
 
-    tokens are positions; with `frames`, targets come in each row's (possibly new) frame.
+    tokens are positions; with `frames`, targets come in each row's (possibly new) frame. `allowed` (batch or 1,
+    m, m) bool restricts row i to the keys j with allowed[i, j] (None: every key); a row left with none keeps its
+    own position as its target.
     """
     queries = tokens if A is None else tokens @ A
-    present = weights > 0
-    s = torch.baddbmm(score_bias(present, tokens.dtype), queries, tokens.transpose(-1, -2))  # (batch, m, m)
-    return select(s, tokens, queries, weights, present, tie_rtol, frames, A)
+    s, rows = _pair_scores(tokens, queries, weights > 0, allowed)
+    return select(s, tokens, queries, weights, rows, tie_rtol, frames, A)
 
 
-def hardmax_targets(tokens: Tensor, weights: Tensor, A: Tensor | None, tie_rtol: float) -> Tensor:
-    """(batch, m, d) hardmax targets Σ_j P_ij z_j of every token."""
-    return hardmax_rows(tokens, weights, A, tie_rtol).target
+def hardmax_targets(tokens: Tensor, weights: Tensor, A: Tensor | None, tie_rtol: float,
+                    allowed: Tensor | None = None) -> Tensor:
+    """(batch, m, d) hardmax targets Σ_j P_ij z_j of every token (`allowed`: as in `hardmax_rows`)."""
+    return hardmax_rows(tokens, weights, A, tie_rtol, allowed=allowed).target
 
 
-def hardmax_sets(tokens: Tensor, weights: Tensor, A: Tensor | None, tie_rtol: float) -> Tensor:
-    """(batch, m, m) bool attention sets C_i of every present token (rule (★) of `ties`)."""
+def hardmax_sets(tokens: Tensor, weights: Tensor, A: Tensor | None, tie_rtol: float,
+                 allowed: Tensor | None = None) -> Tensor:
+    """(batch, m, m) bool attention sets C_i of every present token (rule (★) of `ties`), among the keys
+    `allowed` (batch or 1, m, m) bool lets row i see (None: every key); a row with no key has the empty set."""
     queries = tokens if A is None else tokens @ A
     present = weights > 0
-    s = torch.baddbmm(score_bias(present, tokens.dtype), queries, tokens.transpose(-1, -2))
+    s, rows = _pair_scores(tokens, queries, present, allowed)
     size = query_size(tokens, present, A)
     tol = coarse_tolerance(size, tokens, present, tie_rtol)
-    return sets_from_scores(s, tokens, queries, size, present, tol, tie_rtol, None)
+    return sets_from_scores(s, tokens, queries, size, rows, tol, tie_rtol, None)
 
 
 def move(tokens: Tensor, target: Tensor, gamma, present: Tensor) -> Tensor:

@@ -15,6 +15,7 @@ from hardmax.dynamics import kernel as _kernel
 from hardmax.dynamics.dedup import Deduplicated, deduplicate, take_rows
 from hardmax.dynamics.inputs import MAX_STEPS, as_floating, as_tensor
 from hardmax.dynamics.layers import AHEAD, AHEAD_SCORES, full_layers, hardmax_run
+from hardmax.dynamics.masks import validate_mask
 from hardmax.dynamics.rules import AttentionRule, Hardmax, Unnormalised, rule_from_dict, rule_to_dict
 from hardmax.dynamics.save import Save
 from hardmax.dynamics.select import move
@@ -207,8 +208,10 @@ def simulate(
         alpha: α > 0, a scalar or one value per layer (a tensor that requires grad gets gradients).
         layers: number of layers ≥ 0.
         A: (d, d) symmetric positive definite matrix; None for the identity.
-        mask: (n,) or (batch, n) bool, True for real tokens. Masked tokens (padding) neither attend nor
-            are attended to, and do not move.
+        mask: (n,) or (batch, n) bool (or `Tokens(present)`), True for real tokens. Masked tokens (padding)
+            neither attend nor are attended to, and do not move. A pair mask (`Causal()`, `Pairs(allowed)`) is
+            refused with one line: it runs on `solve(..., engine="loop")` (these engines merge identical tokens
+            and skip leaders, exact only when every token sees every token).
         store: which layers the trajectory keeps: "all" (0..layers), "final" (0 and layers), or an
             integer k (every k-th layer, and the last). Memory is what is stored: a 4,096-review batch
             (n = 128, d = 16, float32) needs 34 MB per stored layer.
@@ -231,7 +234,7 @@ def simulate(
     coordinate is beyond 2^±20 is computed scaled by an exact power of two.
 
     Raises:
-        ValueError: on wrong shapes, NaN/inf tokens, a dtype that cannot resolve ties, non-SPD or wrongly
+        ValueError: on wrong shapes, a pair mask, NaN/inf tokens, a dtype that cannot resolve ties, non-SPD or wrongly
             sized A, α ≤ 0, negative layers, an unknown rule, engine or store, softmax scores that
             overflow, or engine="compiled" where the kernel does not apply.
 
@@ -381,19 +384,6 @@ def _stored_layers(store, layers: int) -> tuple[int, ...]:
     if isinstance(store, int | np.integer) and not isinstance(store, bool) and store >= 1:
         return tuple(sorted({*range(0, layers + 1, int(store)), layers}))
     raise ValueError(f"store must be 'all', 'final' or an integer k ≥ 1 (every k-th layer), got {store!r}")
-
-
-def validate_mask(mask, single: bool, batch: int, n: int, device) -> Tensor:
-    """(batch, n) bool mask (all True when None), or a one-line ValueError for a wrong dtype or shape."""
-    if mask is None:
-        return torch.ones(batch, n, dtype=torch.bool, device=device)
-    m_t = as_tensor(mask, "mask", device=device)
-    if m_t.dtype != torch.bool:
-        raise ValueError(f"mask must be boolean (True = real token), got dtype {m_t.dtype}")
-    expected = (n,) if single else (batch, n)
-    if tuple(m_t.shape) != expected:
-        raise ValueError(f"mask must have shape {expected}, got {tuple(m_t.shape)}")
-    return m_t.reshape(batch, n)
 
 
 def check_score_range(z: Tensor, mask: Tensor, A: Tensor | None, rule: AttentionRule) -> None:

@@ -136,8 +136,8 @@ class Renormalised:
         return _constant(self.dt, count, dtype, device)
 
     def step(self, field: Field, t, z: Tensor, w: Tensor | None, dt: float) -> Tensor:
-        """(batch, n, d) R(x + dt V Σ_j P_ij x_j) (on the sphere (…) / ‖…‖) for present tokens, absent ones
-        unchanged; ValueError unless the manifold is `renormalisable`."""
+        """(batch, n, d) R(x + dt V Σ_j P_ij x_j) (on the sphere (…) / ‖…‖) for present tokens, absent ones (and
+        tokens with no allowed key, `Field.moving`) unchanged; ValueError unless the manifold is `renormalisable`."""
         if not field.manifold.renormalisable:
             raise ValueError(f"Renormalised is a scheme on the sphere (step, then retract), not on "
                              f"{field.manifold.name}: use Field(..., manifold=Sphere()) or another solver")
@@ -145,7 +145,8 @@ class Renormalised:
         V = field.V(z)
         drift = drift if V is None else drift @ V.transpose(-1, -2)
         moved = field.manifold.retract(z + dt * drift)
-        return moved if w is None else torch.where((w > 0).unsqueeze(-1), moved, z)
+        moving = field.moving(z, w)
+        return moved if moving is None else torch.where(moving.unsqueeze(-1), moved, z)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from hardmax.dynamics.masks import live_rows
 from hardmax.dynamics.rules import AttentionRule, Hardmax
 from hardmax.dynamics.select import move
 
@@ -35,21 +36,24 @@ def _ones(tokens: Tensor) -> Tensor:
 
 
 def attention_matrix(tokens: Tensor, multiplicity: Tensor | None = None, *, rule: AttentionRule = HARDMAX,
-                     A: Tensor | None = None) -> Tensor:
+                     A: Tensor | None = None, allowed: Tensor | None = None) -> Tensor:
     """The attention matrix P of one layer under `rule` (see `hardmax.dynamics.rules`).
 
     Args:
         tokens: (batch, m, d). multiplicity: (batch, m), 0 = absent (padding); None = all 1.
         rule: `Hardmax(...)` or `Softmax(beta=...)`. A: (d, d) SPD or None (identity).
+        allowed: (batch or 1, m, m) bool, token i may attend to token j (`hardmax.dynamics.masks`, e.g.
+            `Causal().pair_mask(tokens.shape)`); None: every pair (and the rule is called without it).
     Returns:
         (batch, m, m); rows of present tokens sum to 1 and put the weight w_j on token j; rows of
-        absent tokens are 0.
+        absent tokens, and of tokens with no allowed key, are 0.
     """
-    return rule.matrix(tokens, _ones(tokens) if multiplicity is None else multiplicity, A)
+    w = _ones(tokens) if multiplicity is None else multiplicity
+    return rule.matrix(tokens, w, A) if allowed is None else rule.matrix(tokens, w, A, allowed=allowed)
 
 
 def attention_step(tokens: Tensor, multiplicity: Tensor | None = None, *, alpha: float | Tensor,
-                   rule: AttentionRule = HARDMAX, A: Tensor | None = None) -> Tensor:
+                   rule: AttentionRule = HARDMAX, A: Tensor | None = None, allowed: Tensor | None = None) -> Tensor:
     """One layer: z_i + γ (Σ_j P_ij z_j − z_i), γ = α/(1+α), for every present token.
 
     The hot path shared by `simulate` and the classifier; arguments are not validated here (`simulate`
@@ -58,9 +62,12 @@ def attention_step(tokens: Tensor, multiplicity: Tensor | None = None, *, alpha:
 
     Args:
         tokens: (batch, m, d). multiplicity: (batch, m), 0 = absent; None = all present.
-        alpha: scalar or 0-dim tensor > 0 (a tensor keeps autograd). rule, A: as in `attention_matrix`.
+        alpha: scalar or 0-dim tensor > 0 (a tensor keeps autograd). rule, A, allowed: as in `attention_matrix`
+            (a token with no allowed key does not move).
     Returns:
         (batch, m, d), the tokens after the layer.
     """
     w = _ones(tokens) if multiplicity is None else multiplicity
-    return move(tokens, rule.targets(tokens, w, A), alpha / (1 + alpha), w > 0)
+    if allowed is None:
+        return move(tokens, rule.targets(tokens, w, A), alpha / (1 + alpha), w > 0)
+    return move(tokens, rule.targets(tokens, w, A, allowed=allowed), alpha / (1 + alpha), live_rows(w, allowed))

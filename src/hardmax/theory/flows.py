@@ -192,6 +192,8 @@ def check_flow(solution: Solution, *, tol: float | None = None) -> FlowReport:
             diameter: 1e-3 of it in R^d, 1e-2 on the sphere).
     Returns:
         `FlowReport`: `report["energy"].status`, `report.table()`.
+    Raises:
+        ValueError: padding, or a pair mask (`Causal()`, `Pairs`): the claims are theorems of full attention.
     """
     double = solution.tokens.dtype == torch.float64  # tolerances of rounding follow the solved dtype
     Z = solution.tokens.detach().cpu().to(torch.float64)
@@ -201,6 +203,9 @@ def check_flow(solution: Solution, *, tol: float | None = None) -> FlowReport:
         mask = solution.mask.cpu()
     if not bool(mask.all()):
         raise ValueError("check_flow checks sequences without padding; pass the real tokens only")
+    if solution.pairs is not None:  # its claims are theorems of full attention
+        raise ValueError(f"check_flow checks full attention; this solution ran under a pair mask "
+                         f"({type(solution.pairs).__name__}), whose limits those theorems do not describe")
     field = solution.field
     finite = _finite(Z, solution.times)
     if not finite.passed:  # nothing else can be measured on NaN or inf: every other claim is "not tested"
