@@ -278,3 +278,151 @@ def test_held_out_rows_repeating_training_rows_are_warned(tmp_path, caplog):
     with caplog.at_level(logging.WARNING):
         load_imdb(_config(write(tmp_path / "u.csv", rows(300))), progress=False)
     assert "hold the text of a training row" not in caplog.text
+
+
+# --- issue #39, second pass: the variants of each defect -----------------------------------------------------------
+
+def test_an_integer_however_written_is_one_class_and_other_numbers_are_refused(tmp_path):
+    """Issue #39 (14): "1e0" and "1", "1e1" and "10" were two classes each (only "1.0"-like spellings were joined);
+    a non-integral "1.5" in a CSV became a class while the JSON number 1.5 was refused."""
+    table = put(tmp_path / "t.csv", "body,topic\na,1e0\nb,1\nc,10\nd,1E1\ne,+1.\nf,.1e2\n")
+    got = read_table(table, Columns(text="body", label="topic"))
+    assert got.label_names == ("1", "10") and got.labels.tolist() == [0, 0, 1, 1, 0, 1]
+    same = put(tmp_path / "j.jsonl", '{"body": "a", "topic": 1e300}\n{"body": "b", "topic": 2}\n'
+                                     '{"body": "c", "topic": "1e300"}\n')
+    with pytest.raises(DataError, match="line 1: label 1e\\+300 .* is no class \\(a number of more than 100 digits"):
+        read_table(same, Columns(text="body", label="topic"))
+    for label, why in (("1.5", "a number but not an integer"), ("NA", "a missing value"), ("#N/A", "a missing value"),
+                       ("null", "a missing value"), ("-nan", "a missing value"), ("1" * 5000, "more than 100 digits"),
+                       ("1e99999999999999999999", "more than 100 digits")):
+        bad = put(tmp_path / "b.csv", f"body,topic\na,2\nb,{label}\nc,3\n")
+        with pytest.raises(DataError, match=f"b.csv, line 3: label .* is no class \\([a-z ]*{why}") as info:
+            read_table(bad, Columns(text="body", label="topic"))
+        assert "\n" not in str(info.value) and len(str(info.value)) < 300
+    names = put(tmp_path / "n.csv", "body,topic\na,pos\nb,1e1\nc,neg\nd,10\n")
+    with pytest.raises(DataError, match="labels '1e1' and '10' .* \\(lines 3 and 5\\) are one number written two ways"):
+        read_table(names, Columns(text="body", label="topic"))
+    kept = put(tmp_path / "k.csv", "body,topic\na,pos\nb,1_000\nc,0x1\nd,１\n")  # names, not numbers
+    assert read_table(kept, Columns(text="body", label="topic")).label_names == ("0x1", "1_000", "pos", "１")
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda p: put(p / "t.jsonl", '{"body": "x", "topic": {"k": "' + "y" * 100_000 + '"}}\n'), "is no class \\(a dict"),
+    (lambda p: put(p / "t.jsonl", '{"body": "x", "topic": ' + "[" * 900 + "]" * 900 + "}\n"), "is no class \\(a list"),
+    (lambda p: put(p / "t.jsonl", '{"body": "x", "topic": ' + "1" * 5000 + "}\n"), "line 1: cannot read this JSON"),
+    (lambda p: put(p / "t.jsonl", '{"body": "x", "topic": "a", "' + "k" * 100_000 + '": 1, "' + "k" * 100_000
+                   + '": 2}\n'), "appears twice in one object"),
+    (lambda p: put(p / "t.jsonl", "{" + ", ".join(f'"k{i}": {i}' for i in range(10_000)) + "}\n"),
+     "no key 'body', 'topic'; the keys are 'k0', .* and 9,988 more"),
+    (lambda p: put(p / "t.csv", ",".join(["z" * 100_000] * 2) + ",body,topic\n"), "appears twice"),
+    (lambda p: put(p / "t.csv", "body,topic,part\nx,a,nope" + "!" * 100_000 + "\ny,b,train\n"), "split 'nope!!!"),
+])
+def test_values_in_messages_are_cut_short(tmp_path, make, message):
+    """Issue #39 (14): a label, key or column name quoted whole made a "one-line" error 100,000 characters long (and
+    an integer of 5,000 digits in JSON Lines was a bare ValueError from the int parser, naming no file)."""
+    columns = Columns(text="body", label="topic", split="part") if "part" in message or "nope" in message else \
+        Columns(text="body", label="topic")
+    with pytest.raises(DataError, match=message) as info:
+        read_table(make(tmp_path), columns)
+    assert "\n" not in str(info.value) and len(str(info.value)) < 400 and str(tmp_path) in str(info.value)
+
+
+def test_an_old_or_damaged_cache_entry_is_rebuilt_never_read(tmp_path, caplog):
+    """Issue #39 (1): an entry of the first cache format holds int8 labels (wrapped past class 127); it, and any
+    entry whose labels or ids fall outside the classes and the vocabulary, is rebuilt instead of being read."""
+    import logging
+    from pathlib import Path
+
+    from safetensors.torch import load_file, save_file
+
+    names = tuple(f"c{i:03d}" for i in range(200))
+    records = [{"body": f"word{i % 200} filler{i % 7}", "topic": names[i % 200]} for i in range(2000)]
+    config = DataConfig(path=str(write(tmp_path / "many.csv", records)), text_column="body", label_column="topic",
+                        min_count=1, stopwords="none", cache_dir=str(tmp_path / "cache"))
+    fresh = load_imdb(config, progress=False)
+    stem = Path(fresh.stats.cache_file).with_suffix("")
+    meta = json.loads(stem.with_suffix(".json").read_text())
+    tensors = load_file(stem.with_suffix(".safetensors"))
+    key = meta["key"]
+    for doctor in ("old format", "wrapped labels", "ids past the vocabulary"):
+        changed, old = dict(tensors), dict(meta)
+        if doctor == "old format":  # what the first format wrote: int8 labels, read back as negative codes
+            old["format"] = "hardmax.imdb-cache/1"
+            changed = {k: v.to(torch.int8) if k.endswith(".labels") else v for k, v in tensors.items()}
+        elif doctor == "wrapped labels":
+            changed["train.labels"] = tensors["train.labels"].to(torch.int8).to(torch.int64)
+        else:
+            changed["test.ids"] = tensors["test.ids"] + len(meta["words"])
+        save_file(changed, str(stem.with_suffix(".safetensors")), metadata={"key": key})
+        stem.with_suffix(".json").write_text(json.dumps(old))
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            again = load_imdb(config, progress=False)
+        assert not again.stats.cache_hit and "ignoring unusable cache entry" in caplog.text, doctor
+        for name in ("train", "val", "test"):
+            assert torch.equal(getattr(again, name).labels, getattr(fresh, name).labels)
+            assert torch.equal(getattr(again, name).ids, getattr(fresh, name).ids)
+        assert load_imdb(config, progress=False).stats.cache_hit  # rebuilt whole, read back whole
+
+
+def test_cached_ids_and_rows_are_int32_only_where_they_fit():
+    """Issue #39 (1, swept): ids and row numbers were cast to int32 unchecked; a value past 2^31 would wrap."""
+    from hardmax.data.load import _compact
+
+    assert _compact(torch.tensor([0, 5, 2**31 - 1])).dtype == torch.int32
+    wide = torch.tensor([3, 2**31, 2**40])
+    assert _compact(wide).dtype == torch.int64 and torch.equal(_compact(wide), wide)
+    assert _compact(torch.zeros(0, 4, dtype=torch.int64)).dtype == torch.int32
+
+
+def test_held_out_rows_that_read_as_training_rows_are_warned(tmp_path, caplog):
+    """Issue #39 (14): only character-for-character copies were counted; a test row that differs from a training
+    row in case, punctuation or digits is the same input to the model, and its accuracy measures memory too."""
+    import logging
+
+    records = rows(300)
+    for i, r in enumerate(records):
+        if r["part"] == "train" and i % 2:
+            r["body"] = f"the only text {i // 2} of its kind"
+    copies = [r for r in records if r["part"] == "test"][:5]
+    trained = [r["body"] for r in records if r["part"] == "train" and r["body"].startswith("the only")][:5]
+    for r, text in zip(copies, trained, strict=True):
+        r["body"] = text.upper().replace(" ", " -- ") + "!!! 10/10"  # same words, other case, punctuation, digits
+    with caplog.at_level(logging.WARNING):
+        data = load_imdb(_config(write(tmp_path / "t.csv", records), split_column="part"), progress=False)
+    assert data.stats.splits["test"].same_as_train == 5
+    assert "5 test row(s) hold the text of a training row (the same words after cleaning)" in caplog.text
+
+
+def test_an_empty_validation_split_says_why(tmp_path, caplog):
+    """Issue #39 (14): "validation split is empty (e.g. val_fraction > 0)" was said with val_fraction 0.1: the
+    data now say why it is empty (a share that rounds to no row, or rows all empty after cleaning)."""
+    import logging
+
+    with caplog.at_level(logging.WARNING):
+        data = load_imdb(_config(write(tmp_path / "t.csv", rows(6, classes=("sport", "music")))), progress=False)
+    assert len(data.val) == 0
+    assert "the validation split is empty: val_fraction 0.1 of the 4 training rows is 0.4 row, which rounds to none" \
+        in caplog.text
+    records = rows(60, classes=("sport", "music"))
+    for r in records:
+        if r["part"] == "validation":
+            r["body"] = "10/10 !!!"
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        data = load_imdb(_config(write(tmp_path / "u.csv", records), split_column="part"), progress=False)
+    assert len(data.val) == 0 and "the validation split is empty: all 12 of its rows are empty after cleaning" \
+        in caplog.text
+
+
+def test_a_limit_shares_its_rows_among_many_classes(tmp_path):
+    """Issue #39 (14, swept): --limit gave every class limit // k rows and the last class all the remainder (a
+    limit of 1,999 over 1,000 classes: 1 row each, and 1,000 for the last)."""
+    from hardmax.data.splits import _first_per_label
+
+    labels = np.repeat(np.arange(1000), 3)
+    kept = _first_per_label(np.arange(len(labels)), labels, 1999, 1000)
+    counts = np.bincount(labels[kept], minlength=1000)
+    assert len(kept) == 1999 and counts.min() == 1 and counts.max() == 2
+    two = _first_per_label(np.arange(10), np.array([0, 1] * 5), 5, 2)  # two classes: as before
+    assert np.bincount(np.array([0, 1] * 5)[two]).tolist() == [2, 3]

@@ -32,7 +32,8 @@ logger = logging.getLogger(__name__)
 # --------------------------------------------------------------------------------------------
 
 # 2: labels stored as int64 (int8 wrapped a table of more than 128 classes to negative codes).
-_CACHE_FORMAT = "hardmax.imdb-cache/2"
+# 3: a table's labels read as integers however written ("1e0" is 1) and entries checked when read back.
+_CACHE_FORMAT = "hardmax.imdb-cache/3"
 
 
 def _fingerprint(source: Path, raw: bytes | None) -> dict[str, object]:
@@ -74,15 +75,22 @@ def _cache_key(config: DataConfig, fingerprint: dict[str, object]) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:24]
 
 
+def _compact(values: torch.Tensor) -> torch.Tensor:
+    """`values` (non-negative integers) as int32 when every one fits, which halves the file (ids below the
+    vocabulary's size, row numbers), else int64: never a narrower type that would wrap a value around."""
+    fits = values.numel() == 0 or (int(values.min()) >= 0 and int(values.max()) < 2**31)
+    return values.to(torch.int32 if fits else torch.int64).contiguous()
+
+
 def _save_cache(stem: Path, key: str, splits: dict[str, Split], vocab: Vocabulary,
                 stats: DataStats, config: DataConfig, label_names: tuple[str, ...]) -> None:
-    # int32 halves the file; ids < len(vocab) and review rows < 2^31. Labels stay int64: any number of classes.
-    # Masks and lengths are derived.
+    # Ids and rows as int32 where they fit (`_compact`); labels int64, whatever the number of classes. Masks and
+    # lengths are derived.
     tensors = {}
     for name, split in splits.items():
-        tensors[f"{name}.ids"] = split.ids.to(torch.int32).contiguous()
+        tensors[f"{name}.ids"] = _compact(split.ids)
         tensors[f"{name}.labels"] = split.labels.to(torch.int64).contiguous()
-        tensors[f"{name}.index"] = split.index.to(torch.int32).contiguous()
+        tensors[f"{name}.index"] = _compact(split.index)
     atomic_write(stem.with_suffix(".safetensors"), lambda tmp: save_file(tensors, tmp, metadata={"key": key}))
     meta = {
         "format": _CACHE_FORMAT,
@@ -115,6 +123,12 @@ def _load_cache(stem: Path, key: str) -> tuple[dict[str, Split], Vocabulary, int
         saved = meta["stats"]
         split_stats = {name: SplitStats(**saved["splits"][name]) for name in SPLIT_NAMES}
         names = tuple(meta.get("label_names", ("negative", "positive")))
+        words = len(meta["words"])
+        for name, split in splits.items():  # codes a later reader would misread are never handed on
+            if len(split) and not (0 <= int(split.labels.min()) and int(split.labels.max()) < len(names)):
+                raise ValueError(f"{name} labels outside 0..{len(names) - 1}")
+            if len(split) and not (0 <= int(split.ids.min()) and int(split.ids.max()) < words):
+                raise ValueError(f"{name} ids outside the vocabulary")
         return splits, Vocabulary(words=tuple(meta["words"])), int(saved["n_bad_bytes"]), split_stats, names
     except (OSError, ValueError, KeyError, TypeError, SafetensorError) as exc:
         logger.warning("ignoring unusable cache entry %s (%s); rebuilding", stem, exc)
@@ -135,7 +149,8 @@ def _report_empty(source: Path, split_stats: dict[str, SplitStats]) -> None:
                        ", ".join(f"{name} {n}" for name, n in skipped.items()))
     same = {name: s.same_as_train for name, s in split_stats.items() if s.same_as_train}
     if same:  # a held-out row that repeats a training row measures memory, not generalisation
-        logger.warning("%s: %s hold the text of a training row exactly; their accuracy measures memory", source,
+        logger.warning("%s: %s hold the text of a training row (the same words after cleaning); their accuracy "
+                       "measures memory, not generalisation", source,
                        " and ".join(f"{n} {name} row(s)" for name, n in same.items()))
 
 

@@ -149,7 +149,8 @@ class Reviews:
 
     Attributes:
         texts: n raw review strings.
-        labels: (n,) int8, 1 = positive.
+        labels: (n,) class codes: int8 for IMDb and Kaggle's two (1 = positive), int64 for a table's k classes
+            (any number of them).
         split: (n,) str array of "train"/"test", or None for a CSV (which has no standard split).
         review_ids: (n,) int64 IDs from the file names, or None for a CSV.
         ratings: (n,) int8 star ratings 1-10 from the file names, or None for a CSV.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -24,18 +25,19 @@ from hardmax.data.text import Split, Vocabulary, clean_truncated, tensorise, wor
 
 __all__ = ["DataStats", "ImdbData", "SplitStats", "build_splits", "file_sha256", "make_split"]
 
+logger = logging.getLogger(__name__)
+
 # --------------------------------------------------------------------------------------------
 # Splits and statistics.
 # --------------------------------------------------------------------------------------------
 
 
 def _first_per_label(rows: np.ndarray, labels: np.ndarray, limit: int | None, k: int = 2) -> np.ndarray:
-    """The first limit//k rows of each of the k labels, the last label taking the remainder (k = 2: limit//2
+    """The first limit//k rows of each of the k labels, the last limit % k labels one more each (k = 2: limit//2
     negative, limit - limit//2 positive), all a label has if fewer."""
     if limit is None:
         return rows
-    counts = [limit // k] * k
-    counts[-1] += limit - k * (limit // k)
+    counts = [limit // k + (c >= k - limit % k) for c in range(k)]
     return np.sort(np.concatenate([rows[labels[rows] == c][:counts[c]] for c in range(k)]))
 
 
@@ -161,11 +163,13 @@ class SplitStats:
 
     reviews: int  # rows kept in the split
     skipped_empty: int  # reviews dropped because nothing was left after cleaning
+    # (the rows the split was given are reviews + skipped_empty)
     mean_length: float  # real tokens per review, after truncation to max_len
     mean_distinct: float  # distinct ids per review (all UNKs count as one), what deduplication keeps
     unk_rate: float  # fraction of real tokens that are UNK
     truncated: float  # fraction of reviews that had more than max_len tokens
-    same_as_train: int = 0  # rows whose text is a training row's text, character for character (own tables)
+    # rows whose text is a training row's, or reads the same after cleaning (the model sees one input; own tables)
+    same_as_train: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -261,7 +265,7 @@ def build_splits(reviews: Reviews, config: DataConfig, progress: bool) -> tuple[
     `SplitStats`; reviews left empty by cleaning are dropped and counted. `progress` shows a bar per split.
     """
     rows = _split_rows(reviews, config)
-    same = _same_as_train(reviews, rows) if reviews.kind == "table" else {}
+    given = {name: len(r) for name, r in rows.items()}
     # One process: cleaning the 50k reviews takes ~7 s of CPU. A Pool(2) was measured slower on
     # the 2-core machine (each worker lemmatises the shared vocabulary again, token lists must be
     # pickled back, and the readers' cores are rarely idle), so it is not used.
@@ -282,6 +286,8 @@ def build_splits(reviews: Reviews, config: DataConfig, progress: bool) -> tuple[
             rows[name] = rows[name][keep]
             tokens[name] = [t for t in tokens[name] if t]
             cut[name] = cut[name][keep]
+    _say_why_empty(reviews, config, given, skipped)
+    same = _same_as_train(tokens) if reviews.kind == "table" else {}
     # Counting only the kept tokens: a word seen only past the truncation point would get an
     # embedding that no gradient ever reaches, so it is better mapped to UNK.
     vocab = Vocabulary.build(tokens["train"], min_count=config.min_count, max_size=config.max_vocab)
@@ -294,8 +300,29 @@ def build_splits(reviews: Reviews, config: DataConfig, progress: bool) -> tuple[
     return splits, vocab, stats
 
 
-def _same_as_train(reviews: Reviews, rows: dict[str, np.ndarray]) -> dict[str, int]:
-    """How many validation and test rows hold a training row's text exactly (surrounding spaces aside): a table
-    whose test rows repeat its training rows measures memory, not generalisation."""
-    seen = {reviews.texts[r].strip() for r in rows["train"]}
-    return {name: sum(reviews.texts[r].strip() in seen for r in rows[name]) for name in ("val", "test")}
+def _same_as_train(tokens: dict[str, list[list[str]]]) -> dict[str, int]:
+    """How many validation and test rows read as a training row after cleaning (the same text, or one that differs
+    only in case, punctuation, digits or stop words, within the tokens kept): the model sees one input, so a table
+    whose held-out rows repeat its training rows measures memory, not generalisation."""
+    seen = {tuple(t) for t in tokens["train"]}
+    return {name: sum(tuple(t) in seen for t in tokens[name]) for name in ("val", "test")}
+
+
+def _say_why_empty(reviews: Reviews, config: DataConfig, given: dict[str, int], skipped: dict[str, int]) -> None:
+    """A training or validation split left empty is a warning saying why (training refuses it later): the share
+    held out rounds to no row, or every row of it was empty after cleaning."""
+    for name, what in (("train", "training"), ("val", "validation")):
+        if given[name] - skipped[name] > 0:
+            continue
+        if given[name]:
+            why = f"all {given[name]:,} of its rows are empty after cleaning"
+        elif name == "train":
+            why = f"only {sum(given.values()):,} rows were read, all held out"
+        elif not config.val_fraction:
+            why = "val_fraction is 0"
+        else:
+            why = (f"val_fraction {config.val_fraction:g} of the {given['train']:,} training rows is "
+                   f"{config.val_fraction * given['train']:.2g} row, which rounds to none")
+            if reviews.split is not None:
+                why = "the split column names no validation rows, and " + why
+        logger.warning("%s: the %s split is empty: %s", reviews.source, what, why)

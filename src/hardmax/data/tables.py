@@ -4,23 +4,30 @@
 
 The format is the file name's (.csv, .tsv, .jsonl / .ndjson, .parquet / .pq) and the content must agree (a
 Parquet file starts with PAR1, a JSON Lines file with an object): a mismatch is an error, never a guess. Readers
-are the standard library's `csv` and `json` and pyarrow's Parquet reader. Labels may be strings or integers; the
-class names are recorded in sorted order (numbers numerically), class c being the c-th name. An optional split
+are the standard library's `csv` and `json` and pyarrow's Parquet reader. Labels are names or integers: an integer
+however written ("1", "01", "+1", "1.0", "1e0" and the JSON numbers 1 and 1.0 are one class, 1; ASCII digits only,
+so "²" or "①" are names); a label that is empty, missing ("NaN", "NA", "null", JSON null), infinite, a number that
+is not an integer, or a number written two ways among names ("1" and "01" beside "pos") is refused, naming its
+line. The class names are recorded in sorted order (numbers numerically), class c being the c-th name. An optional split
 column (train / validation / test as given: "val", "valid", "dev" also name validation) and group column (a
 held-out validation made of whole groups, as the movie-disjoint split of IMDb) are read alongside.
 
 Bad input gets one line naming the problem: an unknown format, a file that is not what its name says, a missing
-column (with the columns that exist), an empty text or label (its line or row), a single class, an unknown split
-name, a byte sequence that is not UTF-8 (its line: a file that mixes encodings).
+column (with the columns that exist), a column (JSON key) named twice, an empty text or label (its line or row), a
+single class, an unknown split name, a byte sequence that is not UTF-8 (its line: a file that mixes encodings), a
+JSON line nested too deeply to parse. Values quoted in a message are cut short (`shown`).
 """
 
 from __future__ import annotations
 
 import csv
+import decimal
 import io
 import json
 import math
+import os
 import re
+import reprlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +43,15 @@ FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", 
            ".pq": "parquet"}
 SPLIT_ALIASES = {"train": "train", "training": "train", "val": "val", "valid": "val", "validation": "val",
                  "dev": "val", "test": "test", "testing": "test"}
+
+_SHOWN = reprlib.Repr()
+_SHOWN.maxstring = _SHOWN.maxother = 60
+_SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxdict = 2, 4, 4
+
+
+def shown(value) -> str:
+    """`repr(value)` cut to a few dozen characters (a 10 MB label, or one nested 900 deep, in a one-line message)."""
+    return _SHOWN.repr(value)
 
 
 def table_format(path: str | Path, head: bytes | None = None) -> str:
@@ -80,18 +96,24 @@ def _no_duplicates(path: Path, names, line: int | None = None) -> None:
     for name in names:
         if name in seen:
             where = f"{path}, line {line}" if line is not None else str(path)
-            raise DataError(f"{where}: column {name!r} appears twice; rename one of them")
+            raise DataError(f"{where}: column {shown(name)} appears twice; rename one of them")
         seen.add(name)
 
 
 def _missing(path: Path, columns: Columns, present) -> None:
     missing = [c for c in columns.names() if c not in present]
     if missing:
-        raise DataError(f"{path}: no column {', '.join(map(repr, missing))}; the columns are "
-                        f"{', '.join(map(repr, present))}")
+        raise DataError(f"{path}: no column {', '.join(map(repr, missing))}; the columns are {_names(present)}")
 
 
-def _read_delimited(path: Path, raw: bytes, columns: Columns, delimiter: str) -> tuple[dict[str, list], list[int]]:
+def _names(names) -> str:
+    """The first few of a header's (an object's) names, each cut short, for a one-line message."""
+    names = list(names)
+    listed = ", ".join(shown(name) for name in names[:12])
+    return listed + (f" and {len(names) - 12:,} more" if len(names) > 12 else "")
+
+
+def _read_delimited(path: Path, raw: bytes, columns: Columns, delimiter: str) -> tuple[dict[str, list], list[int], int]:
     text = decode_text(path, raw)
     csv.field_size_limit(2**31 - 1)  # a text may be longer than the csv module's default 131,072 characters
     # TSV has no quoting (a text may begin with a quote); CSV quotes fields that hold commas or newlines.
@@ -109,6 +131,7 @@ def _read_delimited(path: Path, raw: bytes, columns: Columns, delimiter: str) ->
     index = {name: header.index(name) for name in columns.names()}
     out: dict[str, list] = {name: [] for name in columns.names()}
     lines = []
+    blank = 0
     try:
         start = reader.line_num + 1  # the physical line a record begins on (quoted newlines span several)
         for row in reader:
@@ -118,20 +141,25 @@ def _read_delimited(path: Path, raw: bytes, columns: Columns, delimiter: str) ->
                 for name, i in index.items():
                     out[name].append(row[i])
                 lines.append(start)
+            else:
+                blank += 1
             start = reader.line_num + 1
     except csv.Error as exc:
         raise DataError(f"{path}, line {reader.line_num}: malformed {delimiter == ',' and 'CSV' or 'TSV'} ({exc})") \
             from None
-    return out, lines
+    return out, lines, blank
 
 
-def _read_jsonl(path: Path, raw: bytes, columns: Columns) -> tuple[dict[str, list], list[int]]:
+def _read_jsonl(path: Path, raw: bytes, columns: Columns) -> tuple[dict[str, list], list[int], int]:
     text = decode_text(path, raw)
     out: dict[str, list] = {name: [] for name in columns.names()}
     lines = []
-    for number, line in enumerate(text.split("\n"), start=1):  # not splitlines: U+2028 is valid inside JSON
+    blank = 0
+    # not splitlines: U+2028 is valid inside JSON; a final line break ends the last line, it makes no blank one
+    for number, line in enumerate(text.removesuffix("\n").split("\n") if text else [], start=1):
         line = line.removesuffix("\r")
         if not line.strip():
+            blank += 1
             continue
         try:
             record = json.loads(line, object_pairs_hook=_pairs)
@@ -140,17 +168,20 @@ def _read_jsonl(path: Path, raw: bytes, columns: Columns) -> tuple[dict[str, lis
         except RecursionError:  # Python's parser recurses once per level: a line nested 100,000 deep
             raise DataError(f"{path}, line {number}: JSON nested too deeply to be a row of a table") from None
         except _DuplicateKey as exc:
-            raise DataError(f"{path}, line {number}: key {exc.args[0]!r} appears twice in one object") from None
+            raise DataError(f"{path}, line {number}: key {shown(exc.args[0])} appears twice in one object") from None
+        except ValueError as exc:  # what json.loads raises besides its own errors: an integer of > 4,300 digits
+            raise DataError(f"{path}, line {number}: cannot read this JSON ({' '.join(str(exc).split())[:120]})") \
+                from None
         if not isinstance(record, dict):
             raise DataError(f"{path}, line {number}: a JSON {type(record).__name__}, not an object")
         missing = [c for c in columns.names() if c not in record]
         if missing:
             raise DataError(f"{path}, line {number}: no key {', '.join(map(repr, missing))}; the keys are "
-                            f"{', '.join(map(repr, record))}")
+                            f"{_names(record)}")
         for name in columns.names():
             out[name].append(record[name])
         lines.append(number)
-    return out, lines
+    return out, lines, blank
 
 
 class _DuplicateKey(Exception):
@@ -169,7 +200,7 @@ def _pairs(pairs: list) -> dict:
     return record
 
 
-def _read_parquet(path: Path, raw: bytes, columns: Columns) -> tuple[dict[str, list], list[int]]:
+def _read_parquet(path: Path, raw: bytes, columns: Columns) -> tuple[dict[str, list], list[int], int]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -183,11 +214,12 @@ def _read_parquet(path: Path, raw: bytes, columns: Columns) -> tuple[dict[str, l
     except Exception as exc:  # pyarrow's errors: a corrupt or truncated file
         raise DataError(f"{path}: cannot read Parquet ({type(exc).__name__}: {exc})") from None
     out = {name: table.column(name).to_pylist() for name in columns.names()}
-    return out, list(range(1, table.num_rows + 1))
+    return out, list(range(1, table.num_rows + 1)), 0
 
 
-def _read(path: Path, raw: bytes, fmt: str, columns: Columns) -> tuple[dict[str, list], list[int]]:
-    """The columns' values and each row's line (row for Parquet) in the file's bytes `raw`: the format's reader."""
+def _read(path: Path, raw: bytes, fmt: str, columns: Columns) -> tuple[dict[str, list], list[int], int]:
+    """The columns' values, each row's line (row for Parquet) and the number of blank lines skipped (they hold no
+    row) in the file's bytes `raw`: the format's reader."""
     if fmt in ("csv", "tsv"):
         return _read_delimited(path, raw, columns, "," if fmt == "csv" else "\t")
     return _read_jsonl(path, raw, columns) if fmt == "jsonl" else _read_parquet(path, raw, columns)
@@ -217,7 +249,7 @@ def read_table(path: str | Path, columns: Columns, *, data: bytes | None = None)
     path = Path(path).expanduser()
     raw = read_bytes(path) if data is None else data
     fmt = table_format(path, raw)
-    data, lines = _read(path, raw, fmt, columns)
+    data, lines, _ = _read(path, raw, fmt, columns)
     where = "row" if fmt == "parquet" else "line"
     if not lines:
         raise DataError(f"{path}: no rows")
@@ -233,7 +265,7 @@ def read_table(path: str | Path, columns: Columns, *, data: bytes | None = None)
         for value, line in zip(data[columns.split], lines, strict=True):
             name = SPLIT_ALIASES.get(str(value).strip().lower())
             if name is None:
-                raise DataError(f"{path}, {where} {line}: split {value!r} in column {columns.split!r}; "
+                raise DataError(f"{path}, {where} {line}: split {shown(value)} in column {columns.split!r}; "
                                 "expected train, validation or test")
             split_values.append(name)
         split = np.array(split_values)
@@ -251,42 +283,82 @@ def read_table(path: str | Path, columns: Columns, *, data: bytes | None = None)
                    label_names=tuple(str(n) for n in names), groups=groups, kind="table")
 
 
-_INTEGER = re.compile(r"[+-]?[0-9]+(?:\.0*)?")  # ASCII digits only ("²", "①" and "٣" are no integers here)
+# ASCII digits only ("²", "①", "٣" and "１" are names here, never numbers): a sign, digits with an optional fraction,
+# an optional exponent. "1_000" and "0x1", which Python's own parsers read as numbers, are names too.
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+# How missing values are written by the tools that write tables (pandas, R, spreadsheets), lower-cased, sign dropped.
+_MISSING = frozenset({"nan", "inf", "infinity", "na", "n/a", "#n/a", "null", "<na>"})
+_DIGITS = 100  # integers up to 10^100 are classes; a label beyond is no class name anyone meant
+
+
+class _NoClass(Exception):
+    """Why a label is no class (a few words, for the one-line DataError naming its line)."""
+
+
+def _number(text: str) -> decimal.Decimal | None:
+    """The number a label written as text spells exactly ("+01", "1.0", "1e0" → 1; "1.5"), or None for a name; an
+    exponent beyond what `decimal` holds ("1e99999999999999999999") is infinite."""
+    if not _NUMBER.fullmatch(text):
+        return None
+    try:
+        return decimal.Decimal(text)
+    except decimal.InvalidOperation:
+        return decimal.Decimal("-Infinity" if text.startswith("-") else "Infinity")
+
+
+def _class_of(value) -> tuple[str, int | None]:
+    """(the label's spelling, its integer or None for a name), or `_NoClass` saying why the value is no class."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise _NoClass("empty")
+    if isinstance(value, bool) or not isinstance(value, str | int | float | decimal.Decimal):
+        raise _NoClass(f"a {type(value).__name__}")
+    if isinstance(value, str):
+        text = value.strip()
+        if text.lower().lstrip("+-") in _MISSING:
+            raise _NoClass("a missing value")
+        number = _number(text)
+        if number is None:
+            return text, None
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise _NoClass("not a finite number")
+        number = decimal.Decimal(repr(value))  # the number as written: 1e300 is 10^300, not the float's binary value
+    else:  # an int (JSON, Parquet) or a Decimal (Parquet's decimal columns)
+        if isinstance(value, decimal.Decimal) and not value.is_finite():
+            raise _NoClass("not a finite number")
+        number = decimal.Decimal(value)
+    if not number.is_finite() or number.adjusted() >= _DIGITS:
+        raise _NoClass(f"a number of more than {_DIGITS} digits")
+    if number != number.to_integral_value():
+        raise _NoClass("a number but not an integer")
+    integer = int(number)
+    return (text if isinstance(value, str) else str(integer)), integer
 
 
 def _labels(path: Path, values: list, lines: list[int], column: str, where: str) -> list:
-    """The labels as classes: integers when every label is one (1, "1", "01", "+1", "1.0" and 1.0 are one class,
-    1), else strings (stripped). Refused, naming the row: an empty label, a bool, NaN or infinity (no class), a
-    non-integral number, and two different spellings of one number among string labels ("1" and "01")."""
-    out = []
+    """The labels as classes: integers when every label is one, however written (1, "1", "01", "+1", "1.0", "1e0"
+    and 1.0 are one class, 1), else names (stripped strings, integers as their digits). Refused, naming the line
+    (row): an empty or missing label ("", "NaN", "NA", "null", None), a bool or a list, infinity, a number that is not
+    an integer, one of more than 100 digits; and among names, two spellings of one number ("1" and "01": which is
+    the class?)."""
+    read = []
     for value, line in zip(values, lines, strict=True):
-        bad = value is None or isinstance(value, bool) or not isinstance(value, str | int | float) or \
-            (isinstance(value, str) and not value.strip())
-        if not bad and isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
-            bad = True
-        if not bad and isinstance(value, str) and value.strip().lower().lstrip("+-") in _NOT_A_NUMBER:
-            bad = True
-        if bad:
-            raise DataError(f"{path}, {where} {line}: label {value!r} in column {column!r} is no class (labels are "
-                            "non-empty strings or integers)")
-        out.append(value.strip() if isinstance(value, str) else int(value))
-    numbers = [v if isinstance(v, int) else _integer(v) for v in out]
-    if all(n is not None for n in numbers):
-        return numbers
-    spelled: dict[int, str] = {}  # string labels: two spellings of one number would be two classes of one name
-    for value, number in zip(out, numbers, strict=True):
-        if number is not None and spelled.setdefault(number, str(value)) != str(value):
-            raise DataError(f"{path}: labels {spelled[number]!r} and {str(value)!r} in column {column!r} are one "
-                            "number written two ways; write each class one way")
-    return [str(v) for v in out]
-
-
-_NOT_A_NUMBER = {"nan", "inf", "infinity"}
-
-
-def _integer(text: str) -> int | None:
-    """The integer a label written as text spells ("+01", "1.0" → 1), exactly, or None."""
-    return int(text.split(".")[0]) if _INTEGER.fullmatch(text) else None
+        try:
+            read.append(_class_of(value))
+        except _NoClass as why:
+            raise DataError(f"{path}, {where} {line}: label {shown(value)} in column {column!r} is no class "
+                            f"({why}); class labels are names or integers") from None
+    if all(number is not None for _, number in read):
+        return [number for _, number in read]
+    spelled: dict[int, tuple[str, int]] = {}  # names: two spellings of one number would be two classes of one name
+    for (text, number), line in zip(read, lines, strict=True):
+        if number is None:
+            continue
+        first, first_line = spelled.setdefault(number, (text, line))
+        if first != text:
+            raise DataError(f"{path}: labels {shown(first)} and {shown(text)} in column {column!r} ({where}s "
+                            f"{first_line} and {line}) are one number written two ways; write each class one way")
+    return [text for text, _ in read]
 
 
 def _checked_texts(path: Path, values: list, lines: list[int], column: str, where: str) -> list[str]:
@@ -306,8 +378,9 @@ def label_order(labels) -> list:
     distinct = set(labels)
     if all(isinstance(v, int) for v in distinct):
         return sorted(distinct)
-    if all(isinstance(v, str) and _INTEGER.fullmatch(v) for v in distinct):
-        return sorted(distinct, key=_integer)
+    numbers = {v: _number(v.strip()) for v in distinct if isinstance(v, str)}
+    if len(numbers) == len(distinct) and all(n is not None and n.is_finite() for n in numbers.values()):
+        return sorted(distinct, key=numbers.__getitem__)
     return sorted(distinct, key=str)
 
 
@@ -320,22 +393,40 @@ class Texts:
 
 
 def read_texts(path: str | Path, column: str = "text") -> Texts:
-    """The texts of a file, for prediction: one per line of a .txt file (or a FIFO, /dev/stdin: blank lines are
-    no texts, and counted), or the `column` of a CSV / TSV / JSON Lines / Parquet table (an empty cell is the text
-    "", kept in its row: its prediction is empty). Raises `DataError` (one line) for a missing column, a cell that
-    is not a string, bytes that are not UTF-8 (their line), a file that is not what its name says, a directory."""
+    """The texts of a file, for prediction: one per line of a .txt file (a FIFO or /dev/stdin fed by a pipe too;
+    blank lines are no texts, and counted), or the `column` of a CSV / TSV / JSON Lines / Parquet table (an empty
+    cell is the text "", kept in its row: its prediction is empty; blank lines between records hold no row and are
+    counted). The format is the name's suffix, else that of the file the name leads to (/dev/stdin given a.csv).
+    Raises `DataError` (one line) for a missing column, a cell that is not a string, bytes that are not UTF-8 (their
+    line), a file that is not what its name says or has no known suffix, a directory."""
     path = Path(path).expanduser()
     raw = read_bytes(path)
-    if path.suffix.lower() == ".txt" or (path.suffix.lower() not in FORMATS and not path.is_file()):
+    fmt = _texts_format(path)
+    if fmt == "lines":
         return texts_of_lines(decode_text(path, raw))
-    fmt = table_format(path, raw)
-    data, lines = _read(path, raw, fmt, Columns(text=column, label=None))
+    named = path if path.suffix.lower() in FORMATS else Path(os.path.realpath(path))
+    table_format(named, raw)  # the content agrees with the name
+    data, lines, blank = _read(path, raw, fmt, Columns(text=column, label=None))
     values = ["" if value is None else value for value in data[column]]
     for value, line in zip(values, lines, strict=True):
         if not isinstance(value, str):
             raise DataError(f"{path}, {'row' if fmt == 'parquet' else 'line'} {line}: the text in column {column!r} "
                             f"is a {type(value).__name__}, not a string")
-    return Texts(values)
+    return Texts(values, blank)
+
+
+def _texts_format(path: Path) -> str:
+    """"lines" (a .txt file, a FIFO, a pipe) or a table format: by the name's suffix, else by the suffix of the file
+    the name leads to (/dev/stdin, /dev/fd/0 or a link), else "lines" for what is not a regular file."""
+    for name in (path, Path(os.path.realpath(path))):
+        suffix = name.suffix.lower()
+        if suffix == ".txt":
+            return "lines"
+        if suffix in FORMATS:
+            return FORMATS[suffix]
+    if not path.is_file():
+        return "lines"
+    raise DataError(f"{path}: unknown format {path.suffix!r}; known: .txt (one text per line), {', '.join(FORMATS)}")
 
 
 def texts_of_lines(text: str) -> Texts:
