@@ -1,7 +1,9 @@
 # Two entry points (see README, Quick start):
 #   make quickstart   set up .venv and run the main job (hardmax reproduce --quick, into runs/quick/)
 #   make test         set up .venv with dev and docs extras, run ruff + pytest, and build the docs
-# and `make docs`: the documentation site alone, into docs/_build/html/ (warnings are errors).
+# and `make docs`: the documentation site alone, into docs/_build/html/ (warnings are errors);
+# `make test-fast`: the edit loop, ruff + the tests not marked slow on two workers, no docs (under 3 minutes on
+# two cores; `make test`, what CI runs, before a commit).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -10,7 +12,7 @@ export HARDMAX_IMDB
 # Where hardmax caches data; the archive found here is linked into it, so later commands find it too.
 CACHE := $(or $(HARDMAX_CACHE),$(HOME)/.cache/hardmax)
 
-.PHONY: setup data quickstart test lint docs build-docs
+.PHONY: setup data quickstart test test-fast lint docs build-docs
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +40,15 @@ test: setup
 	$(BIN)/ruff check src tests benchmarks scripts examples docs
 	OMP_NUM_THREADS=1 $(BIN)/pytest -n 2 -q
 	$(MAKE) --no-print-directory build-docs
+
+# The edit loop: what `make test` runs minus the tests marked slow (pytest.mark.slow: over ~3 s each, the browser,
+# the wheel, the README's commands) and the docs. Sets .venv up only when it has no pytest yet.
+test-fast: $(BIN)/pytest
+	$(BIN)/ruff check src tests benchmarks scripts examples docs
+	OMP_NUM_THREADS=1 $(BIN)/pytest -n 2 -q -m "not slow"
+
+$(BIN)/pytest:
+	$(MAKE) --no-print-directory setup
 
 docs: setup build-docs
 

@@ -145,6 +145,7 @@ def test_data_benchmark_times_a_cold_and_a_cached_pipeline(tmp_path, capsys):
     assert "| cached load |" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_bench_fresh_compares_two_checkouts(tmp_path, capsys):
     """Fresh processes, alternating versions (here this checkout against itself), medians and JSON."""
     bench = load_script(SCRIPT.parent / "bench_fresh.py")

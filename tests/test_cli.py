@@ -456,6 +456,7 @@ def test_simulate_refuses_particle_options_that_do_not_fit(capsys, argv, message
     assert code == 2 and message in err and err.count("\n") == 1, err
 
 
+@pytest.mark.slow
 def test_particles_writes_the_reproductions(tmp_path, capsys, monkeypatch):
     import hardmax.experiments.particles as particles
 

@@ -763,7 +763,8 @@ def _configurations_that_settle():
     ]
 
 
-@pytest.mark.parametrize("case", _configurations_that_settle(), ids=lambda c: c[0])
+@pytest.mark.parametrize("case", [pytest.param(c, id=c[0], marks=[pytest.mark.slow] if c[0] == "gaussian" else [])
+                                  for c in _configurations_that_settle()])  # gaussian: 80 tokens, 300 layers
 def test_layers_run_ahead_are_the_layer_by_layer_layers(case):
     """Layers computed with the attention sets held and verified afterwards in one batched decision are the
     layer-by-layer run's, bit for bit, and the run hands over to full layers exactly where it does; it does

@@ -231,6 +231,7 @@ def test_auto_falls_back_to_the_torch_engine_where_the_kernel_does_not_apply():
     torch.testing.assert_close(with_weights.tokens, simulate(z, alpha=1.0, layers=3).tokens, rtol=0, atol=1e-15)
 
 
+@pytest.mark.slow
 def test_threads_may_call_the_parallel_kernels_at_once():
     """numba's work-queue layer aborts the whole process when two threads launch parallel kernels at once
     ("Concurrent access has been detected"): the explorer's server computes two requests at a time. Every

@@ -274,6 +274,7 @@ def test_a_trajectory_round_trips_through_json(rule, keep, dtype):
         Trajectory.from_dict({**run.to_dict(), "rule": {"rule": "maxmin"}})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rule", ["Hardmax()", "Softmax(beta=1.0)"])
 def test_the_torch_engine_estimate_covers_what_it_allocates(rule):
     """The estimate of the torch engine (every engine on CUDA) covers its peak memory with store='all': measured

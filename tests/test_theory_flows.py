@@ -244,6 +244,7 @@ def test_hull_growth_between_any_directions_fails(seed):
         assert check_flow(_fake(torch.stack([before, before * 0.9]), Field(Softmax(1.0))))["hull"].status == "passed"
 
 
+@pytest.mark.slow
 def test_a_start_in_convex_position_is_not_a_limit():
     """Issue #39 (4): at t = 0.001 tokens in convex position are on ∂K trivially: not judged."""
     V = torch.eye(2, dtype=torch.float64)

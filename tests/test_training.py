@@ -229,6 +229,7 @@ def kill_mid_epoch(splits, run_dir: Path, *, timeout: float = 120.0) -> dict:
     return load_tensors(ckpt)[1]["state"]
 
 
+@pytest.mark.slow
 def test_resume_after_kill_is_bitwise_identical(trained, splits, tmp_path):
     run_dir = tmp_path / "killed"
     state = kill_mid_epoch(splits, run_dir)
