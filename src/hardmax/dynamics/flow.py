@@ -32,7 +32,7 @@ __all__ = ["MAX_STEPS", "SOLVE_ENGINES", "Solution", "engine_for", "solve"]
 
 #: The engines `solve` accepts: "layers" (simulate's, for the paper's layer), "loop" (one batched torch loop), "auto".
 SOLVE_ENGINES = ("auto", "layers", "loop")
-_FINITE_EVERY = 64  # steps between two looks at the finiteness flags (one host synchronisation each)
+_FINITE_EVERY = 64  # steps between two looks at whether the states are finite (one host synchronisation each)
 
 
 def engine_for(field: Field, solver: Solver, mask=None) -> tuple[str, str]:
@@ -205,7 +205,7 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
         part = field.rows(rows) if per_sequence else field
         x, xw, t = zb[rows], None if w is None else w[rows], 0.0
         saved = []
-        finite = _Finite(count, zb.device, start)
+        good = (0, 0.0, x)  # the last step whose state was seen finite
         with torch.enable_grad() if grad else torch.no_grad():
             for k in range(count + 1):
                 if k in slot:
@@ -217,7 +217,10 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
                 dt = float(dts[k])
                 x = solver.step(part, t, x, xw, dt)
                 t = t + dt
-                finite.record(k + 1, x, dts)
+                if (k + 1) % _FINITE_EVERY == 0 or k + 1 == count:  # one host synchronisation per 64 steps
+                    if not bool(torch.isfinite(x.detach()).all()):
+                        raise _not_finite(solver, part, xw, dts, good, count, start)
+                    good = (k + 1, t, x)
         if grad:
             out = torch.stack(saved)
         else:
@@ -228,29 +231,25 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
     return _solution(out, times, given_field, solver, m, kept, attention, single, "loop", pairs)
 
 
-class _Finite:
-    """Whether each step's state is finite, recorded on the device without a host synchronisation per step; every
-    `_FINITE_EVERY` steps (and at the last) the flags are read, and the first step whose state holds NaN or inf
-    is named in a `FloatingPointError` (the loop stops there, not steps later)."""
-
-    def __init__(self, count: int, device, first_row: int):
-        self.flags = torch.ones(count + 1, dtype=torch.bool, device=device)
-        self.count, self.checked, self.first_row = count, 0, first_row
-
-    def record(self, k: int, x: Tensor, dts: Tensor) -> None:
-        self.flags[k] = torch.isfinite(x.detach()).all()
-        if k - self.checked < _FINITE_EVERY and k != self.count:
-            return
-        window = self.flags[self.checked + 1:k + 1]
-        self.checked = k
-        if bool(window.all()):
-            return
-        bad = self.checked - len(window) + 1 + int((~window).nonzero()[0])
-        t = float(dts[:bad].sum())
-        row = self.first_row + int((~torch.isfinite(x.detach()).flatten(1).all(1)).nonzero()[0])
-        raise FloatingPointError(
-            f"the states stopped being finite at step {bad:,} of {self.count:,} (t = {t:.6g}; sequence {row} first "
-            "seen): the field overflowed; use a smaller step, a shorter time, smaller tokens or a lower beta")
+def _not_finite(solver, field: Field, w: Tensor | None, dts: Tensor, good: tuple, count: int,
+                first_row: int) -> FloatingPointError:
+    """The error naming the first step whose state holds NaN or inf, found by replaying the steps from `good` =
+    (step, time, state), the last state seen finite. A state that is not finite stays so (each token's update
+    includes the token itself, and NaN and inf propagate), so the states are looked at only every `_FINITE_EVERY`
+    steps and the replay covers at most that many: no cost per step."""
+    k, t, x = good
+    with torch.no_grad():
+        while k < count:
+            dt = float(dts[k])
+            x = solver.step(field, t, x.detach(), w, dt)
+            t, k = t + dt, k + 1
+            bad = ~torch.isfinite(x).flatten(1).all(1)
+            if bool(bad.any()):
+                break
+    row = first_row + int(bad.nonzero()[0]) if bool(bad.any()) else first_row
+    return FloatingPointError(
+        f"the states stopped being finite at step {k:,} of {count:,} (t = {t:.6g}; sequence {row} first seen): the "
+        "field overflowed; use a smaller step, a shorter time, smaller tokens or a lower beta")
 
 
 def _adaptive(solver: Adaptive, field: Field, z: Tensor, w: Tensor | None, times: Tensor) -> Tensor:
