@@ -550,3 +550,132 @@ def test_stopwords_choices_are_the_libraries_lists():
     sub = build_parser()._subparsers._group_actions[0].choices["train"]
     action = next(a for a in sub._actions if "--stopwords" in a.option_strings)
     assert sorted(action.choices) == sorted(STOP_LISTS)
+
+
+# --------------------------------------------------------------------------------------------
+# predict (issue #39, items 6, 7, 16: the variants)
+# --------------------------------------------------------------------------------------------
+
+
+def _predict_in_child(run: Path, source: str, out: Path, stdin_path: Path, *extra: str):
+    """`hardmax predict` in a child process whose standard input is the file `stdin_path` (as `< file` gives it)."""
+    import subprocess
+    import sys
+
+    with stdin_path.open("rb") as stdin:
+        return subprocess.run([sys.executable, "-m", "hardmax", "predict", "--run", str(run), source, "--out",
+                               str(out), "--threads", "1", *extra], stdin=stdin, capture_output=True, text=True,
+                              timeout=300)
+
+
+def test_predict_refuses_standard_input_that_is_its_output(trained, tmp_path, capsys, monkeypatch):
+    """Issue #39 (7): `hardmax predict - --out t.csv < t.csv` replaced the input with the predictions: "-" was never
+    compared with --out (nor /dev/stdin, when the shell gives it the output file)."""
+    run, _, _ = trained
+    table = tmp_path / "t.csv"
+    table.write_text("text\nA great film, wonderful cast\nBoring and tedious\n", encoding="utf-8")
+    before = table.read_bytes()
+    with table.open("rb") as handle:
+        monkeypatch.setattr("sys.stdin", io.TextIOWrapper(handle))
+        code, out, err = _run(capsys, "predict", "--run", str(run), "-", "--out", str(table))
+    assert code == 2 and out == "" and "is the input (standard input)" in _last_line(err)
+    assert table.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]
+    child = _predict_in_child(run, "/dev/stdin", table, table)
+    assert child.returncode == 2 and "is the input /dev/stdin" in _last_line(child.stderr), child.stderr
+    assert table.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]
+
+
+def test_predict_reads_a_table_or_text_given_as_dev_stdin(trained, tmp_path, capsys):
+    """Issue #39 (16): /dev/stdin fed a table by the shell (`< t.csv`) was "unknown table format ''": the format is
+    now that of the file behind the name; a text file or a pipe is read as lines."""
+    run, _, _ = trained
+    table = tmp_path / "t.csv"
+    table.write_text("id,text\n1,A great film and a wonderful cast\n2,Boring and tedious\n", encoding="utf-8")
+    code, _, _ = _run(capsys, "predict", "--run", str(run), str(table), "--out", str(tmp_path / "direct.csv"))
+    assert code == 0
+    child = _predict_in_child(run, "/dev/stdin", tmp_path / "via.csv", table)
+    assert child.returncode == 0, child.stderr
+    assert (tmp_path / "via.csv").read_text() == (tmp_path / "direct.csv").read_text()
+    lines = tmp_path / "t.txt"
+    lines.write_text("A great film and a wonderful cast\nBoring and tedious\n", encoding="utf-8")
+    child = _predict_in_child(run, "/dev/stdin", tmp_path / "lines.csv", lines)
+    assert child.returncode == 0, child.stderr
+    assert (tmp_path / "lines.csv").read_text() == (tmp_path / "direct.csv").read_text()
+    unknown = tmp_path / "texts"  # a regular file whose name says no format
+    unknown.write_text("A great film\n", encoding="utf-8")
+    code, _, err = _run(capsys, "predict", "--run", str(run), str(unknown), "--out", str(tmp_path / "u.csv"))
+    assert code == 2 and "unknown format ''; known: .txt (one text per line)" in _last_line(err)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_predict_counts_the_blank_lines_of_a_table(trained, tmp_path, capsys, suffix):
+    """Issue #39 (6): blank lines between a table's records were dropped without a word (a text file's were
+    counted); now they are counted on stderr too, and every record keeps its row (an empty text, "" or spaces in
+    a table of one column, gets an empty prediction)."""
+    run, _, _ = trained
+    if suffix == ".csv":  # one column: each line is a record, but for lines that hold no field at all
+        body = 'text\n"A great film"\n""\n\n   \n\nBoring and tedious\n!!!\n\n'
+        blank, empty = 3, [1, 2, 4]
+    else:
+        body = '{"text": "A great film"}\n{"text": ""}\n\n   \n{"text": "Boring and tedious"}\n{"text": "!!!"}\n\n'
+        blank, empty = 3, [1, 3]
+    table = tmp_path / f"t{suffix}"
+    table.write_text(body, encoding="utf-8")
+    code, _, err = _run(capsys, "predict", "--run", str(run), str(table), "--out", str(tmp_path / "p.csv"))
+    assert code == 0 and f"{blank} blank line(s) skipped" in err, err
+    assert f"{len(empty)} text(s) empty after cleaning" in err, err
+    import csv
+
+    got = list(csv.DictReader((tmp_path / "p.csv").open(encoding="utf-8")))
+    assert [int(r["row"]) for r in got] == list(range(len(got)))
+    assert [i for i, r in enumerate(got) if r["prediction"] == ""] == empty
+
+
+def test_two_hundred_classes_train_twice_and_evaluate_through_the_cache(tmp_path, capsys):
+    """Issue #39 (1): with labels cached as int8, a 200-class table's second `train` said "the training labels reach
+    class 127, but the model has 200 classes" and `evaluate` ended in a bincount traceback."""
+    import csv
+
+    table = tmp_path / "many.csv"
+    with table.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["body", "topic"])
+        for i in range(2000):
+            word = chr(97 + i % 200 // 26) + chr(97 + i % 26)  # letters only: cleaning keeps them
+            writer.writerow([f"word{word} filler{chr(97 + i % 7)}", f"c{i % 200:03d}"])
+    common = ("--data", str(table), "--text-column", "body", "--label-column", "topic", "--d", "2", "--epochs", "1",
+              "--min-count", "1", "--stopwords", "none", "--threads", "1")
+    for name in ("first", "second"):  # the second reads the cache the first wrote
+        code, _, err = _run(capsys, "train", "--run", str(tmp_path / name), *common)
+        assert code == 0, _last_line(err)
+    code, out, err = _run(capsys, "evaluate", "--run", str(tmp_path / "second"), "--threads", "1")
+    assert code == 0 and "Traceback" not in err, _last_line(err)
+    record = json.loads((tmp_path / "second" / "config.json").read_text())
+    assert record["model"]["classes"] == 200 and record["data"]["label_names"][199] == "c199"
+
+
+def test_evaluate_checks_the_table_by_the_bytes_it_parsed(tmp_path, capsys, monkeypatch):
+    """Issue #39 (8): evaluate compared the run's table_sha256 with a second read of the file (`file_sha256`), which
+    a file rewritten in between could pass while the rows came from other bytes; now with the SHA-256 of the one
+    read the rows were parsed from."""
+    import csv
+
+    import hardmax.data.splits
+
+    table = tmp_path / "t.csv"
+    with table.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(["body", "topic"])
+        for i in range(200):
+            writer.writerow([f"{['goal match', 'song band'][i % 2]} {['the', 'very', 'today'][i % 3]}", "ab"[i % 2]])
+    code, _, err = _run(capsys, "train", "--run", str(tmp_path / "run"), "--data", str(table), "--text-column",
+                        "body", "--label-column", "topic", "--d", "2", "--epochs", "1", "--min-count", "1",
+                        "--threads", "1")
+    assert code == 0, _last_line(err)
+    second_reads = []
+    monkeypatch.setattr(hardmax.data.splits, "file_sha256", lambda path: second_reads.append(path) or "0" * 64)
+    code, _, err = _run(capsys, "evaluate", "--run", str(tmp_path / "run"), "--threads", "1")
+    assert code == 0 and second_reads == [], _last_line(err)
+    table.write_text(table.read_text().replace("goal match", "goal goal"), encoding="utf-8")  # other bytes: refused
+    code, _, err = _run(capsys, "evaluate", "--run", str(tmp_path / "run"), "--threads", "1")
+    assert code == 2 and "is not the table" in _last_line(err) and second_reads == []

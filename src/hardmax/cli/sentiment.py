@@ -357,7 +357,13 @@ def add_predict(subparsers) -> None:
                     "(C_i = {i} at the last layer) and the decisive leaders with the class each pushes towards. "
                     "Texts come from a .txt file or standard input (-), one per line, or from a column of a CSV, "
                     "TSV, JSON Lines or Parquet file. Written in batches as it goes, to a temporary file renamed "
-                    "at the end (nothing half-written), or to standard output.\n\n"
+                    "at the end (nothing half-written, also when killed with SIGTERM or Ctrl-C), or to standard "
+                    "output; never onto the input itself.\n\n"
+                    "Rows: \"row\" numbers the texts from 0. A table keeps every record in its place: an empty "
+                    "cell, or a text with nothing left after cleaning (\"10/10\", \"!!!\", only stop words), gets "
+                    "an empty prediction and NaN probabilities (null in JSON Lines). Blank lines are no texts: in a "
+                    ".txt file (or between a table's records) they are skipped, so \"row\" then differs from the "
+                    "line number; both counts are said on standard error.\n\n"
                     "examples: hardmax predict --run runs/quick/d16 reviews.txt --out predictions.csv\n"
                     "          hardmax predict --run runs/topics tickets.parquet --text-column body --out p.jsonl")
     p.add_argument("--run", required=True, metavar="DIR", help=RUN_HELP["read"])
@@ -396,9 +402,9 @@ def run_predict(args: argparse.Namespace) -> int:
     fmt = "csv" if out == "-" else Path(out).suffix.lower().lstrip(".")
     if fmt not in ("csv", "jsonl"):
         raise ValueError(f"--out {out}: write .csv or .jsonl (or - for standard output)")
-    if out != "-" and args.input != "-" and _same_file(args.input, out):
-        raise ValueError(f"--out {out} is the input {args.input}: it would be replaced by the predictions; "
-                         "write them to another file")
+    if out != "-" and _same_file(args.input, out):
+        raise ValueError(f"--out {out} is the input {'(standard input)' if args.input == '-' else args.input}: it "
+                         "would be replaced by the predictions; write them to another file")
     _set_threads(args.threads)
     start = time.perf_counter()
     run = load_run(args.run, device=args.device)
@@ -408,7 +414,8 @@ def run_predict(args: argparse.Namespace) -> int:
         read = read_texts(args.input, args.text_column)
     texts = read.texts
     if read.blank_lines:  # not texts: the rows below are the texts' numbers, not the file's lines
-        say(f"{read.blank_lines:,} blank line(s) skipped: they are not texts (\"row\" numbers the texts)")
+        say(f"{read.blank_lines:,} blank line(s) skipped: they are not texts (\"row\" numbers the texts, not the "
+            "lines)")
     if not texts:
         raise ValueError(f"{args.input}: no texts")
     say(f"{len(texts):,} texts")
@@ -452,11 +459,18 @@ def run_predict(args: argparse.Namespace) -> int:
 
 
 def _same_file(a: str, b: str) -> bool:
-    """Whether paths a and b name one file (the same path, a symbolic or a hard link), as far as can be told."""
+    """Whether the input `a` (a path, or "-": standard input, which may be a file redirected with <) and the output
+    path `b` are one file (the same path, a symbolic or a hard link, /dev/stdin), as far as can be told."""
     import os
+    import sys
 
-    pa, pb = Path(a).expanduser(), Path(b).expanduser()
+    pb = Path(b).expanduser()
     try:
-        return os.path.samefile(pa, pb)
+        out = os.stat(pb)
     except OSError:  # the output does not exist yet (or cannot be looked at): compare what the paths resolve to
-        return pa.resolve() == pb.resolve()
+        return a != "-" and Path(a).expanduser().resolve() == pb.resolve()
+    try:
+        into = os.fstat(sys.stdin.fileno()) if a == "-" else os.stat(Path(a).expanduser())
+    except (OSError, ValueError, AttributeError):  # no standard input (closed, or replaced by an object without one)
+        return False
+    return (into.st_dev, into.st_ino) == (out.st_dev, out.st_ino)

@@ -135,7 +135,9 @@ def _read_delimited(path: Path, raw: bytes, columns: Columns, delimiter: str) ->
     try:
         start = reader.line_num + 1  # the physical line a record begins on (quoted newlines span several)
         for row in reader:
-            if row and not (len(row) == 1 and not row[0].strip()):  # not a blank line
+            # a blank line (no field; with several columns, one blank field): no record. A table of one column
+            # keeps a record per line, empty ones too ("" or spaces: an empty text)
+            if row and not (len(row) == 1 < len(header) and not row[0].strip()):
                 if len(row) != len(header):
                     raise DataError(f"{path}, line {start}: {len(row)} field(s), the header has {len(header)}")
                 for name, i in index.items():

@@ -312,7 +312,8 @@ class Run:
         if record.get("table_sha256"):
             from hardmax.data.splits import file_sha256
 
-            if file_sha256(Path(data.config.path).expanduser()) != record["table_sha256"]:
+            # the SHA-256 of the very bytes the rows were parsed from (never a second read the file may differ in)
+            if (data.stats.sha256 or file_sha256(Path(data.config.path).expanduser())) != record["table_sha256"]:
                 raise ValueError(f"{data.config.path} is not the table {self.path} was trained on (its bytes differ): "
                                  "its seeded test rows would not be the run's")
         same = (len(data.vocab) == self.model_config.vocab_size if self.vocab is None
