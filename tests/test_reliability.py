@@ -625,3 +625,74 @@ def test_a_file_system_without_flock_trains_unlocked_with_a_warning(tmp_path, mo
     with caplog.at_level(logging.WARNING, logger="hardmax.training.run"), lock_run(tmp_path / "r"):
         assert "cannot lock" in caplog.text
     assert not (tmp_path / "r" / ".lock").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# Issue #39 (15, swept): SIGTERM during any atomic write, from the library as from the command line.
+# --------------------------------------------------------------------------------------------
+
+_SLOW_WRITE = """
+import signal, sys, time
+from pathlib import Path
+from hardmax.io import atomic_write, write_text
+if sys.argv[2] == "ignored":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+target = Path(sys.argv[1]) / "out.txt"
+write_text(target, "the old file, complete")
+
+def slow(tmp):
+    Path(tmp).write_text("half of the new fi")
+    print("writing", flush=True)
+    time.sleep(60 if sys.argv[2] == "default" else 2)
+    Path(tmp).write_text("the new file, complete")
+
+atomic_write(target, slow)
+print("handler back:", signal.getsignal(signal.SIGTERM) is (signal.SIG_IGN if sys.argv[2] == "ignored" else
+                                                            signal.SIG_DFL), flush=True)
+"""
+
+
+@pytest.mark.parametrize("disposition", ["default", "ignored"])
+def test_sigterm_during_a_library_atomic_write_leaves_no_temporary_file(tmp_path, disposition):
+    """SIGTERM's default action ended a script that called `atomic_write` on the spot, leaving the temporary file
+    (only the CLI caught it). Now the write turns it into an exit with status 143 that removes the file first, and
+    the old file stays whole; an ignored SIGTERM (nohup, a parent's choice) stays ignored and the write completes."""
+    child = subprocess.Popen([sys.executable, "-c", _SLOW_WRITE, str(tmp_path), disposition],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "writing"
+        child.send_signal(signal.SIGTERM)
+        out, err = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    assert [p.name for p in tmp_path.iterdir()] == ["out.txt"], err  # no temporary file beside it
+    if disposition == "default":
+        assert child.returncode == 143 and "Traceback" not in err, err
+        assert (tmp_path / "out.txt").read_text() == "the old file, complete"
+    else:
+        assert child.returncode == 0 and "handler back: True" in out, err
+        assert (tmp_path / "out.txt").read_text() == "the new file, complete"
+
+
+def test_an_atomic_write_leaves_the_sigterm_handler_as_it_found_it(tmp_path):
+    """The write sets its own SIGTERM handler only in place of the default one, and puts back what it found."""
+    from hardmax.io import atomic_write
+
+    def mine(signum, frame):
+        pass
+
+    seen = []
+
+    def write(tmp: str) -> None:  # notes the handler while the temporary file exists
+        seen.append(signal.getsignal(signal.SIGTERM))
+        Path(tmp).write_text("x")
+
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        for handler in (signal.SIG_DFL, signal.SIG_IGN, mine):
+            signal.signal(signal.SIGTERM, handler)
+            atomic_write(tmp_path / "f.txt", write)
+            assert signal.getsignal(signal.SIGTERM) is handler
+            assert (seen[-1] is handler) == (handler is not signal.SIG_DFL)  # only the default is replaced
+    finally:
+        signal.signal(signal.SIGTERM, before)

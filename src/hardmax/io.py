@@ -3,11 +3,15 @@
 No pickles: tensors are safetensors (with a SHA-256 of their bytes in the header), everything else is
 JSON (`to_jsonable`). Every file is written to a temporary file in the same directory and moved into
 place with `os.replace`, so a process killed at any instant (kill -9 included) leaves either the old
-file or the new one, never half. What a run directory holds is `hardmax.training.run`'s business.
+file or the new one, never half. The temporary file itself is removed on any exception, Ctrl-C included, and on
+SIGTERM (whose default action would end the process with the file left behind: `atomic_write` turns it into an
+exit that cleans up first); only kill -9 or a power cut can leave one, and `remove_stale_temp_files` finds those.
+What a run directory holds is `hardmax.training.run`'s business.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import hashlib
@@ -16,7 +20,9 @@ import logging
 import math
 import os
 import re
+import signal
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +35,7 @@ from torch import Tensor
 __all__ = [
     "FORMAT_VERSION",
     "CheckpointError",
+    "Terminated",
     "atomic_write",
     "load_tensors",
     "read_json",
@@ -58,19 +65,49 @@ def atomic_write(path: str | Path, write: Callable[[str], None]) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # The temporary name keeps the target's extension: some writers (Pillow) pick the format from it.
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}")
-    os.close(fd)
-    try:
-        write(tmp)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the usual permissions
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with _sigterm_exits():
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}")
+        try:
+            os.close(fd)
+            write(tmp)
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the usual permissions
+            os.replace(tmp, path)
+        except BaseException:  # any error, Ctrl-C, SIGTERM (`_sigterm_exits`): no temporary file stays
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
     return path
+
+
+class Terminated(SystemExit):
+    """SIGTERM received while `atomic_write` held a temporary file: raised in the main thread so that the file is
+    removed on the way out; left uncaught, the process ends with status 143 (128 + SIGTERM), as the signal's default
+    action would have ended it, only cleanly."""
+
+    def __init__(self) -> None:
+        super().__init__(128 + signal.SIGTERM)
+
+
+def _terminated(signum, frame) -> None:
+    raise Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_exits():
+    """While a temporary file may exist, SIGTERM raises `Terminated` instead of ending the process on the spot, when
+    its handler is the default one (a handler someone installed, the command line's or a server's, or an ignored
+    SIGTERM is left alone; only the main thread can take signals, so other threads change nothing)."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def remove_stale_temp_files(directory: str | Path, *, older_than: float = 0.0) -> list[Path]:

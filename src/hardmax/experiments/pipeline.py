@@ -201,7 +201,11 @@ def _copy_run(source: Path, target: Path) -> None:
     one or the new one, never a mix)."""
     staging = target.with_name(f".{target.name}.tmp")
     shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(source, staging)
+    try:
+        shutil.copytree(source, staging)
+    except BaseException:  # an error, Ctrl-C or SIGTERM mid-copy: no half copy stays beside the runs
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     old = target.with_name(f".{target.name}.old")
     shutil.rmtree(old, ignore_errors=True)
     if target.exists():
