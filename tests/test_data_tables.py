@@ -426,3 +426,17 @@ def test_a_limit_shares_its_rows_among_many_classes(tmp_path):
     assert len(kept) == 1999 and counts.min() == 1 and counts.max() == 2
     two = _first_per_label(np.arange(10), np.array([0, 1] * 5), 5, 2)  # two classes: as before
     assert np.bincount(np.array([0, 1] * 5)[two]).tolist() == [2, 3]
+
+
+def test_a_name_without_a_suffix_is_read_by_the_file_it_leads_to(tmp_path):
+    """Issue #39 (16): /dev/stdin given a table by the shell (or any link without a suffix) was "unknown table format
+    ''": the format is that of the file behind the name, still checked against its content."""
+    table = write(tmp_path / "t.csv", rows(30))
+    link = tmp_path / "latest"
+    link.symlink_to(table)
+    got = read_table(link, Columns(text="body", label="topic"))
+    assert got.texts == read_table(table, Columns(text="body", label="topic")).texts
+    misnamed = put(tmp_path / "m.jsonl", table.read_bytes())  # the name behind says JSON Lines, the bytes CSV
+    (tmp_path / "other").symlink_to(misnamed)
+    with pytest.raises(DataError, match="m.jsonl: named .jsonl but its first line is not a JSON object"):
+        read_table(tmp_path / "other", Columns(text="body", label="topic"))

@@ -250,7 +250,7 @@ def read_table(path: str | Path, columns: Columns, *, data: bytes | None = None)
     """
     path = Path(path).expanduser()
     raw = read_bytes(path) if data is None else data
-    fmt = table_format(path, raw)
+    fmt = table_format(_named(path), raw)
     data, lines, _ = _read(path, raw, fmt, columns)
     where = "row" if fmt == "parquet" else "line"
     if not lines:
@@ -406,8 +406,7 @@ def read_texts(path: str | Path, column: str = "text") -> Texts:
     fmt = _texts_format(path)
     if fmt == "lines":
         return texts_of_lines(decode_text(path, raw))
-    named = path if path.suffix.lower() in FORMATS else Path(os.path.realpath(path))
-    table_format(named, raw)  # the content agrees with the name
+    table_format(_named(path), raw)  # the content agrees with the name
     data, lines, blank = _read(path, raw, fmt, Columns(text=column, label=None))
     values = ["" if value is None else value for value in data[column]]
     for value, line in zip(values, lines, strict=True):
@@ -417,15 +416,23 @@ def read_texts(path: str | Path, column: str = "text") -> Texts:
     return Texts(values, blank)
 
 
+def _named(path: Path) -> Path:
+    """The name whose suffix tells the format: `path`'s, or when it has no known one, that of the file it leads to
+    (/dev/stdin or /dev/fd/0 given a.csv by the shell, a link)."""
+    if path.suffix.lower() in FORMATS or path.suffix.lower() == ".txt":
+        return path
+    behind = Path(os.path.realpath(path))
+    return behind if behind.suffix.lower() in FORMATS or behind.suffix.lower() == ".txt" else path
+
+
 def _texts_format(path: Path) -> str:
     """"lines" (a .txt file, a FIFO, a pipe) or a table format: by the name's suffix, else by the suffix of the file
     the name leads to (/dev/stdin, /dev/fd/0 or a link), else "lines" for what is not a regular file."""
-    for name in (path, Path(os.path.realpath(path))):
-        suffix = name.suffix.lower()
-        if suffix == ".txt":
-            return "lines"
-        if suffix in FORMATS:
-            return FORMATS[suffix]
+    suffix = _named(path).suffix.lower()
+    if suffix == ".txt":
+        return "lines"
+    if suffix in FORMATS:
+        return FORMATS[suffix]
     if not path.is_file():
         return "lines"
     raise DataError(f"{path}: unknown format {path.suffix!r}; known: .txt (one text per line), {', '.join(FORMATS)}")
