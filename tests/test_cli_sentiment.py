@@ -375,6 +375,7 @@ def _without_timings(result: dict) -> dict:
     return out
 
 
+@pytest.mark.slow
 def test_reproduce_quick_writes_the_report_and_reuses_finished_runs(archive, tmp_path, capsys):
     runs, report = tmp_path / "runs", tmp_path / "report"
     argv = ["reproduce", "--quick", "--data", str(archive), "--dims", "2", "--epochs", "1",
@@ -585,6 +586,7 @@ def test_predict_refuses_standard_input_that_is_its_output(trained, tmp_path, ca
     assert table.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["t.csv"]
 
 
+@pytest.mark.slow
 def test_predict_reads_a_table_or_text_given_as_dev_stdin(trained, tmp_path, capsys):
     """Issue #39 (16): /dev/stdin fed a table by the shell (`< t.csv`) was "unknown table format ''": the format is
     now that of the file behind the name; a text file or a pipe is read as lines."""
