@@ -11,6 +11,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -56,6 +57,7 @@ class Sparsemax:
     """
 
     beta: float
+    row_stochastic: ClassVar[bool] = True        # rows sum to 1: check_flow tests the nested hulls
 
     def __post_init__(self):
         b = self.beta
@@ -300,10 +302,13 @@ class TestNewRule:
         report = check_flow(sol)
         statuses = _statuses(report)
         assert report.passed and statuses.pop("finite") == "passed"
-        # the hull claim holds for any row-stochastic rule (measured here), but check_flow names the rules it tests
-        # it for (theory/flows.py): a new rule is "not tested" there until it is added (CONTRIBUTING.md says so)
+        # the hull claim holds for any row-stochastic rule (measured here): check_flow tests it because the class
+        # declares row_stochastic = True (hardmax.dynamics.rules); a rule that declares nothing is "not tested"
         assert _nested_hulls(sol.tokens) <= 1e-12
-        assert statuses.pop("hull") in ("passed", NOT_TESTED)
+        assert statuses.pop("hull") == "passed"
+        undeclared = dataclass(frozen=True)(type("Undeclared", (Sparsemax,), {"row_stochastic": False}))
+        assert check_flow(solve(Field(undeclared(2.0)), Euler(0.2), z, steps=40, save=Save(every=5)))[
+            "hull"].status == NOT_TESTED
         assert set(statuses.values()) == {NOT_TESTED}  # flat, no rescaled scores, not SA/USA: nothing else applies
         _renders(sol, tmp_path / "sparsemax.png", title="sparsemax attention")
 
@@ -471,7 +476,7 @@ def _section(title: str) -> str:
 
 @pytest.mark.parametrize("recipe, spelling, home, also", [
     ("How to add an attention rule", '"localmax"', "dynamics/rules.py",
-     ("explore/requests.py", "explore/static/playground.html")),  # the explorer's list: hardmax and softmax only
+     ("explore/static/playground.html",)),  # the page's menu: hardmax and softmax only
     ("How to add a vector field, a manifold or a solver", '"rk4"', None, ()),
 ])
 def test_the_recipes_name_every_hand_kept_list(recipe, spelling, home, also):
@@ -486,3 +491,85 @@ def test_the_recipes_name_every_hand_kept_list(recipe, spelling, home, also):
     missing = [f for f in files if f not in text]
     assert not missing, f"{recipe!r} does not name {missing}, which list every name"
     assert re.search(r"tests/test_contributing_recipes\.py", text)
+
+
+@pytest.mark.parametrize("spelling", ['"localmax"', "'localmax'", '"unnormalised"', "'unnormalised'"])
+def test_the_rules_are_listed_once_in_the_registry(spelling):
+    """Issue #40: the CLI, the explorer's requests and check_flow reach the rules through RULES (and what each rule
+    class declares), so no Python file of src/ but the registry's spells a rule's name."""
+    src = ROOT / "src" / "hardmax"
+    files = sorted(str(path.relative_to(src)) for path in src.rglob("*.py") if spelling in path.read_text("utf-8"))
+    assert files in ([], ["dynamics/rules.py"]), files
+
+
+class TestARegisteredRuleReachesTheCLIAndTheExplorer:
+    """Registered in RULES from this file (the recipe's one step), a rule is `hardmax simulate --rule NAME` (its
+    parameters the options of their names) and the explorer's /api/simulate, with no other file edited."""
+
+    @pytest.fixture
+    def toy(self, monkeypatch):
+        monkeypatch.setitem(RULES, "toy", Sparsemax)
+        return "toy"
+
+    def test_hardmax_simulate_runs_it(self, toy, tmp_path, capsys):
+        from hardmax.cli import main
+
+        argv = ["simulate", "--random", "6", "--rule", toy, "--beta", "2", "--solver", "euler", "--dt", "0.2",
+                "--layers", "10", "--no-gif", "--out", str(tmp_path)]
+        assert main(argv) == 0, capsys.readouterr().err
+        tokens = np.random.default_rng(0).standard_normal((6, 2))  # --random's tokens (seed 0)
+        expected = solve(Field(Sparsemax(2.0)), Euler(0.2), tokens, steps=10, save=Save()).tokens.numpy()
+        np.testing.assert_array_equal(np.load(tmp_path / "solution.npy"), expected)
+        assert float(np.abs(expected[-1] - expected[0]).max()) > 1e-3
+        report = json.loads((tmp_path / "report.json").read_text())
+        assert report["config"]["rule"] == toy and report["config"]["beta"] == 2.0
+        assert report["claims"]["tokens"][[c["name"] for c in report["claims"]["tokens"]].index("hull")][
+            "status"] == "passed"  # it declares row_stochastic
+
+    @pytest.mark.parametrize("argv, message", [
+        (["--rule", "toy"], "--rule toy needs --beta (--beta goes with --rule softmax, unnormalised or toy)"),
+        (["--rule", "toy", "--beta", "2", "--theta", "1"], "--theta is for --rule localmax"),
+        (["--rule", "toy", "--beta", "-1"], "sparsemax attention needs a finite beta > 0"),
+        (["--rule", "toys"], "--rule must be one of hardmax, softmax, localmax, unnormalised, toy, got 'toys'"),
+    ])
+    def test_hardmax_simulate_checks_its_options(self, toy, capsys, argv, message):
+        from hardmax.cli import main
+
+        assert main(["simulate", "--random", "4", *argv]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+
+    def test_a_parameter_without_an_option_is_one_line(self, monkeypatch, capsys):
+        from hardmax.cli import main
+
+        @dataclass(frozen=True)
+        class Gamma(Sparsemax):
+            gamma: float  # required, and no option of hardmax simulate is named gamma
+
+        monkeypatch.setitem(RULES, "gamma", Gamma)
+        assert main(["simulate", "--random", "4", "--rule", "gamma", "--beta", "1"]) == 2
+        err = capsys.readouterr().err
+        assert "--rule gamma needs a parameter gamma that hardmax simulate has no option for" in err, err
+        assert err.count("\n") == 1
+
+    def test_the_explorer_runs_it(self, toy):
+        from explore_server import Client, LiveServer
+
+        from hardmax.explore import Limits, create_app
+        from hardmax.explore.frames import decode_path
+
+        square = [[1.0, 1.0], [-1.0, 1.0], [-1.0, -1.0], [1.0, -1.0], [0.5, 0.0]]
+        with LiveServer(create_app(None, Limits(tokens=20, layers=50))) as server:
+            client = Client(server.url)
+            answer = client.post("/api/simulate", json={"tokens": square, "rule": toy, "beta": 2.0, "layers": 10})
+            assert answer.status_code == 200, answer.text
+            answer = answer.json()
+            unknown = client.post("/api/simulate", json={"tokens": square, "rule": "toys"})
+            assert unknown.status_code == 400 and unknown.json()["error"] == (
+                "rule must be one of hardmax, softmax, localmax, unnormalised, toy, got 'toys'")
+        expected = simulate(np.array(square), Sparsemax(2.0), alpha=0.5, layers=10, A=np.eye(2)).tokens.numpy()
+        np.testing.assert_array_equal(decode_path(answer["path"], 10), expected)
+        assert answer["rule"] == toy and answer["theorem"] is None
+        scope: dict = {}
+        exec(answer["python"], scope)  # its "Copy as Python": rule_from_dict of its registered spelling
+        np.testing.assert_array_equal(scope["trajectory"].tokens.numpy(), expected)

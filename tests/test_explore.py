@@ -748,3 +748,59 @@ def test_connections_send_without_delay():
         (connection,) = server.server.server_state.connections
         accepted = connection.transport.get_extra_info("socket")
         assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+
+
+# --------------------------------------------------------------------------------------------
+# every rule of the registry (hardmax.dynamics.RULES) reaches the playground, issue #40
+# --------------------------------------------------------------------------------------------
+
+
+def _parameters(name: str) -> dict:
+    """A valid value for each required parameter of the registered rule `name` (0.5: β, θ and the like)."""
+    from hardmax.dynamics.rules import rule_parameters
+
+    return {p: 0.5 for p, required in rule_parameters(name).items() if required}
+
+
+@pytest.mark.parametrize("name", list(hardmax.dynamics.RULES))
+def test_every_registered_rule_runs_in_the_playground(client, name):
+    """/api/simulate and /api/attention build any rule of RULES from the request (rule_from_dict) and run it on
+    simulate's torch engine: the path is the library's, the rule named back, its Python reproduces it."""
+    body = {"tokens": SQUARE, "alpha": 0.5, "layers": 12, "rule": name, **_parameters(name)}
+    code, answer = _post(client, "/api/simulate", body)
+    assert code == 200, answer
+    rule = hardmax.dynamics.rule_from_dict({"rule": name, **_parameters(name)})
+    expected = hardmax.simulate(np.array(SQUARE), rule, alpha=0.5, layers=12, A=np.eye(2)).tokens.numpy()
+    assert answer["rule"] == name
+    assert np.array_equal(decode_path(answer["path"], 12), expected)
+    assert float(np.abs(expected[-1] - expected[0]).max()) > 1e-3  # the tokens moved
+    assert (answer["theorem"] is None) == (name != "hardmax")  # Theorem 2.1 is hardmax's
+    scope: dict = {}
+    exec(answer["python"], scope)
+    assert np.array_equal(scope["trajectory"].tokens.numpy(), expected)
+    code, seen = _post(client, "/api/attention", {"tokens": SQUARE, "rule": name, **_parameters(name)})
+    assert code == 200, seen
+    assert len(seen["sets" if name == "hardmax" else "weights"]) == len(SQUARE)
+
+
+@pytest.mark.parametrize("body, status, words", [
+    ({"rule": "localmax"}, 400, "rule localmax needs theta"),
+    ({"rule": "localmax", "theta": -1}, 400, "theta > 0"),  # the rule's own check, one line
+    ({"rule": "localmax", "theta": "0.3"}, 400, "theta must be a number"),
+    ({"rule": "localmax", "theta": 1e9}, 413, "theta must be at most"),
+    ({"rule": "unnormalised", "beta": 1e9}, 413, "beta must be at most"),
+    ({"rule": "hardmax", "theta": 0.3}, 400, "rule hardmax takes no theta"),
+    ({"rule": "softmax", "beta": 1.0, "theta": 0.3}, 400, "takes no theta (its parameters: beta)"),
+    ({"rule": ["softmax"]}, 400, "rule must be one of"),
+])
+def test_a_rule_parameter_is_checked_by_the_registry(client, body, status, words):
+    code, answer = _post(client, "/api/simulate", {"tokens": SQUARE, **body})
+    assert code == status, answer
+    assert words in answer["error"] and "\n" not in answer["error"]
+
+
+def test_an_unknown_rule_names_the_registered_ones(client):
+    for url in ("/api/simulate", "/api/attention"):
+        code, answer = _post(client, url, {"tokens": SQUARE, "rule": "maxout"})
+        assert code == 400 and "maxout" in answer["error"] and "\n" not in answer["error"]
+        assert answer["error"].startswith("rule must be one of " + ", ".join(hardmax.dynamics.RULES))

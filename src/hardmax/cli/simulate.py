@@ -39,7 +39,7 @@ def add_simulate(subparsers) -> None:
     add_options(source, SimulateConfig, only=("tokens", "random"), metavars={"tokens": "FILE", "random": "N"})
     add_options(p, SimulateConfig, exclude=("tokens", "random"), flags={"gif": "--no-gif"},
                 helps={"gif": "skip the GIF animation (the slowest part)"},
-                metavars={"dim": "D", "seed": "S", "A": "FILE_OR_LIST", "out": "DIR"})
+                metavars={"dim": "D", "seed": "S", "A": "FILE_OR_LIST", "out": "DIR", "rule": "NAME"})
 
 
 def run_simulate(args: argparse.Namespace) -> int:

@@ -20,13 +20,25 @@ bool, allowed[i, j] = token i may attend to token j (`hardmax.dynamics.masks`: a
 then itself on the keys K_i = {j : allowed[i, j], w_j > 0} of row i, and a row with no key is 0 (never NaN).
 The scores are s_ij = z_iᵀ A z_j = ⟨z_i, A z_j⟩, the paper's ⟨A z_i, z_j⟩ for the symmetric A it assumes (hardmax
 requires one; the other rules also take a non-symmetric A, e.g. QᵀK).
+
+What the checks need to know of a rule is declared on its class, never read from the class's name (`check_flow`,
+`hardmax simulate` and the explorer ask these; a rule that declares nothing gets the defaults):
+
+    row_stochastic: bool       every row of P (of a present token with a key) sums to 1, so each target is a convex
+                               combination of the tokens: the nested-hull claim applies (default False)
+    particle_model: str | None "SA" (softmax self-attention) or "USA" (its unnormalised variant): the particle model
+                               of Geshkovski, Letrouit, Polyanskiy, Rigollet whose sphere claims (one cluster, the
+                               energy E_β with the rule's `beta`) and, for "SA", the 2023 rescaled claims apply;
+                               None (the default): neither
+    parameters                 the rule's dataclass fields; those without a default are required (`rule_parameters`)
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import ClassVar, Literal, Protocol, runtime_checkable
 
 import torch
 import torch.nn.functional as F
@@ -35,7 +47,10 @@ from torch import Tensor
 from hardmax.dynamics.select import hardmax_sets, hardmax_targets
 from hardmax.dynamics.ties import default_tie_rtol
 
-__all__ = ["RULES", "AttentionRule", "Hardmax", "Localmax", "Softmax", "Unnormalised", "rule_from_dict", "rule_to_dict"]
+__all__ = ["RULES", "AttentionRule", "Hardmax", "Localmax", "Softmax", "Unnormalised", "particle_model",
+           "row_stochastic", "rule_from_dict", "rule_parameters", "rule_to_dict"]
+
+ParticleModel = Literal["SA", "USA"]
 
 
 @runtime_checkable
@@ -85,6 +100,8 @@ class Hardmax:
     """
 
     tie_rtol: float | None = None
+    row_stochastic: ClassVar[bool] = True  # P_i is uniform over C_i: a convex combination
+    particle_model: ClassVar[ParticleModel | None] = None
 
     def __post_init__(self):
         t = self.tie_rtol
@@ -125,6 +142,8 @@ class Softmax:
     """
 
     beta: float
+    row_stochastic: ClassVar[bool] = True
+    particle_model: ClassVar[ParticleModel | None] = "SA"  # SA of GLPR: the sphere and the 2023 rescaled claims
 
     def __post_init__(self):
         b = self.beta
@@ -187,6 +206,8 @@ class Localmax:
     """
 
     theta: float
+    row_stochastic: ClassVar[bool] = True  # uniform over C_i^θ: a convex combination
+    particle_model: ClassVar[ParticleModel | None] = None
 
     def __post_init__(self):
         t = self.theta
@@ -228,6 +249,8 @@ class Unnormalised:
     """
 
     beta: float
+    row_stochastic: ClassVar[bool] = False  # rows sum to (1/n) Σ_j w_j e^{β s_ij}, not 1
+    particle_model: ClassVar[ParticleModel | None] = "USA"  # USA of GLPR: the sphere claims
 
     def __post_init__(self):
         _beta(self.beta, "unnormalised attention")
@@ -264,10 +287,33 @@ def _key_bias(multiplicity: Tensor) -> Tensor:
 RULES: dict[str, type] = {"hardmax": Hardmax, "softmax": Softmax, "localmax": Localmax, "unnormalised": Unnormalised}
 
 
+def row_stochastic(rule) -> bool:
+    """Whether `rule` declares that its rows sum to 1 (a convex combination of the tokens); False if undeclared."""
+    return bool(getattr(rule, "row_stochastic", False))
+
+
+def particle_model(rule) -> ParticleModel | None:
+    """The GLPR particle model `rule` declares ("SA", "USA"), or None (also when undeclared)."""
+    model = getattr(rule, "particle_model", None)
+    return model if model in ("SA", "USA") else None
+
+
+def rule_parameters(rule: type | str) -> dict[str, bool]:
+    """{field: required} of a rule class (or a name in `RULES`): its dataclass fields, in order, each True when it
+    has no default (the caller must give it). ValueError for an unknown name."""
+    cls = rule
+    if isinstance(rule, str):
+        if rule not in RULES:
+            raise ValueError(f"unknown attention rule {rule!r}; known: {', '.join(RULES)}")
+        cls = RULES[rule]
+    if not dataclasses.is_dataclass(cls):
+        return {}
+    return {f.name: f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            for f in dataclasses.fields(cls) if f.init}
+
+
 def rule_to_dict(rule: AttentionRule) -> dict:
     """{"rule": name, **fields}: the JSON spelling of a registered rule (`rule_from_dict` reads it back)."""
-    import dataclasses
-
     for name, cls in RULES.items():
         if type(rule) is cls:
             return {"rule": name, **dataclasses.asdict(rule)}

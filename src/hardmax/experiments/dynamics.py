@@ -23,9 +23,18 @@ if TYPE_CHECKING:
     from hardmax.dynamics import Trajectory
     from hardmax.theory import TheoremReport
 
-__all__ = ["MAX_FPS", "SimulateConfig", "SimulationResult", "run_simulation", "save_simulation"]
+__all__ = ["MAX_FPS", "RULE_OPTIONS", "SimulateConfig", "SimulationResult", "run_simulation", "save_simulation"]
 
 MAX_FPS = 50  #: hardmax.plots.save.MAX_FPS (not imported: matplotlib would load with this config)
+
+#: The `SimulateConfig` fields that carry a rule's parameters: a registered rule's field of one of these names is
+#: given by its option (--beta, --theta); a rule with a required field of another name needs a field added here.
+RULE_OPTIONS = ("beta", "theta")
+
+
+def _either(names: list[str]) -> str:
+    """"a", "a or b", "a, b or c"."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,10 +53,10 @@ class SimulateConfig:
     fps: int = 8  # frames per second of the GIF
     configurations: Literal["paper", "dyadic"] = "paper"  # Figure 2's tokens: the authors' notebook (random
     # followers drawn with a fixed seed) or the library's dyadic variants (exact ties, known limits)
-    rule: Literal["hardmax", "softmax", "localmax", "unnormalised"] = "hardmax"  # attention rule (softmax and
-    # unnormalised take --beta, localmax --theta); anything but the paper's layer is solved by `solve`
-    beta: float | None = None  # inverse temperature of softmax / unnormalised attention
-    theta: float | None = None  # alignment sensitivity θ > 0 of localmax attention
+    rule: str = "hardmax"  # attention rule: a name in hardmax.dynamics.RULES, its parameters given by the options
+    # of the same name (--beta, --theta); anything but the paper's hardmax layer is solved by `solve`
+    beta: float | None = None  # inverse temperature of a rule with a beta (softmax, unnormalised)
+    theta: float | None = None  # alignment sensitivity θ > 0 of a rule with a theta (localmax)
     value: str | None = None  # value matrix V: .npy/.csv file or literal "1,0;0,-0.5"; None = identity
     sphere: bool = False  # tokens on the unit sphere (normalised first): SA / USA, ẋ = P⊥(V Σ P x)
     solver: Literal["layers", "euler", "rk4", "renormalised", "adaptive"] = "layers"  # layers: the paper's
@@ -75,12 +84,7 @@ class SimulateConfig:
             raise ValueError(f"seed must be an integer from 0 to 2^63 - 1, got {self.seed}")
         if self.configurations not in ("paper", "dyadic"):
             raise ValueError(f"configurations must be 'paper' or 'dyadic', got {self.configurations!r}")
-        if (self.beta is None) == (self.rule in ("softmax", "unnormalised")):
-            raise ValueError("--beta goes with --rule softmax or unnormalised, and they need it"
-                             if self.beta is None else "--beta is for --rule softmax or unnormalised")
-        if (self.theta is None) == (self.rule == "localmax"):
-            raise ValueError("--rule localmax needs --theta" if self.theta is None
-                             else "--theta is for --rule localmax")
+        self.attention_rule()  # a registered rule, its options given exactly when it takes them, valid values
         if self.dt is not None and self.solver in ("layers", "adaptive"):
             raise ValueError(f"--dt is for the euler, rk4 and renormalised solvers, not {self.solver}")
         if self.time is not None and self.solver != "adaptive":
@@ -99,6 +103,42 @@ class SimulateConfig:
         require_memory(trajectory + 4.0 * n * n * 8 + 3.0 * d * d * 8,
                        f"{source} with --layers {self.layers} (a trajectory of {self.layers + 1:,} layers × "
                        f"{n:,} tokens × {d:,} float64, {n:,}² pairwise scores)")
+
+    def rule_record(self) -> dict:
+        """{"rule": name, parameter: value, ...}: the `rule_from_dict` record of the rule the options ask for.
+
+        The rule and its parameters come from the registry (`hardmax.dynamics.RULES`): a parameter is one of the
+        rule class's dataclass fields, given by the option of its name (`RULE_OPTIONS`), required when the field
+        has no default. ValueError (one line, naming the options) for an unknown rule, a required parameter not
+        given, or an option given that the rule does not take."""
+        from hardmax.dynamics.rules import RULES, rule_parameters
+
+        if not isinstance(self.rule, str) or self.rule not in RULES:
+            raise ValueError(f"rule must be one of {', '.join(RULES)}, got {self.rule!r}")
+        parameters = rule_parameters(self.rule)
+        lacking = [p for p, required in parameters.items() if required and p not in RULE_OPTIONS]
+        if lacking:
+            raise ValueError(f"--rule {self.rule} needs a parameter {lacking[0]} that hardmax simulate has no option "
+                             f"for (its rule options: {', '.join('--' + o for o in RULE_OPTIONS)})")
+        record = {"rule": self.rule}
+        for option in RULE_OPTIONS:
+            takers = [name for name in RULES if option in rule_parameters(name)]
+            value = getattr(self, option)
+            if value is not None and option not in parameters:
+                raise ValueError(f"--{option} is for --rule {_either(takers)}" if takers
+                                 else f"--{option}: no registered rule takes it")
+            if value is None and parameters.get(option):
+                raise ValueError(f"--rule {self.rule} needs --{option} (--{option} goes with --rule {_either(takers)})")
+            if value is not None:
+                record[option] = value
+        return record
+
+    def attention_rule(self):
+        """The rule object (`rule_from_dict(self.rule_record())`); ValueError as `rule_record`, or the rule's own
+        one-line complaint about a parameter's value."""
+        from hardmax.dynamics.rules import rule_from_dict
+
+        return rule_from_dict(self.rule_record())
 
     @property
     def flow(self) -> bool:
@@ -233,25 +273,9 @@ def run_simulation(config: SimulateConfig) -> SimulationResult:
 
 def flow_parts(config: SimulateConfig, A=None, V=None):
     """The `Field` and solver a config asks for (`hardmax.dynamics`): the options as library objects."""
-    from hardmax.dynamics import (
-        RK4,
-        Adaptive,
-        Bilinear,
-        Euler,
-        Field,
-        Flat,
-        Hardmax,
-        Localmax,
-        Renormalised,
-        Softmax,
-        Sphere,
-        Unnormalised,
-    )
+    from hardmax.dynamics import RK4, Adaptive, Bilinear, Euler, Field, Flat, Renormalised, Sphere
 
-    rule = {"hardmax": lambda: Hardmax(), "softmax": lambda: Softmax(config.beta),
-            "localmax": lambda: Localmax(config.theta),
-            "unnormalised": lambda: Unnormalised(config.beta)}[config.rule]()
-    field = Field(rule, scores=Bilinear(A), value=V, manifold=Sphere() if config.sphere else Flat())
+    field = Field(config.attention_rule(), scores=Bilinear(A), value=V, manifold=Sphere() if config.sphere else Flat())
     dt = 0.1 if config.dt is None else config.dt
     solver = {"layers": lambda: Euler.layers(config.alpha), "euler": lambda: Euler(dt), "rk4": lambda: RK4(dt),
               "renormalised": lambda: Renormalised(dt), "adaptive": lambda: Adaptive()}[config.solver]()

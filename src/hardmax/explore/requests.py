@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
 __all__ = ["Limits", "PlaygroundRequest", "RequestError", "ReviewRequest", "TooLarge", "AttentionRequest"]
-
-RuleName = Literal["hardmax", "softmax"]
 
 
 class RequestError(ValueError):
@@ -42,6 +39,7 @@ class Limits:
     body: int = 1 << 20  # bytes of a request body
     coordinate: float = 1e6  # largest |coordinate| of a token and |entry| of A
     beta: float = 1e6  # largest inverse temperature β
+    parameter: float = 1e6  # largest |value| of any other rule parameter (localmax's θ, a registered rule's own)
     concurrent: int = 2  # requests computed at once (the others wait their turn)
     waiting: int = 16  # requests waiting for a turn; more are refused with HTTP 503
     connections: int = 128  # connections open at once; a new one beyond is answered HTTP 503 and closed
@@ -124,15 +122,41 @@ def _object(body, keys: set[str], what: str) -> dict:
     return body
 
 
+def _rule_fields() -> set[str]:
+    """Every parameter of every registered rule (`hardmax.dynamics.RULES`): the fields a request may add."""
+    from hardmax.dynamics.rules import RULES, rule_parameters
+
+    return {p for name in RULES for p in rule_parameters(name)}
+
+
 def _rule(body: dict, limits: Limits):
-    from hardmax.dynamics import Hardmax, Softmax
+    """Any rule of the registry (`RULES`, built by `rule_from_dict`) from the request's "rule" (default hardmax)
+    and its parameters, the rule class's dataclass fields sent under their own names: β (`beta`) a number in
+    (0, limits.beta] (default 1, as the page's slider starts), any other a finite number within ±limits.parameter
+    (then the rule's own checks). A parameter the chosen rule does not take is refused, as is an unknown name
+    (the known ones listed)."""
+    from hardmax.dynamics.rules import RULES, rule_from_dict, rule_parameters
 
     name = body.get("rule", "hardmax")
-    if name == "hardmax":
-        return Hardmax()
-    if name == "softmax":
-        return Softmax(beta=_number(body.get("beta", 1.0), "beta", low=0, strict_low=True, high=limits.beta))
-    raise RequestError(f"rule must be 'hardmax' or 'softmax', got {_shown(name)}")
+    if not isinstance(name, str) or name not in RULES:
+        raise RequestError(f"rule must be one of {', '.join(RULES)}, got {_shown(name)}")
+    parameters = rule_parameters(name)
+    stray = sorted(p for p in _rule_fields() - set(parameters) if p in body)
+    if stray:
+        raise RequestError(f"rule {name} takes no {', '.join(stray)}"
+                           + (f" (its parameters: {', '.join(parameters)})" if parameters else ""))
+    record = {"rule": name}
+    for p, required in parameters.items():
+        if p == "beta":
+            record[p] = _number(body.get(p, 1.0), p, low=0, high=limits.beta)
+        elif p in body:
+            record[p] = _number(body[p], p, low=-limits.parameter, high=limits.parameter)
+        elif required:
+            raise RequestError(f"rule {name} needs {p} (a number)")
+    try:
+        return rule_from_dict(record)
+    except ValueError as e:  # the rule's own check of a value, one line
+        raise RequestError(str(e).splitlines()[0]) from None
 
 
 def _tokens_and_A(body: dict, limits: Limits) -> tuple[np.ndarray, np.ndarray]:
@@ -164,14 +188,14 @@ class PlaygroundRequest:
     alpha: float
     layers: int
     A: np.ndarray
-    rule: object  # a hardmax.dynamics rule: Hardmax() or Softmax(beta)
+    rule: object  # a rule of hardmax.dynamics.RULES
 
-    KEYS = frozenset({"tokens", "alpha", "layers", "A", "rule", "beta"})
+    KEYS = frozenset({"tokens", "alpha", "layers", "A", "rule"})  # and every registered rule's parameters
 
     @classmethod
     def from_json(cls, body, limits: Limits) -> PlaygroundRequest:
         """The run the JSON object `body` asks for; RequestError if it is malformed, TooLarge beyond `limits`."""
-        body = _object(body, set(cls.KEYS), "simulate")
+        body = _object(body, set(cls.KEYS) | _rule_fields(), "simulate")
         Z, A = _tokens_and_A(body, limits)
         alpha = _number(body.get("alpha", 0.5), "alpha", low=0, strict_low=True, high=1e6)
         layers = _integer(body.get("layers", 30), "layers", low=0, high=limits.layers)
@@ -182,16 +206,24 @@ class PlaygroundRequest:
 
     def python(self) -> str:
         """The `hardmax.simulate(...)` call that reproduces this run (floats written to round-trip exactly)."""
-        from hardmax.dynamics import Softmax
+        from hardmax import dynamics
+        from hardmax.dynamics import Hardmax
+        from hardmax.dynamics.rules import rule_to_dict
 
         rows = ",\n    ".join("[" + ", ".join(repr(float(x)) for x in row) + "]" for row in self.tokens)
         A = "[" + ", ".join("[" + ", ".join(repr(float(x)) for x in row) + "]" for row in self.A) + "]"
-        rule = (f"hardmax.Softmax(beta={float(self.rule.beta)!r})" if isinstance(self.rule, Softmax)
-                else "hardmax.Hardmax()")
-        lines = ["import numpy as np", "import hardmax", "", f"tokens = np.array([\n    {rows},\n])",
+        record = rule_to_dict(self.rule)
+        cls = type(self.rule).__name__
+        imports = ["import numpy as np", "import hardmax"]
+        if cls in dynamics.__all__ and getattr(dynamics, cls) is type(self.rule):  # public API: its constructor
+            rule = f"hardmax.{cls}({', '.join(f'{k}={v!r}' for k, v in record.items() if k != 'rule')})"
+        else:  # any other registered rule: its JSON spelling
+            imports.append("from hardmax.dynamics import rule_from_dict")
+            rule = f"rule_from_dict({record!r})"
+        lines = [*imports, "", f"tokens = np.array([\n    {rows},\n])",
                  f"A = np.array({A})",
                  f"trajectory = hardmax.simulate(tokens, {rule}, alpha={self.alpha!r}, layers={self.layers}, A=A)"]
-        if not isinstance(self.rule, Softmax):
+        if type(self.rule) is Hardmax:
             lines.append("print(hardmax.check_theorem(trajectory).table())")
         return "\n".join(lines) + "\n"
 
@@ -204,12 +236,12 @@ class AttentionRequest:
     A: np.ndarray
     rule: object
 
-    KEYS = frozenset({"tokens", "A", "rule", "beta"})
+    KEYS = frozenset({"tokens", "A", "rule"})  # and every registered rule's parameters
 
     @classmethod
     def from_json(cls, body, limits: Limits) -> AttentionRequest:
         """The request in the JSON object `body`; RequestError if it is malformed, TooLarge beyond `limits`."""
-        body = _object(body, set(cls.KEYS), "attention")
+        body = _object(body, set(cls.KEYS) | _rule_fields(), "attention")
         Z, A = _tokens_and_A(body, limits)
         return cls(tokens=Z, A=A, rule=_rule(body, limits))
 

@@ -3,8 +3,8 @@
     GET  /playground, /classifier         the two pages (static HTML; their state lives in the URL's fragment)
     GET  /static/<asset>                  JavaScript and CSS shipped in the package (no CDN)
     GET  /api/presets                     Figure 2's configurations
-    POST /api/simulate                    {tokens, alpha, layers, A, rule, beta} -> `playground_view`
-    POST /api/attention                   {tokens, A, rule, beta} -> `attention_view` of one layer
+    POST /api/simulate                    {tokens, alpha, layers, A, rule, its parameters} -> `playground_view`
+    POST /api/attention                   {tokens, A, rule, its parameters} -> `attention_view` of one layer
     GET  /api/runs                        the trained runs found under --runs when the server started
     POST /api/review                      {run, text} -> `review_view`
     POST /api/export                      {page, state, data} -> one standalone HTML file (`export.standalone_html`)

@@ -2,7 +2,7 @@
 
     playground_view(request)      simulate -> leaders, clusters, K, S (`plots.scene.make_scene`) + check_theorem
     trajectory_view(trajectory)   the same for any single-sequence `Trajectory` (export, notebooks)
-    attention_view(request)       C_i (hardmax, the engine's tie rule) or the largest P_ij (softmax) of one layer
+    attention_view(request)       C_i (hardmax, the engine's tie rule) or the largest P_ij (other rules) of one layer
     review_view(run, text)        a trained run on one text: `explain_text`, `project_review`, the softmax
                                   probability, attention sets per layer, R per layer, the Att-SVM token;
                                   CRATE runs: compression and sparsity per block
@@ -59,14 +59,14 @@ _ATTENTION_ENTRIES = 1 << 21  # attention weights computed at once for an export
 
 def _attention_layers(path: np.ndarray, A, rule, *, top: int = 6, share: float = 0.05) -> list:
     """`attention_view` of every layer of a (layers, n, d) path, batched: the arrows of an exported view."""
-    from hardmax.dynamics import Softmax, attention_matrix
+    from hardmax.dynamics import Hardmax, attention_matrix
     from hardmax.theory import attention_sets
 
     Z = torch.as_tensor(path, dtype=torch.float64)
     n = Z.shape[1]
     out = []
     for part in torch.split(Z, max(1, _ATTENTION_ENTRIES // (n * n))):  # (chunk, n, n) at a time: bounded memory
-        if not isinstance(rule, Softmax):
+        if isinstance(rule, Hardmax):
             out += [{"sets": [np.nonzero(row)[0].tolist() for row in layer]}
                     for layer in attention_sets(part, A=A).numpy()]
             continue
@@ -90,7 +90,8 @@ def trajectory_view(trajectory: Trajectory, *, python: str = "", attention: bool
     note, python, seconds. `encode`: how the path travels, `frames.encode_array` (JSON) or `frames.raw_array` (a
     binary frame only).
     """
-    from hardmax.dynamics import Softmax
+    from hardmax.dynamics import Hardmax
+    from hardmax.dynamics.rules import RULES
     from hardmax.plots.scene import PALETTE, make_scene, projection
     from hardmax.theory import check_theorem
 
@@ -102,20 +103,22 @@ def trajectory_view(trajectory: Trajectory, *, python: str = "", attention: bool
     p = 2 if d <= 2 else 3
     seconds = {}
     start = time.perf_counter()
-    softmax = isinstance(trajectory.rule, Softmax)
+    other = not isinstance(trajectory.rule, Hardmax)  # any other rule: its path, without hardmax's scene
+    name = next((n for n, cls in RULES.items() if type(trajectory.rule) is cls), type(trajectory.rule).__name__)
+    beta = getattr(trajectory.rule, "beta", None)
     record = {"d": d, "shown": p, "n": int(trajectory.mask.sum()), "layers": trajectory.layers,
-              "rule": "softmax" if softmax else "hardmax", "beta": float(trajectory.rule.beta) if softmax else None,
+              "rule": name, "beta": None if beta is None else float(beta),
               "alpha": trajectory.alpha.detach().cpu().double().tolist()[:1],
               "A": trajectory.A.detach().cpu().double().tolist(), "python": python, "palette":
               [_hex(c) for c in PALETTE]}
-    if softmax:  # leaders, K, S and Theorem 2.1 are about hardmax attention
+    if other:  # leaders, K, S and Theorem 2.1 are about hardmax attention
         real = trajectory.mask.detach().cpu().numpy().astype(bool)
         path = trajectory.tokens.detach().cpu().double().numpy()
         path = path if real.all() else path[:, real]  # (no copy when every token is real)
         project, shown = projection(path.reshape(-1, d), p)  # (as the hardmax scene: d < p padded, d > p PCA)
         path = project(path).reshape(path.shape[0], path.shape[1], p)
         n = path.shape[1]
-        note = ("softmax: leaders, K, S and the Theorem 2.1 check are about hardmax; switch the rule to Hardmax to "
+        note = (f"{name}: leaders, K, S and the Theorem 2.1 check are about hardmax; switch the rule to Hardmax to "
                 "see them")
         record.update(path=encode_path(path, encode), labels=[0] * n, leader_since=[-1] * n,
                       vertices=[], edges=[], limit=[], k_dim=-1, theorem=None,
@@ -160,14 +163,14 @@ def attention_view(request: AttentionRequest, *, top: int = 6, share: float = 0.
     """Who each token attends to at one layer.
 
     Hardmax: {"sets": C_i as index lists} with the engine's tie rule (`hardmax.theory.attention_sets`).
-    Softmax: {"weights": per token, up to `top` pairs [j, P_ij] with P_ij ≥ share · max_j P_ij}.
+    Any other rule: {"weights": per token, up to `top` pairs [j, P_ij] with P_ij ≥ share · max_j P_ij}.
     """
-    from hardmax.dynamics import Softmax, attention_matrix
+    from hardmax.dynamics import Hardmax, attention_matrix
     from hardmax.theory import attention_sets
 
     Z = torch.as_tensor(request.tokens, dtype=torch.float64)
     A = torch.as_tensor(request.A, dtype=torch.float64)
-    if not isinstance(request.rule, Softmax):
+    if isinstance(request.rule, Hardmax):
         sets = attention_sets(Z, A=A).numpy()
         return {"sets": [np.nonzero(row)[0].tolist() for row in sets]}
     P = attention_matrix(Z[None], rule=request.rule, A=A)[0].numpy()

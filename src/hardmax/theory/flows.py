@@ -21,7 +21,9 @@ overflowed) fail the `finite` check and make every other check "not tested".
 
 Which claims apply is asked of the field's manifold (`hardmax.dynamics.Manifold`), never of its class: `euclidean`
 (R^d itself: hull, polytope, hyperplanes, boolean), `unit_sphere` (norms, single_cluster, energy) and
-`cluster_tolerance` (the default tol); on any other manifold those claims are "not tested".
+`cluster_tolerance` (the default tol); on any other manifold those claims are "not tested". Likewise which claims
+a rule meets is asked of what the rule declares (`hardmax.dynamics.rules`), never of its class: `row_stochastic`
+(hull) and `particle_model` ("SA": the sphere claims and the 2023 rescaled ones; "USA": the sphere claims).
 - hull: with V = I in R^d and a row-stochastic rule, conv(Z(t)) is nested in time: every token of each saved state
   lies in the hull of the previous one, to 1e-2 tol (qhull's facet inequalities in the previous state's affine
   hull for d ≤ 6; the exact distance to the hull by NNLS above): the hull converges to a polytope
@@ -50,7 +52,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from hardmax.dynamics import Bilinear, Field, Hardmax, Localmax, Manifold, Rescaled, Softmax, Solution, Unnormalised
+from hardmax.dynamics import Bilinear, Field, Manifold, Rescaled, Solution
+from hardmax.dynamics.rules import particle_model, row_stochastic
 from hardmax.tables import markdown_table
 from hardmax.theory.check import Check
 from hardmax.theory.geometry import HullTest, hull_distance
@@ -281,7 +284,7 @@ def _norms(Z: Tensor, manifold: Manifold, double: bool) -> Check:
 
 def _hull(Z: Tensor, field: Field, tol: float) -> Check:
     claim = "V = I in R^d: the convex hull of the tokens is nested in time and converges to a polytope"
-    stochastic = isinstance(field.rule, Hardmax | Softmax | Localmax)
+    stochastic = row_stochastic(field.rule)
     if not (field.manifold.euclidean and _identity_value(field) and stochastic):
         return Check("hull", claim, "not tested", "the field is not V = I, flat, row-stochastic", "nested hulls")
     allowed = 1e-2 * tol
@@ -314,9 +317,9 @@ def _hull(Z: Tensor, field: Field, tol: float) -> Check:
 
 
 def _rescaled_V(field: Field) -> Tensor | None:
-    """V of the 2023 paper's field (softmax, scores Rescaled(Bilinear(A ≻ 0), V), value V, flat), else None."""
+    """V of the 2023 paper's field (an SA rule, scores Rescaled(Bilinear(A ≻ 0), V), value V, flat), else None."""
     if not (isinstance(field.scores, Rescaled) and field.manifold.euclidean and field.value is not None
-            and isinstance(field.rule, Softmax) and type(field.scores.scores) is Bilinear):
+            and particle_model(field.rule) == "SA" and type(field.scores.scores) is Bilinear):
         return None
     V, inner = _cpu(field.value), _cpu(field.scores.scores.A)
     if not torch.equal(_cpu(field.scores.V), V):
@@ -425,7 +428,7 @@ def _boolean(solution: Solution, field: Field, settled: Tensor, slow: Tensor) ->
 
 def _sphere_beta(field: Field) -> Tensor | None:
     if not (field.manifold.unit_sphere and _identity_value(field)
-            and isinstance(field.rule, Softmax | Unnormalised)):
+            and particle_model(field.rule) in ("SA", "USA")):
         return None
     beta = _scaled_identity(field)
     if beta is None or bool((beta * float(field.rule.beta) < 0).any()):
