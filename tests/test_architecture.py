@@ -16,6 +16,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 # Each package may import its own modules and those of the layers before it, never those after it.
 LAYERS = [
     {"hardmax.version", "hardmax.lazy", "hardmax.memory", "hardmax.io", "hardmax.progress", "hardmax.inputs",
+     "hardmax.terminate",
      "hardmax.tables"},
     {"hardmax.dynamics"},
     {"hardmax.theory", "hardmax.measures", "hardmax.svm"},

@@ -11,7 +11,6 @@ What a run directory holds is `hardmax.training.run`'s business.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import errno
 import hashlib
@@ -20,9 +19,7 @@ import logging
 import math
 import os
 import re
-import signal
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,10 +29,11 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch import Tensor
 
+from hardmax.terminate import sigterm_exits
+
 __all__ = [
     "FORMAT_VERSION",
     "CheckpointError",
-    "Terminated",
     "atomic_write",
     "load_tensors",
     "read_json",
@@ -65,7 +63,7 @@ def atomic_write(path: str | Path, write: Callable[[str], None]) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # The temporary name keeps the target's extension: some writers (Pillow) pick the format from it.
-    with _sigterm_exits():
+    with sigterm_exits():
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}")
         try:
             os.close(fd)
@@ -74,40 +72,11 @@ def atomic_write(path: str | Path, write: Callable[[str], None]) -> Path:
                 os.fsync(f.fileno())
             os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the usual permissions
             os.replace(tmp, path)
-        except BaseException:  # any error, Ctrl-C, SIGTERM (`_sigterm_exits`): no temporary file stays
+        except BaseException:  # any error, Ctrl-C, SIGTERM (`sigterm_exits`): no temporary file stays
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise
     return path
-
-
-class Terminated(SystemExit):
-    """SIGTERM received while `atomic_write` held a temporary file: raised in the main thread so that the file is
-    removed on the way out; left uncaught, the process ends with status 143 (128 + SIGTERM), as the signal's default
-    action would have ended it, only cleanly."""
-
-    def __init__(self) -> None:
-        super().__init__(128 + signal.SIGTERM)
-
-
-def _terminated(signum, frame) -> None:
-    raise Terminated
-
-
-@contextlib.contextmanager
-def _sigterm_exits():
-    """While a temporary file may exist, SIGTERM raises `Terminated` instead of ending the process on the spot, when
-    its handler is the default one (a handler someone installed, the command line's or a server's, or an ignored
-    SIGTERM is left alone; only the main thread can take signals, so other threads change nothing)."""
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def remove_stale_temp_files(directory: str | Path, *, older_than: float = 0.0) -> list[Path]:

@@ -4,10 +4,7 @@ Ctrl-C -> "hardmax: interrupted", exit code 130)."""
 from __future__ import annotations
 
 import argparse
-import contextlib
-import signal
 import sys
-import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -28,6 +25,7 @@ from hardmax.cli.sentiment import (
 )
 from hardmax.cli.simulate import add_particles, add_simulate, run_particles, run_simulate
 from hardmax.cli.svm import add_svm, run_svm
+from hardmax.terminate import Terminated, sigterm_exits
 
 __all__ = ["COMMANDS", "Command", "build_parser", "main"]
 
@@ -90,38 +88,15 @@ def _command(args: argparse.Namespace | None) -> str:
     return "hardmax" if args is None else f"hardmax {args.command}"
 
 
-class _Terminated(BaseException):
-    """SIGTERM, raised in the main thread so that every `finally` and atomic writer cleans up, as for Ctrl-C."""
-
-
-def _terminate(signum, frame) -> None:
-    raise _Terminated
-
-
-@contextlib.contextmanager
-def _terminate_cleanly():
-    """SIGTERM (kill, a scheduler's time limit) raises `_Terminated` during the command instead of ending the process
-    on the spot: a temporary file being written is removed (`hardmax.io.atomic_write`), nothing half-written stays.
-    Only the main thread can take signals; elsewhere (a command run from a thread) nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _terminate)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``hardmax`` with `argv` (default: the process's arguments); return the exit code."""
     parser = build_parser()
     args = None
     try:
         args = parser.parse_args(argv)
-        with _terminate_cleanly():
+        with sigterm_exits():  # SIGTERM: every finally runs, no temporary file stays (exit 143)
             return int(args._handler(args))
-    except _Terminated:  # SIGTERM: what was being written was removed on the way out
+    except Terminated:  # SIGTERM: what was being written was removed on the way out
         print("hardmax: terminated", file=sys.stderr)
         return 143
     except _UsageError as e:
