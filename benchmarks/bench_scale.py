@@ -96,12 +96,10 @@ def peak_growth(run) -> int | None:
 
 
 def plot(results: dict, path: str) -> None:
-    import matplotlib
+    from matplotlib.figure import Figure  # no pyplot: nothing stays open in a global registry
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    fig = Figure(figsize=(10, 4))
+    left, right = fig.subplots(1, 2)
     for d, row in results["scaling_in_n"].items():
         ns, ts = [int(k) for k in row], list(row.values())
         left.loglog(ns, ts, "o-", label=f"d = {d} (slope {results['slope_in_n'][d]:.2f})")

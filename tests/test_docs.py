@@ -494,9 +494,10 @@ def test_every_comment_line_of_a_config_reaches_a_help():
                 lost.append(f"{name}: {words}")
     assert not lost, "\n".join(lost)
     simulate = {a.dest: a.help for command, a in _cli_helps() if command == "simulate"}
-    assert simulate["SimulateConfig.rule"] == ("attention rule (softmax and unnormalised take --beta, localmax "
-                                               "--theta); anything but the paper's layer is solved by `solve` "
-                                               "(default: hardmax)")
+    assert simulate["SimulateConfig.rule"] == ("attention rule: a name in hardmax.dynamics.RULES, its parameters "
+                                               "given by the options of the same name (--beta, --theta); anything "
+                                               "but the paper's hardmax layer is solved by `solve` (default: "
+                                               "hardmax)")
     assert simulate["SimulateConfig.solver"].startswith("layers: the paper's layer (α); euler / rk4 / renormalised")
     assert simulate["SimulateConfig.configurations"].endswith("or the library's dyadic variants (exact ties, known "
                                                               "limits) (default: paper)")
