@@ -804,3 +804,34 @@ def test_an_unknown_rule_names_the_registered_ones(client):
         code, answer = _post(client, url, {"tokens": SQUARE, "rule": "maxout"})
         assert code == 400 and "maxout" in answer["error"] and "\n" not in answer["error"]
         assert answer["error"].startswith("rule must be one of " + ", ".join(hardmax.dynamics.RULES))
+
+
+def test_the_rules_endpoint_lists_the_registry(monkeypatch):
+    """GET /api/rules answers every rule of RULES (no hand-kept list) with its parameters and the bounds the
+    server enforces; a rule registered later is listed, and a foreign Host is refused as for every route."""
+    from dataclasses import dataclass
+
+    from hardmax.dynamics.rules import RULES, Softmax, rule_parameters
+
+    @dataclass(frozen=True)
+    class Toy(Softmax):
+        gain: float = 2.5
+
+    monkeypatch.setitem(RULES, "toy", Toy)
+    limits = Limits(beta=50.0, parameter=7.0)
+    with LiveServer(create_app(None, limits)) as server:
+        client = Client(server.url)
+        response = client.get("/api/rules")
+        assert response.status_code == 200
+        listed = {r["name"]: r["parameters"] for r in response.json()["rules"]}
+        refused = client._open(__import__("urllib.request").request.Request(
+            server.url + "/api/rules", headers={"Host": "evil.example"}))
+    assert list(listed) == list(RULES)
+    for name, parameters in listed.items():
+        assert {p["name"]: p["required"] for p in parameters} == rule_parameters(name)
+    assert listed["softmax"] == [{"name": "beta", "required": True, "default": None, "low": 0.0, "high": 50.0}]
+    assert listed["localmax"] == [{"name": "theta", "required": True, "default": None, "low": -7.0, "high": 7.0}]
+    assert listed["hardmax"] == [{"name": "tie_rtol", "required": False, "default": None, "low": -7.0, "high": 7.0}]
+    assert listed["toy"] == [{"name": "beta", "required": True, "default": None, "low": 0.0, "high": 50.0},
+                             {"name": "gain", "required": False, "default": 2.5, "low": -7.0, "high": 7.0}]
+    assert refused.status_code == 400

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Limits", "PlaygroundRequest", "RequestError", "ReviewRequest", "TooLarge", "AttentionRequest"]
+__all__ = ["Limits", "PlaygroundRequest", "RequestError", "ReviewRequest", "TooLarge", "AttentionRequest",
+           "rule_catalogue"]
 
 
 class RequestError(ValueError):
@@ -157,6 +158,30 @@ def _rule(body: dict, limits: Limits):
         return rule_from_dict(record)
     except ValueError as e:  # the rule's own check of a value, one line
         raise RequestError(str(e).splitlines()[0]) from None
+
+
+def rule_catalogue(limits: Limits) -> dict:
+    """What `_rule` accepts, for a page to build its controls from: {"rules": [{"name", "parameters": [{"name",
+    "required", "default", "low", "high"}]}]}, one entry per rule of `RULES` in its order, each parameter a
+    dataclass field of the rule class (`rule_parameters`). "default" is the field's own default when it is a
+    number or null (else null); β (`beta`) is bounded to (0, limits.beta] and taken as 1 when a request leaves it
+    out, any other parameter to ±limits.parameter."""
+    import dataclasses
+
+    from hardmax.dynamics.rules import RULES, rule_parameters
+
+    rules = []
+    for name, cls in RULES.items():
+        fields = {f.name: f for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else {}
+        parameters = []
+        for p, required in rule_parameters(name).items():
+            default = None if required or p not in fields else fields[p].default
+            if isinstance(default, bool) or not isinstance(default, int | float) or not math.isfinite(default):
+                default = None
+            low, high = (0.0, limits.beta) if p == "beta" else (-limits.parameter, limits.parameter)
+            parameters.append({"name": p, "required": required, "default": default, "low": low, "high": high})
+        rules.append({"name": name, "parameters": parameters})
+    return {"rules": rules}
 
 
 def _tokens_and_A(body: dict, limits: Limits) -> tuple[np.ndarray, np.ndarray]:

@@ -3,6 +3,7 @@
     GET  /playground, /classifier         the two pages (static HTML; their state lives in the URL's fragment)
     GET  /static/<asset>                  JavaScript and CSS shipped in the package (no CDN)
     GET  /api/presets                     Figure 2's configurations
+    GET  /api/rules                       the registered attention rules and their parameters (`rule_catalogue`)
     POST /api/simulate                    {tokens, alpha, layers, A, rule, its parameters} -> `playground_view`
     POST /api/attention                   {tokens, A, rule, its parameters} -> `attention_view` of one layer
     GET  /api/runs                        the trained runs found under --runs when the server started
@@ -50,6 +51,7 @@ from hardmax.explore.requests import (
     RequestError,
     ReviewRequest,
     TooLarge,
+    rule_catalogue,
 )
 
 __all__ = ["ERROR_CHARACTERS", "LOCAL_HOSTS", "OPENMP_SPIN", "Background", "Explorer", "create_app", "find_runs",
@@ -335,6 +337,9 @@ def create_app(runs: str | Path | None = "runs", limits: Limits | None = None, *
     async def presets(request: Request) -> Response:
         return JSONResponse(views.presets())
 
+    async def rules(request: Request) -> Response:  # read at each request: a rule registered later is listed
+        return JSONResponse(rule_catalogue(explorer.limits))
+
     async def runs_list(request: Request) -> Response:
         return JSONResponse({"runs": explorer.describe_runs()})
 
@@ -351,6 +356,7 @@ def create_app(runs: str | Path | None = "runs", limits: Limits | None = None, *
         Route("/playground", page("playground.html")),
         Route("/classifier", page("classifier.html")),
         Route("/api/presets", presets),
+        Route("/api/rules", rules),
         Route("/api/runs", runs_list),
         Route("/api/simulate", _endpoint(explorer, turns, bodies, simulate), methods=["POST"]),
         Route("/api/attention", _endpoint(explorer, turns, bodies, attention), methods=["POST"]),
