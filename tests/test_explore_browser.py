@@ -375,3 +375,25 @@ def test_an_export_with_markup_in_its_text_still_opens(browser, tmp_path):
     finally:
         offline.close()
     assert outside == []
+
+
+def test_the_rule_menu_and_its_parameters_come_from_the_server(page):
+    """The rule menu lists every rule of RULES (from GET /api/rules); localmax shows a θ row and its run is drawn
+    with θ sent; back to softmax shows β's slider again."""
+    from hardmax.dynamics.rules import RULES
+
+    page.goto(page.base + "/playground")
+    _idle(page)
+    assert page.eval_on_selector_all("#rule option", "os => os.map(o => o.value)") == list(RULES)
+    with page.expect_request(lambda r: r.url.endswith("/api/simulate")) as asked:
+        page.select_option("#rule", "localmax")
+    _idle(page)
+    assert page.is_visible("#param-row-theta") and not page.is_visible("#beta-row")
+    assert page.input_value("#param-theta") == "0.1"
+    assert json.loads(asked.value.post_data)["theta"] == 0.1
+    assert page.get_attribute("body", "data-state") == "ready"
+    assert page.locator("#token-table tr[data-i]").count() > 0 and page.locator("#plane .token").count() > 0
+    page.select_option("#rule", "softmax")
+    _idle(page)
+    assert page.is_visible("#beta-row") and page.locator("#param-row-theta").count() == 0
+    assert page.get_attribute("body", "data-state") == "ready"

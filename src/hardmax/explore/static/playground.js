@@ -4,7 +4,7 @@
 
 const SHOW_KEYS = { trails: "t", leaders: "l", attention: "a", K: "K", S: "S", colour: "c" };
 const S = {
-  tokens: [], d: 2, alpha: 0.5, layers: 30, A: [[1, 0], [0, 1]], rule: "hardmax", betaLog: 1, k: 0,
+  tokens: [], d: 2, alpha: 0.5, layers: 30, A: [[1, 0], [0, 1]], rule: "hardmax", betaLog: 1, params: {}, k: 0,
   show: { trails: true, leaders: true, attention: false, K: true, S: true, colour: true }, yaw: 0.6, pitch: 0.5,
 };
 let data = null, path = null, stale = true, attention = {}, selected = -1, playing = null, pendingFit = true;
@@ -18,17 +18,33 @@ function beta() { return Number(Math.pow(10, S.betaLog).toPrecision(6)); }
 function camera() { return new Hx.Camera(S.yaw, S.pitch); }
 function project(p) { return S.d === 3 ? camera().rotate(p).slice(0, 2) : p; }
 
+// The rules the server knows (GET /api/rules, from hardmax.dynamics.RULES): {name: [{name, required, default,
+// low, high}]}. Until it answers (and in an exported view, which has no server) the two rules of the page's HTML.
+let RULES = { hardmax: [{ name: "tie_rtol", required: false, default: null }],
+  softmax: [{ name: "beta", required: true, default: null }] };
+// Where a parameter without a default starts: β on its slider (betaLog), θ at 0.1, any other at 1.
+const START = { theta: 0.1 };
+function parameters(rule) { return RULES[rule] || []; }
+function startValue(p) { return p.default !== null && p.default !== undefined ? p.default : (p.required ? (START[p.name] ?? 1) : null); }
+function ruleFields(rule) {  // the rule's parameters as the request carries them (an empty optional one: left out)
+  const out = {};
+  for (const p of parameters(rule)) {
+    if (p.name === "beta") out.beta = beta();
+    else if (S.params[p.name] !== null && S.params[p.name] !== undefined && Number.isFinite(S.params[p.name])) out[p.name] = S.params[p.name];
+  }
+  return out;
+}
+
 function request() {
-  const body = { tokens: S.tokens, alpha: S.alpha, layers: S.layers, A: S.A, rule: S.rule };
-  if (S.rule === "softmax") body.beta = beta();
-  return body;
+  return { tokens: S.tokens, alpha: S.alpha, layers: S.layers, A: S.A, rule: S.rule, ...ruleFields(S.rule) };
 }
 
 // ---- state <-> URL ---------------------------------------------------------------------------------
 function saveHash() {
   Hx.writeHash({
     t: S.tokens.map((p) => p.join(",")).join(";"), a: S.alpha, L: S.layers, A: S.A.map((r) => r.join(",")).join(";"),
-    r: S.rule, b: S.rule === "softmax" ? S.betaLog : "", k: S.k,
+    r: S.rule, b: "beta" in ruleFields(S.rule) ? S.betaLog : "",
+    P: Object.entries(ruleFields(S.rule)).filter(([k]) => k !== "beta").map(([k, v]) => `${k}:${v}`).join(";"), k: S.k,
     o: Object.entries(S.show).filter(([, v]) => v).map(([k]) => SHOW_KEYS[k]).join(""),
     cam: S.d === 3 ? `${S.yaw.toFixed(3)},${S.pitch.toFixed(3)}` : "",
   });
@@ -42,6 +58,7 @@ function loadHash(h) {
   if (h.A) S.A = rows(h.A);
   if (h.r) S.rule = h.r;
   if (h.b) S.betaLog = Number(h.b);
+  if (h.P) for (const kv of h.P.split(";")) { const [k, v] = kv.split(":"); if (k) S.params[k] = Number(v); }
   if (h.k) S.k = parseInt(h.k, 10);
   if (h.o !== undefined) for (const [k, c] of Object.entries(SHOW_KEYS)) S.show[k] = h.o.includes(c);
   if (h.cam) [S.yaw, S.pitch] = h.cam.split(",").map(Number);
@@ -73,10 +90,36 @@ function buildMatrixEditor() {
 function syncControls() {
   $("alpha").value = S.alpha; $("layers").value = S.layers; $("rule").value = S.rule;
   $("beta-log").value = S.betaLog; $("beta-value").textContent = beta();
-  $("beta-row").style.display = S.rule === "softmax" ? "" : "none";
+  buildRuleControls();
   for (const k of Object.keys(SHOW_KEYS)) $(`show-${k}`).checked = S.show[k];
   $("count").textContent = `${S.tokens.length} token(s), d = ${S.d}`;
   buildMatrixEditor();
+}
+
+function buildRuleControls() {  // β's slider, and one numeric row per other parameter of the chosen rule
+  const menu = $("rule");
+  if (!parameters(S.rule).length && !RULES[S.rule]) RULES[S.rule] = [];  // (an exported view of another rule)
+  if ([...menu.options].map((o) => o.value).join() !== Object.keys(RULES).join()) {
+    menu.innerHTML = "";
+    for (const name of Object.keys(RULES)) menu.add(new Option(name[0].toUpperCase() + name.slice(1), name));
+  }
+  menu.value = S.rule;
+  const list = parameters(S.rule);
+  $("beta-row").style.display = list.some((p) => p.name === "beta") ? "" : "none";
+  const box = $("rule-parameters");
+  box.innerHTML = "";
+  for (const p of list) {
+    if (p.name === "beta") continue;
+    if (!(p.name in S.params)) S.params[p.name] = startValue(p);
+    const label = document.createElement("label"), input = document.createElement("input");
+    label.id = `param-row-${p.name}`;
+    label.append(p.name === "theta" ? "θ " : `${p.name} `, input);
+    Object.assign(input, { type: "number", step: "any", id: `param-${p.name}`, value: S.params[p.name] ?? "",
+      placeholder: p.required ? "" : "default" });
+    if (p.low !== undefined) { input.min = p.low; input.max = p.high; }
+    input.addEventListener("change", () => { S.params[p.name] = input.value === "" ? null : Number(input.value); changed(); });
+    box.appendChild(label);
+  }
 }
 
 function changed({ fit = false } = {}) {
@@ -99,8 +142,11 @@ async function simulate() {
   document.body.dataset.state = "busy";
   inflight += 1;
   try {
-    const answer = await Hx.post("/api/simulate", request(), controller.signal).finally(() => { inflight -= 1; });
+    const asked = request();
+    const answer = await Hx.post("/api/simulate", asked, controller.signal).finally(() => { inflight -= 1; });
     if (mine !== seq) return;
+    const { tokens, alpha, layers, A, rule, ...fields } = asked;
+    answer.fields = fields;  // what was asked of the rule: the attention requests repeat it
     accept(answer);
     const s = answer.seconds, ms = (x) => (1000 * (x || 0)).toFixed(0);
     $("status").textContent = `answered in ${(performance.now() - t0).toFixed(0)} ms (simulate ${ms(s.simulate)}, ` +
@@ -196,8 +242,7 @@ async function loadAttention() {
   }
   const tokens = Array.from({ length: path.shape[1] }, (_, i) => Hx.point(path, k, i));
   const asked = data, cache = attention;  // a reply counts only for the run it was asked about
-  const body = { tokens, A: data.A, rule: data.rule };
-  if (data.rule === "softmax") body.beta = data.beta;
+  const body = { tokens, A: data.A, rule: data.rule, ...(data.fields || {}) };
   try {
     const answer = await Hx.post("/api/attention", body);
     if (asked === data && cache === attention && !stale) { attention[k] = answer; if (S.k === k) render(); }
@@ -445,6 +490,9 @@ async function start() {
     started = true;
     return;
   }
+  try {
+    RULES = Object.fromEntries((await Hx.get("/api/rules")).rules.map((r) => [r.name, r.parameters]));
+  } catch (e) { Hx.message(e.message); }
   try {
     presets = await Hx.get("/api/presets");
     for (const [name, p] of Object.entries(presets)) $("preset").add(new Option(p.title, name));
