@@ -475,8 +475,7 @@ def _section(title: str) -> str:
 
 
 @pytest.mark.parametrize("recipe, spelling, home, also", [
-    ("How to add an attention rule", '"localmax"', "dynamics/rules.py",
-     ("explore/static/playground.html",)),  # the page's menu: hardmax and softmax only
+    ("How to add an attention rule", '"localmax"', "dynamics/rules.py", ()),  # the page's menu: from /api/rules
     ("How to add a vector field, a manifold or a solver", '"rk4"', None, ()),
 ])
 def test_the_recipes_name_every_hand_kept_list(recipe, spelling, home, also):
