@@ -16,6 +16,7 @@ from typing import ClassVar
 import numpy as np
 import pytest
 import torch
+from test_flow import ref_velocity as flow_velocity
 
 from hardmax.dynamics import (
     RK4,
@@ -143,17 +144,8 @@ def ref_weights(z: np.ndarray, A: np.ndarray, rule) -> np.ndarray:
 
 
 def ref_velocity(z: np.ndarray, A: np.ndarray, V: np.ndarray, rule, sphere: bool) -> np.ndarray:
-    """(n, d) flat: V(Σ_j P_ij z_j − z_i); sphere: P⊥_{z_i}(V Σ_j P_ij z_j), one token at a time."""
-    P = ref_weights(z, A, rule)
-    out = np.zeros_like(z)
-    for i in range(len(z)):
-        target = sum(P[i, j] * z[j] for j in range(len(z)))
-        if sphere:
-            u = V @ target
-            out[i] = u - float(u @ z[i]) * z[i]
-        else:
-            out[i] = V @ (target - z[i])
-    return out
+    """(n, d) the field from this file's weights (Sparsemax among them), by test_flow's one-token-at-a-time loop."""
+    return flow_velocity(z, A, V, rule, sphere, weights=ref_weights)
 
 
 def ref_solve(z, A_of_t, V, rule, method: str, dt: float, steps: int, sphere: bool = False) -> np.ndarray:

@@ -57,8 +57,10 @@ def ref_weights(z: np.ndarray, A: np.ndarray, rule) -> np.ndarray:
     return P
 
 
-def ref_velocity(z: np.ndarray, A: np.ndarray, V: np.ndarray, rule, sphere: bool) -> np.ndarray:
-    P = ref_weights(z, A, rule)
+def ref_velocity(z: np.ndarray, A: np.ndarray, V: np.ndarray, rule, sphere: bool, weights=None) -> np.ndarray:
+    """(n, d) flat: V(Σ_j P_ij z_j − z_i); sphere: P⊥_{z_i}(V Σ_j P_ij z_j), one token at a time; P from
+    `weights(z, A, rule)` (default `ref_weights`)."""
+    P = (ref_weights if weights is None else weights)(z, A, rule)
     out = np.zeros_like(z)
     for i in range(len(z)):
         target = sum(P[i, j] * z[j] for j in range(len(z)))

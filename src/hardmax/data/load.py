@@ -36,13 +36,13 @@ logger = logging.getLogger(__name__)
 _CACHE_FORMAT = "hardmax.imdb-cache/3"
 
 
-def _fingerprint(source: Path, raw: bytes | None) -> dict[str, object]:
-    """What identifies the data: a file's SHA-256 of the bytes `raw` read from it once (~0.1 s for the 84 MB
+def _fingerprint(source: Path, sha256: str | None) -> dict[str, object]:
+    """What identifies the data: a file's SHA-256 (`sha256`) of the bytes read from it once (~0.1 s for the 84 MB
     archive; survives copies and touches), the same bytes that are then parsed, so a file changed while it is
     read cannot put one version's rows under another's key; or for a directory the names, sizes and mtimes of
-    its review files (no re-reading; compared again after the read, `_load`)."""
-    if raw is not None:
-        return {"kind": "file", "sha256": hashlib.sha256(raw).hexdigest()}
+    its review files (no re-reading; compared again after the read, in `load_imdb`)."""
+    if sha256 is not None:
+        return {"kind": "file", "sha256": sha256}
     root = acl_root(source)
     digest = hashlib.sha256()
     for split, label in GROUPS:
@@ -186,7 +186,7 @@ def load_imdb(config: DataConfig | None = None, *, progress: bool = True) -> Imd
     sha256 = None if raw is None else hashlib.sha256(raw).hexdigest()
     fingerprint = None
     if config.use_cache:
-        fingerprint = _fingerprint(source, raw)
+        fingerprint = _fingerprint(source, sha256)
         key = _cache_key(config, fingerprint)
         stem = cache_root / "imdb" / key
         cached = _load_cache(stem, key)
