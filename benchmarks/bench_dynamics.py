@@ -7,7 +7,7 @@ repeated words or padding, d = 16, 8 layers), in float32 and float64:
   (for each review, each layer, each token: scores to all tokens, argmax set, mean);
 - reviews/s of a naive vectorised torch version (dense scores, tie mask, matmul; no deduplication);
 - reviews/s of `hardmax.dynamics.simulate` (full trajectory returned), with its default engine (the
-  compiled kernel, `hardmax.dynamics.kernel`) and with `backend="torch"` (the batched torch engine);
+  compiled kernel, `hardmax.dynamics._engines.kernel`) and with `backend="torch"` (the batched torch engine);
 - the library's achieved GFLOP/s and its fraction of this machine's measured matmul rate.
 
 Before timing, both library engines and the naive baseline are checked against the per-token loop in float64
@@ -42,8 +42,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from engine_choice import simulate_on
 
-from hardmax.dynamics import default_tie_rtol, simulate
+from hardmax.dynamics import default_tie_rtol
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 TARGET_REVIEWS_PER_S = 20_000  # float32, on the 2-core reference machine
@@ -238,7 +239,8 @@ def library(tokens: torch.Tensor, mask: torch.Tensor, A: torch.Tensor, *, alpha:
 
     backend "auto" is the default (the compiled kernel on a CPU); "torch" the batched torch engine.
     """
-    return simulate(tokens, alpha=alpha, layers=layers, A=A, mask=mask, engine=backend, store=store).tokens
+    return simulate_on(tokens, alpha=alpha, layers=layers, A=A, mask=mask, engine=backend,
+                       final=store == "final").tokens
 
 
 # --------------------------------------------------------------------------------------------

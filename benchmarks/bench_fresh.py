@@ -7,7 +7,7 @@ IMDb-shaped float32 batch (`bench_dynamics.make_batch`: 8,192 reviews of n = 128
 
 - `simulate` four times, each on a fresh copy of the batch: the first call (newly mapped output memory)
   and the median of the three later ones;
-- the kernel call alone (`hardmax.dynamics.kernel.hardmax_trajectory`) three times, median.
+- the kernel call alone (`hardmax.dynamics._engines.kernel.hardmax_trajectory`) three times, median.
 
     .venv/bin/python benchmarks/bench_fresh.py                       # this checkout, 5 processes
     git worktree add /tmp/old ac08216                                # e.g. the code before issue #10
@@ -36,7 +36,10 @@ CHILD = r"""
 import json, sys, time, statistics
 import numpy as np, torch
 from hardmax.dynamics import simulate
-from hardmax.dynamics import kernel
+try:
+    from hardmax.dynamics._engines import kernel
+except ImportError:  # before issue #40
+    from hardmax.dynamics import kernel
 torch.set_num_threads(int(sys.argv[3]))
 if sys.argv[2] == "off":
     np._core.multiarray._set_madvise_hugepage(False)
@@ -93,7 +96,8 @@ def main(argv: list[str] | None = None) -> dict:
     data = make_batch(config, args.reviews)
     versions = {"this checkout": ROOT / "src"}
     if args.against is not None:
-        if not (args.against / "hardmax" / "dynamics" / "kernel.py").exists():
+        places = (args.against / "hardmax" / "dynamics" / where / "kernel.py" for where in ("", "_engines"))
+        if not any(place.exists() for place in places):
             parser.error(f"{args.against} is not a hardmax src/ folder with the compiled kernel")
         versions["against"] = args.against
     rows: dict[str, list[dict]] = {name: [] for name in versions}

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from engine_choice import simulate_on
 
 from hardmax.dynamics import simulate
 from hardmax.theory import check_theorem
@@ -69,7 +70,7 @@ def late_over_early(engine: str, z: torch.Tensor, layers: int, repeats: int = 1)
     fifth = max(1, layers // 5)
 
     def run(k):
-        return timed(lambda: simulate(z, alpha=0.5, layers=k, engine=engine, store="final"), repeats)
+        return timed(lambda: simulate_on(z, alpha=0.5, layers=k, engine=engine, final=True), repeats)
 
     t_early, t_before, t_all = run(fifth), run(layers - fifth), run(layers)
     return t_early, max(t_all - t_before, 0.0)
@@ -145,24 +146,24 @@ def main(argv: list[str] | None = None) -> dict:
     results["compiled_late_over_early"] = late / early if early > 0 else math.nan
     zd = z.to(args.device)
     if not args.skip_torch:
-        simulate(zd[:8], alpha=0.5, layers=3, engine="torch")
-        results["torch_s"] = timed(lambda: simulate(zd, alpha=0.5, layers=layers, engine="torch"), repeats=3)
+        simulate_on(zd[:8], alpha=0.5, layers=3, engine="torch")
+        results["torch_s"] = timed(lambda: simulate_on(zd, alpha=0.5, layers=layers, engine="torch"), repeats=3)
         early, late = late_over_early("torch", zd, layers, repeats=3)
         results["torch_late_over_early"] = late / early if early > 0 else math.nan
         # Its working memory: the batched decision of the layers run ahead holds up to layers.AHEAD_SCORES scores.
-        results["torch_peak_bytes"] = peak_growth(lambda: simulate(zd, alpha=0.5, layers=layers, engine="torch",
-                                                                   store="final"))
+        results["torch_peak_bytes"] = peak_growth(lambda: simulate_on(zd, alpha=0.5, layers=layers, engine="torch",
+                                                                      final=True))
         # The same ratio for other tokens: other seeds, and d = 3 (the target is stated for the first run only).
         results["torch_others"] = {}
         for dim, seed in (((2, 1), (2, 2), (3, 0), (3, 1)) if not args.quick else ((3, 0),)):
             other = tokens(n, dim, seed)
             naive = timed(lambda other=other: naive_loop(other.clone(), alpha=0.5, layers=layers), repeats=3)
-            torch_s = timed(lambda other=other: simulate(other.to(args.device), alpha=0.5, layers=layers,
-                                                         engine="torch"), repeats=3)
+            torch_s = timed(lambda other=other: simulate_on(other.to(args.device), alpha=0.5, layers=layers,
+                                                            engine="torch"), repeats=3)
             results["torch_others"][f"d = {dim}, seed {seed}"] = {"naive_s": naive, "torch_s": torch_s}
     for dim in (2, 3):
-        run = simulate(tokens(n, dim).to(args.device), alpha=0.5, layers=layers,
-                       engine="auto" if args.device == "cpu" else "torch")
+        run = simulate_on(tokens(n, dim).to(args.device), alpha=0.5, layers=layers,
+                          engine="auto" if args.device == "cpu" else "torch")
         check_theorem(run)  # warm-up
         results[f"check_theorem_d{dim}_s"] = timed(lambda run=run: check_theorem(run), repeats=3)
         results[f"check_theorem_d{dim}_passed"] = check_theorem(run).passed
@@ -171,17 +172,17 @@ def main(argv: list[str] | None = None) -> dict:
     results["scaling_in_n"], results["slope_in_n"] = {}, {}
     results["scaling_in_layers"], results["slope_in_layers"] = {}, {}
     for dim in dims:
-        row = {size: timed(lambda size=size, dim=dim: simulate(tokens(size, dim), alpha=0.5, layers=layers,
-                                                                store="final")) for size in sizes}
+        row = {size: timed(lambda size=size, dim=dim: simulate_on(tokens(size, dim), alpha=0.5, layers=layers,
+                                                                   final=True)) for size in sizes}
         results["scaling_in_n"][str(dim)] = {str(k): v for k, v in row.items()}
         results["slope_in_n"][str(dim)] = slope(list(row), list(row.values()))
-        row = {k: timed(lambda k=k, dim=dim: simulate(tokens(layers_n, dim), alpha=0.5, layers=k, store="final"))
+        row = {k: timed(lambda k=k, dim=dim: simulate_on(tokens(layers_n, dim), alpha=0.5, layers=k, final=True))
                for k in depths}
         results["scaling_in_layers"][str(dim)] = {str(k): v for k, v in row.items()}
         results["slope_in_layers"][str(dim)] = slope(list(row), list(row.values()))
     largest = max(sizes)
     big = tokens(largest, 2)
-    results["peak_bytes"] = peak_growth(lambda: simulate(big, alpha=0.5, layers=layers, store="final"))
+    results["peak_bytes"] = peak_growth(lambda: simulate_on(big, alpha=0.5, layers=layers, final=True))
     results["n_squared_bytes"] = largest * largest * 8  # what one n × n float64 matrix would take
     report(results, largest)
     if args.json:
@@ -226,13 +227,13 @@ def report(results: dict, largest: int) -> None:
         print(f"| compiled, slope in layers, d = {dim} (n = {results['layers_n']}) | {value:.2f} | ≤ 1 (± 0.05) "
               f"{'✓' if value <= 1.05 else '✗'} |")
     if results["peak_bytes"] is not None:
-        print(f"| peak memory growth, n = {largest}, store='final' | {results['peak_bytes'] / 2**10:.0f} KiB "
+        print(f"| peak memory growth, n = {largest}, Save.final() | {results['peak_bytes'] / 2**10:.0f} KiB "
               f"(one n × n matrix: {results['n_squared_bytes'] / 2**20:.0f} MiB) | O(n²) "
               f"{'✓' if results['peak_bytes'] <= results['n_squared_bytes'] else '✗'} |")
     if results.get("torch_peak_bytes") is not None:
-        print(f"| peak memory growth, torch engine, n = {n}, store='final' | {results['torch_peak_bytes'] / 2**20:.0f} "
+        print(f"| peak memory growth, torch engine, n = {n}, Save.final() | {results['torch_peak_bytes'] / 2**20:.0f} "
               f"MiB (bounded by the decision of the layers run ahead, not by the layers) | O(n²) |")
-    print("\nseconds, compiled engine, store='final':")
+    print("\nseconds, compiled engine, Save.final():")
     for name, key in (("n", "scaling_in_n"), ("layers", "scaling_in_layers")):
         rows = results[key]
         heads = list(next(iter(rows.values())))

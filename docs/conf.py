@@ -70,8 +70,8 @@ mathjax_path = "mathjax/tex-chtml.js"
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3
 # A link to a file that is not a page (a JSON result, a script) becomes a download; a broken one warns.
-# Every public name is an anchor under each module that exports it (`hardmax.Trajectory`, `hardmax.dynamics.
-# Trajectory`, ...: one object), so a bare `Trajectory` in a signature has several equal targets; Sphinx
+# Every public name is an anchor under each module that exports it (`hardmax.Solution`, `hardmax.dynamics.
+# Solution`, ...: one object), so a bare `Solution` in a signature has several equal targets; Sphinx
 # links the first and would warn "more than one target found". Nothing else is in this category.
 suppress_warnings = ["ref.python"]
 

@@ -16,7 +16,7 @@ torch.manual_seed(0)
 tokens = torch.randn(40, 2, dtype=torch.float64)
 A = torch.tensor([[2.0, 0.5], [0.5, 1.0]], dtype=torch.float64)
 
-run = hardmax.simulate(tokens, alpha=0.5, layers=60, A=A)          # Trajectory: .tokens is (61, 40, 2)
+run = hardmax.simulate(tokens, alpha=0.5, layers=60, A=A)          # Solution: .tokens is (61, 40, 2)
 # A follower that converged onto its leader is a copy of it in the last layer: leaders come from the history.
 leaders = hardmax.leader_layers(run) >= 0                            # (n,) leading from some layer to the end
 K = hardmax.polytope(run.final[leaders])                             # hull of the leaders' limits

@@ -5,7 +5,7 @@ Exact ties at any depth
 Points of :math:`S` that are not vertices of :math:`K` are reached only through exact ties: a token
 equidistant, in score, from two leaders moves to the midpoint of a face and stays tied forever. A naive
 floating-point argmax breaks such a tie by rounding after a few dozen layers and sends the token to a
-vertex; hardmax decides ties by rule (★) of ``hardmax.dynamics.ties`` and keeps it exact. Reference: the
+vertex; hardmax decides ties by rule (★) (its engines' tie rule) and keeps it exact. Reference: the
 same layer in exact rational arithmetic, where the follower stays tied and converges to the midpoint
 :math:`(4, 2)` of the edge, a point of :math:`S`.
 """

@@ -145,11 +145,62 @@ def test_nothing_imports_the_command_line_or_the_package_root():
         assert "hardmax" not in targets, f"{module} imports the package root (a cycle through __init__)"
 
 
+ENGINES = "hardmax.dynamics._engines"
+
+
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_no_private_name_crosses_a_file(module):
+    """No `from m import _name` across files; the one private package, the engines, is imported by name only from
+    `hardmax.dynamics` itself (`solve` hands it the case), and inside it its modules share what they like."""
+    inside = module == ENGINES or module.startswith(ENGINES + ".")
     private = [f"{imported}.{name}" for imported, names in _imports(MODULES[module]) for name in names
-               if name.startswith("_") and not name.startswith("__")]
+               if name.startswith("_") and not name.startswith("__")
+               and not (f"{imported}.{name}" == ENGINES and module.startswith("hardmax.dynamics."))
+               and not (inside and imported.startswith(ENGINES))]
     assert not private, f"{module} imports private names: {private}"
+
+
+def test_the_engines_are_private_to_dynamics_but_for_their_listed_services():
+    """Outside `hardmax.dynamics`, a module imports from the engines' private package only the services it lists
+    (`_engines.SERVICES`: the leader rule's compiled snapshots and tie sets, the kernel's lock, the classifier's
+    compact layers); `hardmax.dynamics` itself reaches them through `solve`."""
+    from hardmax.dynamics._engines import SERVICES
+
+    used = {}
+    for module, path in MODULES.items():
+        if module.startswith("hardmax.dynamics"):
+            continue
+        for imported, names in _imports(path):
+            if imported == ENGINES or imported.startswith(ENGINES + "."):
+                allowed = SERVICES.get(imported, ())
+                wrong = [n for n in names if n not in allowed] or ([] if names else [imported])
+                assert not wrong, f"{module} imports {wrong} from {imported}: not an engine service ({SERVICES})"
+                used.setdefault(imported, set()).update(names)
+    assert used == {k: set(v) for k, v in SERVICES.items()}, "SERVICES lists a name nobody uses"
+
+
+def test_no_engine_internal_is_public():
+    """No `__all__` of a public module names an object the engines define, except the three the dynamics package
+    documents as its own (identical tokens merged, and the default tie tolerance of rule (★)); and the API reference
+    skips the private package (docs/_ext/hardmax_api.py)."""
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "docs" / "_ext"))
+    try:
+        from hardmax_api import all_modules
+    finally:
+        sys.path.pop(0)
+    public = {"Deduplicated", "deduplicate", "default_tie_rtol"}
+    leaked = []
+    for module in all_modules():
+        for name in getattr(module, "__all__", ()):
+            home = getattr(getattr(module, name), "__module__", "") or ""
+            if home.startswith(ENGINES) and name not in public:
+                leaked.append(f"{module.__name__}.{name}")
+    assert not leaked, leaked
+    assert not [m.__name__ for m in all_modules() if m.__name__.startswith(ENGINES)]
+    assert all(not hasattr(importlib.import_module(m), "__all__") for m in MODULES if m.startswith(ENGINES + "."))
 
 
 def _names_imported(node: ast.AST) -> set[str]:
@@ -176,7 +227,7 @@ def test_numba_is_imported_plainly_never_behind_a_try():
     with a fallback for its absence (issue #40): each compiled routine has one reference, a path the library also
     takes for other reasons or a plain version in tests/reference.py, never a second path for a missing numba."""
     compiled = _compiled_modules()
-    assert {"numba", "hardmax.dynamics.kernel"} <= compiled
+    assert {"numba", "hardmax.dynamics._engines.kernel"} <= compiled
     guarded = []
     for module, path in MODULES.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))

@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 from hardmax.cli import main
-from hardmax.dynamics import simulate
+from hardmax.dynamics import Save, simulate
 from hardmax.theory import figure2_configurations
 
 TOKENS = np.array([[1.0, 0.2], [-0.8, 0.9], [-0.5, -1.0], [0.1, 0.1], [0.3, -0.2], [-0.2, 0.3]])
@@ -326,11 +326,11 @@ def test_sizes_beyond_memory_are_refused_before_allocating(tmp_path, capsys, mon
 def test_simulate_refuses_a_depth_beyond_memory_naming_layers(monkeypatch):
     # The reliability pass: simulate(..., layers=10**9) raised MemoryError with an empty message.
     monkeypatch.setenv("HARDMAX_MEMORY_LIMIT", "256M")
-    with pytest.raises(ValueError, match=r"simulate\(layers=10,000,000\) .* needs about"):
+    with pytest.raises(ValueError, match=r"10,000,000 layers .* needs about"):
         simulate(TOKENS, alpha=0.5, layers=10**7)
     with pytest.raises(ValueError, match="more than the 10,000,000"):  # past MAX_STEPS: refused before any size
         simulate(TOKENS, alpha=0.5, layers=10**9)
-    assert simulate(TOKENS, alpha=0.5, layers=10**6, store="final").tokens.shape == (2, 6, 2)
+    assert simulate(TOKENS, alpha=0.5, layers=10**6, save=Save.final()).tokens.shape == (2, 6, 2)
 
 
 @pytest.mark.parametrize("fps, ok", [("0", False), ("51", False), ("3000", False), ("100000", False), ("50", True)])

@@ -12,16 +12,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction as F
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import reference
 import torch
+from engines import simulate_on
 from hypothesis import given
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
-from hardmax.dynamics import Hardmax, Softmax, deduplicate, default_tie_rtol, simulate
+from hardmax.dynamics import Hardmax, Save, Softmax, deduplicate, default_tie_rtol, simulate
 
 # The two hardmax engines behind `simulate`: batched torch ops, and the compiled per-review kernel.
 HARDMAX_BACKENDS = ("torch", "compiled")
@@ -68,13 +70,13 @@ def test_matches_reference(seed, batched, attention, beta):
     A = random_spd(rng, d) if seed % 2 else None
     alpha = rng.uniform(0.1, 4.0, size=layers).tolist() if seed < 2 else 0.7
     traj = simulate(z if batched else z[0], make_rule(attention, beta=beta), alpha=alpha, layers=layers, A=A,
-                    mask=torch.from_numpy(mask if batched else mask[0]), keep_attention=True)
+                    mask=torch.from_numpy(mask if batched else mask[0]), save=Save(attention=True))
     got_tokens = traj.tokens.numpy().reshape(layers + 1, batch, n, d)
-    got_weights = traj.attention.numpy().reshape(layers, batch, n, n)
+    got_weights = traj.attention[:-1].numpy().reshape(layers, batch, n, n)  # P at each saved state: the last too
     # Without weights, hardmax takes the compact torch path (follower rows only after layer 1) or the
     # compiled kernel.
-    plain = [simulate(z if batched else z[0], make_rule(attention, beta=beta), alpha=alpha, layers=layers, A=A,
-                      mask=torch.from_numpy(mask if batched else mask[0]), engine=backend)
+    plain = [simulate_on(backend, z if batched else z[0], make_rule(attention, beta=beta), alpha=alpha,
+                         layers=layers, A=A, mask=torch.from_numpy(mask if batched else mask[0]))
              .tokens.numpy().reshape(got_tokens.shape)
              for backend in (HARDMAX_BACKENDS if attention == "hardmax" else ("torch",))]
     for b in range(batch):
@@ -91,7 +93,7 @@ def test_fully_masked_sequence_is_left_alone(rng):
     mask = np.array([[True] * 5, [False] * 5])
     for attention, beta in [("hardmax", None), ("softmax", 1.0)]:
         traj = simulate(z, make_rule(attention, beta=beta), alpha=1.0, layers=3, mask=torch.from_numpy(mask),
-                        keep_attention=True)
+                        save=Save(attention=True))
         assert torch.equal(traj.tokens[:, 1], torch.from_numpy(z[1]).expand(4, 5, 3))
         assert not traj.attention[:, 1].any()
         plain = simulate(z, make_rule(attention, beta=beta), alpha=1.0, layers=3, mask=torch.from_numpy(mask))
@@ -114,12 +116,12 @@ def run_exact(tokens, *, alpha, layers, A=None, mask=None):
     alphas = [float(F(a)) for a in alpha] if isinstance(alpha, list) else float(F(alpha))
     kwargs = dict(alpha=alphas, layers=layers, A=None if A is None else as_floats(A),
                   mask=None if mask is None else torch.tensor(mask))
-    traj = simulate(as_floats(tokens), **kwargs, keep_attention=True)
+    traj = simulate(as_floats(tokens), **kwargs, save=Save(attention=True))
     np.testing.assert_allclose(traj.tokens.numpy(), reference.as_float(exact), rtol=0, atol=1e-12)
     # Without weights, hardmax takes the compact torch path (leaders' rows skipped after layer 1) or
     # the compiled kernel.
     for backend in HARDMAX_BACKENDS:
-        compact = simulate(as_floats(tokens), **kwargs, engine=backend)
+        compact = simulate_on(backend, as_floats(tokens), **kwargs)
         np.testing.assert_allclose(compact.tokens.numpy(), reference.as_float(exact), rtol=0, atol=1e-12)
     return traj, exact
 
@@ -145,7 +147,7 @@ def test_equidistant_follower_moves_to_the_midpoint(case, A):
 
 def test_tie_tolerance_is_relative_to_the_score_scale():
     def follower_row(z, tie_rtol=None):  # the attention row of token 2
-        return simulate(z, Hardmax(tie_rtol), alpha=1.0, layers=1, keep_attention=True).attention[0, 2].tolist()
+        return simulate(z, Hardmax(tie_rtol), alpha=1.0, layers=1, save=Save(attention=True)).attention[0, 2].tolist()
 
     decimal = as_floats(TIED["decimal"])
     assert follower_row(decimal) == [0.5, 0.5, 0.0]
@@ -226,7 +228,7 @@ def test_copies_keep_identical_trajectories_float32(rng):
     group = rng.permutation(np.repeat(np.arange(len(counts)), counts))
     z = torch.from_numpy(distinct[group].astype(np.float32))
     A = random_spd(rng, d)
-    traj = simulate(z, alpha=0.8, layers=6, A=A, keep_attention=True)
+    traj = simulate(z, alpha=0.8, layers=6, A=A, save=Save(attention=True))
     assert traj.tokens.dtype == torch.float32
     for g in range(len(counts)):
         copies = traj.tokens[:, group == g]
@@ -254,7 +256,7 @@ def test_copies_count_with_multiplicity_float32(seed):
 
     a, b = on_level_set(rng.standard_normal(d)), on_level_set(rng.standard_normal(d))
     z = np.array([a] * k + [b, c], dtype=np.float32)
-    traj = simulate(torch.from_numpy(z), alpha=1.0, layers=1, A=A, keep_attention=True)
+    traj = simulate(torch.from_numpy(z), alpha=1.0, layers=1, A=A, save=Save(attention=True))
     np.testing.assert_allclose(traj.attention[0, -1].numpy(), [1 / (k + 1)] * (k + 1) + [0], rtol=1e-6, atol=0)
     target = (k * z[0].astype(np.float64) + z[k]) / (k + 1)
     np.testing.assert_allclose(traj.tokens[1, -1].numpy(), (c + target) / 2, rtol=1e-5, atol=1e-6)
@@ -327,7 +329,7 @@ def leaders(tokens: torch.Tensor, weights: torch.Tensor, mask: np.ndarray) -> se
 
 @given(configurations())
 def test_leaders_never_move(config):
-    traj = config.run(keep_attention=True)
+    traj = config.run(save=Save(attention=True))
     for k in range(config.layers):
         for i in leaders(traj.tokens[k], traj.attention[k], config.mask):
             path = traj.tokens[k:, i]
@@ -336,7 +338,7 @@ def test_leaders_never_move(config):
 
 @given(configurations())
 def test_leader_set_never_shrinks(config):
-    traj = config.run(keep_attention=True)
+    traj = config.run(save=Save(attention=True))
     found = [leaders(traj.tokens[k], traj.attention[k], config.mask) for k in range(config.layers)]
     for k in range(config.layers - 1):
         assert found[k] <= found[k + 1], f"layer {k + 1} lost leaders {found[k] - found[k + 1]}"
@@ -346,10 +348,10 @@ def test_leader_set_never_shrinks(config):
 def test_permutation_equivariance_is_exact(data, config, attention_beta):
     attention, beta = attention_beta
     perm = np.array(data.draw(st.permutations(range(len(config.tokens)))))
-    base = config.run(make_rule(attention, beta), keep_attention=True)
+    base = config.run(make_rule(attention, beta), save=Save(attention=True))
     permuted = simulate(config.tokens[perm], make_rule(attention, beta=beta), alpha=config.alpha,
                         layers=config.layers, A=config.A,
-                        mask=torch.from_numpy(config.mask[perm]), keep_attention=True)
+                        mask=torch.from_numpy(config.mask[perm]), save=Save(attention=True))
     assert torch.equal(permuted.tokens, base.tokens[:, perm])
     assert torch.equal(permuted.attention, base.attention[:, perm][:, :, perm])
 
@@ -365,9 +367,10 @@ def test_batch_equals_each_sequence_alone(configs, layers, seed):
     d = configs[0].tokens.shape[1]
     A = random_spd(np.random.default_rng(seed), d)
     tokens, mask = np.stack([c.tokens for c in configs]), np.stack([c.mask for c in configs])
-    together = simulate(tokens, alpha=0.9, layers=layers, A=A, mask=torch.from_numpy(mask), keep_attention=True)
+    together = simulate(tokens, alpha=0.9, layers=layers, A=A, mask=torch.from_numpy(mask), save=Save(attention=True))
     for b, c in enumerate(configs):
-        alone = simulate(c.tokens, alpha=0.9, layers=layers, A=A, mask=torch.from_numpy(c.mask), keep_attention=True)
+        alone = simulate(c.tokens, alpha=0.9, layers=layers, A=A, mask=torch.from_numpy(c.mask),
+                         save=Save(attention=True))
         assert torch.equal(together.tokens[:, b], alone.tokens)
         assert torch.equal(together.attention[:, b], alone.attention)
 
@@ -375,7 +378,7 @@ def test_batch_equals_each_sequence_alone(configs, layers, seed):
 @given(configurations(), st.sampled_from([("hardmax", None), ("softmax", 1.5)]))
 def test_two_runs_are_bitwise_equal(config, attention_beta):
     attention, beta = attention_beta
-    first, second = (config.run(make_rule(attention, beta), keep_attention=True) for _ in range(2))
+    first, second = (config.run(make_rule(attention, beta), save=Save(attention=True)) for _ in range(2))
     assert torch.equal(first.tokens, second.tokens) and torch.equal(first.attention, second.attention)
 
 
@@ -421,17 +424,20 @@ def test_softmax_tends_to_hardmax(seed):
 
 @pytest.mark.parametrize("attention, beta", [("hardmax", None), ("softmax", 2.0)])
 def test_chunk_size_does_not_change_results(rng, attention, beta):
+    from hardmax.dynamics._engines import paper
     z, mask = random_configuration(rng, 7, 12, 3)
     for b in range(7):  # sequences with 1..7 distinct tokens, so chunks get different widths
         z[b, b + 1 :] = z[b, 0]
     A, mask = random_spd(rng, 3), torch.from_numpy(mask)
-    runs = [simulate(z, make_rule(attention, beta=beta), alpha=0.6, layers=4, A=A, mask=mask, chunk_size=size,
-                     keep_attention=True)
-            for size in (1, 3, 256, 1000)]
+    rule, alphas = make_rule(attention, beta=beta), torch.full((4,), 0.6, dtype=torch.float64)
+    runs = [paper.run(torch.from_numpy(z), mask, rule, alphas, torch.from_numpy(A), tuple(range(5)), True, "torch",
+                      chunk_size=size) for size in (1, 3, 256, 1000)]
+    runs = [SimpleNamespace(tokens=out, attention=att) for out, att in runs]
     if attention == "hardmax":  # without weights, hardmax takes the compact (leader-skipping) path
         for size in (1, 3, 256):
-            compact = simulate(z, alpha=0.6, layers=4, A=A, mask=mask, chunk_size=size, engine="torch")
-            torch.testing.assert_close(compact.tokens, runs[0].tokens, rtol=0, atol=1e-13)
+            compact, _ = paper.run(torch.from_numpy(z), mask, rule, alphas, torch.from_numpy(A), tuple(range(5)), False,
+                                   "torch", chunk_size=size)
+            torch.testing.assert_close(compact, runs[0].tokens, rtol=0, atol=1e-13)
     for run in runs[1:]:
         if attention == "hardmax":
             assert torch.equal(run.tokens, runs[0].tokens) and torch.equal(run.attention, runs[0].attention)
@@ -444,9 +450,9 @@ def test_chunk_size_does_not_change_results(rng, attention, beta):
 def test_returned_weights_are_the_ones_applied(config, attention_beta):
     """The weights (attention_weights) and the step (attention_step) take separate code paths."""
     attention, beta = attention_beta
-    traj = config.run(make_rule(attention, beta), keep_attention=True)
+    traj = config.run(make_rule(attention, beta), save=Save(attention=True))
     gamma = (traj.alpha / (1 + traj.alpha))[:, None, None]
-    z, P = traj.tokens[:-1], traj.attention
+    z, P = traj.tokens[:-1], traj.attention[:-1]
     stepped = torch.where(torch.from_numpy(config.mask)[:, None], z + gamma * (P @ z - z), z)
     torch.testing.assert_close(traj.tokens[1:], stepped, rtol=0, atol=1e-12)
 
@@ -456,8 +462,8 @@ def test_returned_weights_are_the_ones_applied(config, attention_beta):
 def test_returned_weights(rng, batched, attention, beta):
     z, mask = random_configuration(rng, 3, 9, 2)
     z, mask = (z, torch.from_numpy(mask)) if batched else (z[0], torch.from_numpy(mask[0]))
-    traj = simulate(z, make_rule(attention, beta=beta), alpha=1.0, layers=5, mask=mask, keep_attention=True)
-    assert traj.attention.shape == (5, *mask.shape, mask.shape[-1])
+    traj = simulate(z, make_rule(attention, beta=beta), alpha=1.0, layers=5, mask=mask, save=Save(attention=True))
+    assert traj.attention.shape == (6, *mask.shape, mask.shape[-1])  # P at each saved state, 0..5
     assert traj.attention.dtype == traj.tokens.dtype
     real = mask
     rows = traj.attention.sum(-1)
@@ -480,7 +486,7 @@ DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 @pytest.mark.parametrize("attention, beta", [("hardmax", None), ("softmax", 1.0)])
 def test_dtype_and_device_are_kept(generator, dtype, device, attention, beta):
     z = torch.randn(2, 5, 3, generator=generator).to(dtype=dtype, device=device)
-    traj = simulate(z, make_rule(attention, beta=beta), alpha=[0.5, 1.0], layers=2, keep_attention=True)
+    traj = simulate(z, make_rule(attention, beta=beta), alpha=[0.5, 1.0], layers=2, save=Save(attention=True))
     for t in (traj.tokens, traj.attention, traj.alpha, traj.A):
         assert t.dtype == dtype and t.device == z.device
     assert traj.tokens.shape == (3, 2, 5, 3) and traj.mask.shape == (2, 5)
@@ -508,9 +514,9 @@ def test_boolean_mask_from_numpy_or_list(mask):
 def test_trajectory_records_its_parameters():
     traj = simulate(Z, Softmax(3), alpha=[0.5, 2.0], layers=2, A=2 * np.eye(2))
     assert traj.alpha.tolist() == [0.5, 2.0] and torch.equal(traj.A, 2 * torch.eye(2, dtype=torch.float64))
-    assert (traj.rule, traj.layers, traj.stored) == (Softmax(3.0), 2, (0, 1, 2))
+    assert (traj.rule, traj.layers, traj.steps) == (Softmax(3.0), 2, (0, 1, 2))
     assert torch.equal(traj.mask, torch.ones(3, dtype=torch.bool))
-    assert torch.equal(traj.final, traj.tokens[-1]) and torch.equal(traj.at(1), traj.tokens[1])
+    assert torch.equal(traj.final, traj.tokens[-1]) and torch.equal(traj.after(1), traj.tokens[1])
     hard = simulate(Z, alpha=0.5, layers=3)
     assert hard.alpha.tolist() == [0.5] * 3 and hard.rule == Hardmax() and hard.attention is None
     assert hard.rule.rtol(torch.float64) == default_tie_rtol(torch.float64) == 64 * torch.finfo(torch.float64).eps
@@ -543,7 +549,7 @@ def test_deduplicate_in_blocks_matches_one_pass():
 def test_deduplicate_survives_hash_collisions(monkeypatch):
     """Tokens are grouped by a hash; when different tokens collide, the grouping must still be exact.
     A hash that sends everything to 0 (every pair collides, interleaved) forces the exact fallback."""
-    import hardmax.dynamics.dedup as dedup_module
+    import hardmax.dynamics._engines.dedup as dedup_module
 
     g = torch.Generator().manual_seed(5)
     z = torch.randn(6, 20, 3, generator=g, dtype=torch.float64)
@@ -564,10 +570,10 @@ def test_deduplicate_survives_hash_collisions(monkeypatch):
 @pytest.mark.parametrize("shape", [(4, 2), (3, 4, 2)])
 def test_zero_layers_returns_the_initial_tokens(generator, shape):
     z = torch.randn(*shape, generator=generator, dtype=torch.float64)
-    traj = simulate(z, alpha=1.0, layers=0, keep_attention=True)
+    traj = simulate(z, alpha=1.0, layers=0, save=Save(attention=True))
     assert traj.layers == 0 and traj.tokens.shape == (1, *shape)
     assert torch.equal(traj.tokens[0], z) and torch.equal(traj.final, z)
-    assert traj.attention.shape == (0, *shape[:-1], shape[-2]) and traj.alpha.shape == (0,)
+    assert traj.attention.shape == (1, *shape[:-1], shape[-2]) and traj.alpha.shape == (0,)  # P of the input
 
 
 # --------------------------------------------------------------------------------------------
@@ -595,9 +601,9 @@ BAD_INPUTS = {
     "tokens inf": (dict(tokens=INF_Z), "tokens contain NaN or inf"),
     "tokens 1-D": (dict(tokens=np.zeros(3)), r"tokens must have shape \(n, d\) or \(batch, n, d\)"),
     "tokens 4-D": (dict(tokens=np.zeros((1, 2, 3, 2))), r"tokens must have shape \(n, d\)"),
-    "tokens empty": (dict(tokens=np.zeros((0, 2))), "at least one token"),
-    "tokens of dimension 0": (dict(tokens=np.zeros((3, 0))), "at least one token"),
-    "tokens empty sequences": (dict(tokens=np.zeros((2, 0, 2))), "at least one token"),
+    "tokens empty": (dict(tokens=np.zeros((0, 2))), "with n, d ≥ 1"),
+    "tokens of dimension 0": (dict(tokens=np.zeros((3, 0))), "with n, d ≥ 1"),
+    "tokens empty sequences": (dict(tokens=np.zeros((2, 0, 2))), "with n, d ≥ 1"),
     "tokens not an array": (dict(tokens={"z": 1}), "tokens must be a torch tensor or a NumPy array"),
     "layers negative": (dict(layers=-1), "layers must be an integer"),
     "layers float": (dict(layers=2.0), "layers must be an integer"),
@@ -605,9 +611,7 @@ BAD_INPUTS = {
     "layers string": (dict(layers="2"), "layers must be an integer"),
     "rule a string": (dict(rule="softmax"), "rule must be an attention rule"),
     "rule a class": (dict(rule=Softmax), "rule must be an attention rule"),
-    "engine unknown": (dict(engine="numba"), "engine must be one of"),
-    "store zero": (dict(store=0), "store must be"),
-    "store unknown": (dict(store="last"), "store must be"),
+    "save not a Save": (dict(save="final"), "save must be a hardmax.dynamics.Save"),
     "half precision": (dict(tokens=torch.tensor(Z, dtype=torch.float16)), "cannot resolve ties"),
     "bfloat16": (dict(tokens=torch.tensor(Z, dtype=torch.bfloat16)), "cannot resolve ties"),
     "softmax scores overflow": (dict(tokens=torch.tensor(Z, dtype=torch.float32) * 1e20, rule=Softmax(1.0)),
@@ -673,7 +677,8 @@ def test_known_gaps_in_validation(name):
 @pytest.mark.parametrize("seed", range(6))
 def test_hardmax_layers_equals_layer_by_layer_steps(seed):
     """Skipping the leaders' rows after layer 1 changes nothing: same result as attention_step K times."""
-    from hardmax.dynamics import attention_step, deduplicate, hardmax_layers
+    from hardmax.dynamics import attention_step, deduplicate
+    from hardmax.dynamics._engines.layers import hardmax_layers
 
     g = torch.Generator().manual_seed(seed)
     tokens = torch.randn(5, 30, 3, generator=g, dtype=torch.float64)
@@ -700,7 +705,7 @@ def test_leader_skipping_matches_the_per_token_oracle(seed, backend):
     maximum give the per-token oracle's trajectory (frames change positions in the last bits only)."""
     rng = np.random.default_rng(seed)
     tokens = rng.standard_normal((12, 2))
-    run = simulate(tokens, alpha=1.0, layers=12, engine=backend)
+    run = simulate_on(backend, tokens, alpha=1.0, layers=12)
     expected, _ = reference.simulate(tokens, alpha=1.0, layers=12)
     np.testing.assert_allclose(run.tokens.numpy(), expected, rtol=0, atol=1e-12)
 
@@ -711,9 +716,8 @@ def test_a_follower_converging_to_its_leader_never_unseats_it():
     the follower comes (60 layers). A coarse tolerance (0.5: a cosine below 1/2 counts as a tie) does
     unseat leaders: the runner hands over to full layers, with the same result. A token on the
     leader's exposed face ties with it."""
-    from hardmax.dynamics import hardmax_layers
-    from hardmax.dynamics.layers import full_layers, hardmax_run, leaders_hold
-    from hardmax.dynamics.ties import Frames
+    from hardmax.dynamics._engines.layers import full_layers, hardmax_layers, hardmax_run, leaders_hold
+    from hardmax.dynamics._engines.ties import Frames
 
     rng = np.random.default_rng(1)
     tokens = torch.from_numpy(rng.standard_normal((1, 12, 2)))
@@ -769,7 +773,7 @@ def test_layers_run_ahead_are_the_layer_by_layer_layers(case):
     """Layers computed with the attention sets held and verified afterwards in one batched decision are the
     layer-by-layer run's, bit for bit, and the run hands over to full layers exactly where it does; it does
     run ahead (far fewer decisions than layers), or the test would check nothing."""
-    from hardmax.dynamics import layers as L
+    from hardmax.dynamics._engines import layers as L
 
     _, tokens, weights, alpha, A, depth = case
     alphas = torch.full((depth,), alpha, dtype=tokens.dtype)
@@ -802,7 +806,7 @@ def test_rows_at_one_position_are_decided_once_with_the_same_sets(case):
     """Scoring and refining one row per position and frame (the clusters converged to rounding) gives every
     row's own sets: the same trajectory as every row on its own, for followers, ties between leaders (rows whose
     decision depends on the row itself), float32 and an SPD A."""
-    from hardmax.dynamics import layers
+    from hardmax.dynamics._engines import layers
 
     _, tokens, _, alpha, A, depth = next(c for c in _configurations_that_settle() if c[0] == case)
     A = None if A is None else A.to(tokens.dtype)
@@ -812,7 +816,7 @@ def test_rows_at_one_position_are_decided_once_with_the_same_sets(case):
         patch.setattr(layers._Distinct, "of",
                       staticmethod(lambda pos, label, present, alone=None: distinct(pos, label, present,
                                                                                     torch.ones_like(present))))
-        every_row = simulate(tokens, alpha=alpha, layers=depth, A=A, engine="torch").tokens
+        every_row = simulate_on("torch", tokens, alpha=alpha, layers=depth, A=A).tokens
     shared = []
     real = layers.same_kind
 
@@ -823,7 +827,7 @@ def test_rows_at_one_position_are_decided_once_with_the_same_sets(case):
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(layers, "same_kind", seen)
-        once = simulate(tokens, alpha=alpha, layers=depth, A=A, engine="torch").tokens
+        once = simulate_on("torch", tokens, alpha=alpha, layers=depth, A=A).tokens
     assert torch.equal(once, every_row)
     assert max(shared) > 0  # rows were grouped
 
@@ -831,7 +835,7 @@ def test_rows_at_one_position_are_decided_once_with_the_same_sets(case):
 def test_rows_of_one_kind_are_grouped_by_value_even_when_every_hash_collides(monkeypatch):
     """`select.same_kind` groups by a hash confirmed by value: with a hash that sends every row to one bucket, rows
     of another kind get groups of their own, never a wrong one."""
-    from hardmax.dynamics import select as select_module
+    from hardmax.dynamics._engines import select as select_module
 
     kind = torch.tensor([[1, 2], [3, 4], [1, 2], [-5, 0], [3, 4], [1, 2]])
     for colliding in (False, True):
@@ -849,7 +853,7 @@ def test_rows_of_one_kind_are_grouped_by_value_even_when_every_hash_collides(mon
 def test_rows_share_a_place_only_at_one_position_in_one_frame():
     """The grouping key of rows decided once: the same bits and the same frame; an absent row, a row of another
     frame, another state, -0.0 against 0.0, and a row flagged to be decided alone each get a place of their own."""
-    from hardmax.dynamics.layers import _Distinct
+    from hardmax.dynamics._engines.layers import _Distinct
 
     pos = torch.tensor([[[1.0, 2.0], [1.0, 2.0], [1.0, 2.0], [1.0, 2.0], [0.0, 1.0], [-0.0, 1.0], [3.0, 3.0]],
                         [[1.0, 2.0], [1.0, 2.0], [5.0, 5.0], [5.0, 5.0], [5.0, 5.0], [5.0, 5.0], [5.0, 5.0]]],
@@ -874,8 +878,8 @@ def test_rows_share_a_place_only_at_one_position_in_one_frame():
 def test_a_row_in_a_frame_with_a_fixed_candidate_of_another_frame_is_decided_alone():
     """foreign_anchor: the rows whose decision depends on their own origin and offset (rule (★)'s split at the
     origin) — framed, with a candidate at a fixed position in another frame."""
-    from hardmax.dynamics.select import foreign_anchor
-    from hardmax.dynamics.ties import Frames
+    from hardmax.dynamics._engines.select import foreign_anchor
+    from hardmax.dynamics._engines.ties import Frames
 
     offset = torch.tensor([[[0.0, 0.0], [0.1, 0.0], [0.0, 0.0], [0.0, 0.0]]], dtype=torch.float64)
     frames = Frames(torch.ones_like(offset), offset, torch.tensor([[5, 5, 7, -1]]))  # fixed: keys 0 and 2
@@ -889,8 +893,8 @@ def test_a_row_in_a_frame_with_a_fixed_candidate_of_another_frame_is_decided_alo
 def test_leaders_checked_together_in_any_order_are_checked_one_by_one():
     """The leaders' check scores the rows of several sequences in one product per sequence: rows given in any order
     (sequences interleaved) get the verdicts they get one at a time."""
-    from hardmax.dynamics.layers import _held
-    from hardmax.dynamics.ties import Frames
+    from hardmax.dynamics._engines.layers import _held
+    from hardmax.dynamics._engines.ties import Frames
 
     z = torch.tensor([[[1.0, 0.0], [0.5, 0.5], [-1.0, 0.0]], [[1.0, 0.0], [1.0, 0.5], [-1.0, 0.0]]],
                      dtype=torch.float64)  # in the second, (1, 0.5) lies on (1, 0)'s face: not a leader's set alone
@@ -904,7 +908,7 @@ def test_leaders_checked_together_in_any_order_are_checked_one_by_one():
 def test_hardmax_layers_keeps_autograd_working():
     """With gradients on, the runner must not write into tensors autograd saved: same values as
     without gradients, and a backward pass that reaches the tokens."""
-    from hardmax.dynamics import hardmax_layers
+    from hardmax.dynamics._engines.layers import hardmax_layers
 
     g = torch.Generator().manual_seed(2)
     tokens = torch.randn(4, 15, 3, generator=g, dtype=torch.float64)
@@ -929,9 +933,9 @@ def test_chunks_on_parallel_threads_give_the_same_result():
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        serial = simulate(tokens, alpha=0.8, layers=5, mask=mask, chunk_size=7, engine="torch")
+        serial = simulate_on("torch", tokens, alpha=0.8, layers=5, mask=mask)
         torch.set_num_threads(2)
-        parallel = simulate(tokens, alpha=0.8, layers=5, mask=mask, chunk_size=7, engine="torch")
+        parallel = simulate_on("torch", tokens, alpha=0.8, layers=5, mask=mask)
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)

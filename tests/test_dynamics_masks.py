@@ -12,6 +12,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import torch
+from engines import solve_on
 
 from hardmax.dynamics import (
     RK4,
@@ -31,11 +32,10 @@ from hardmax.dynamics import (
     Unnormalised,
     attention_matrix,
     attention_step,
-    engine_for,
     simulate,
     solve,
 )
-from hardmax.dynamics import kernel as compiled
+from hardmax.dynamics._engines import kernel as compiled
 
 RULES = [Hardmax(), Softmax(beta=2.0), Localmax(theta=0.3), Unnormalised(beta=0.1)]
 IDS = ["hardmax", "softmax", "localmax", "unnormalised"]
@@ -114,12 +114,12 @@ def tokens(batch: int, n: int, d: int, scale: float = 1.0, seed: int = 0) -> tor
 def test_causal_solve_equals_the_slow_loop_for_every_rule(rule):
     z = tokens(2, 6, 3, scale=0.6)
     run = solve(Field(rule), Euler.layers(0.5), z, steps=4, mask=Causal())
-    assert run.engine == "loop"
+    assert run.engine == "reference"
     for b in range(2):
         want = slow_run(rule, z[b], [True] * 6, causal(6), 4)
         torch.testing.assert_close(run.tokens[:, b], want, rtol=0, atol=1e-12)
     # the mask matters: without it the tokens go elsewhere
-    free = solve(Field(rule), Euler.layers(0.5), z, steps=4, engine="loop")
+    free = solve_on("reference", Field(rule), Euler.layers(0.5), z, steps=4)
     assert (free.final - run.final).abs().max() > 1e-3
 
 
@@ -165,7 +165,7 @@ def test_a_per_sequence_pair_mask_equals_each_sequence_alone():
     g = torch.Generator().manual_seed(5)
     allowed = torch.rand(3, 5, 5, generator=g) < 0.6
     for rule in RULES:
-        whole = solve(Field(rule), Euler.layers(0.5), z, steps=3, mask=Pairs(allowed), chunk_size=2)
+        whole = solve(Field(rule), Euler.layers(0.5), z, steps=3, mask=Pairs(allowed))
         for b in range(3):
             alone = solve(Field(rule), Euler.layers(0.5), z[b], steps=3, mask=Pairs(allowed[b]))
             torch.testing.assert_close(whole.tokens[:, b], alone.tokens, rtol=0, atol=1e-15)
@@ -215,7 +215,7 @@ def test_hardmax_causal_ties_match_exact_rational_arithmetic():
         torch.testing.assert_close(run.tokens[k], want, rtol=0, atol=1e-15)
     assert slow_sets(path[layers], [True] * n, mask)[2] == {0, 1}  # still the exact tie at the last layer
     # without the mask token 5 takes tokens 3 and 4: the restriction is what made the tie
-    free = solve(Field(Hardmax()), Euler.layers(0.5), z, steps=1, engine="loop", save=Save(attention=True))
+    free = solve_on("reference", Field(Hardmax()), Euler.layers(0.5), z, steps=1, save=Save(attention=True))
     assert bool(free.attention[0, 2, 4] == 1) and bool(free.attention[0, 3, 4] == 1)
 
 
@@ -307,9 +307,9 @@ def test_an_all_true_pair_mask_is_the_unmasked_solve_bit_for_bit(rule):
     everyone = Pairs(torch.ones(6, 6, dtype=torch.bool))
     for solver in (Euler.layers(0.5), RK4(0.1)):
         for mask, pairs in ((None, everyone), (present, everyone & Tokens(present))):
-            plain = solve(Field(rule), solver, z, steps=4, mask=mask, engine="loop", save=Save(attention=True))
+            plain = solve_on("reference", Field(rule), solver, z, steps=4, mask=mask, save=Save(attention=True))
             paired = solve(Field(rule), solver, z, steps=4, mask=pairs, save=Save(attention=True))
-            assert paired.engine == "loop"
+            assert paired.engine == "reference"
             assert torch.equal(plain.tokens, paired.tokens) and torch.equal(plain.attention, paired.attention)
     for dtype in (torch.float32, torch.float64):
         w = present.to(dtype)
@@ -345,28 +345,26 @@ def test_a_plain_bool_tensor_still_means_token_presence():
 def test_the_fast_engines_route_or_refuse_a_pair_mask(mask):
     z = tokens(1, 5, 3, seed=12)[0]
     field = Field(Hardmax())
-    assert engine_for(field, Euler.layers(0.5))[0] == "layers"
-    chosen, why = engine_for(field, Euler.layers(0.5), mask)
-    assert chosen == "loop" and "pair mask" in why
+    assert solve(field, Euler.layers(0.5), z, steps=4).engine == "compiled"
     run = solve(field, Euler.layers(0.5), z, steps=4, mask=mask)
-    assert run.engine == "loop" and run.pairs is not None
-    assert torch.equal(run.tokens, solve(field, Euler.layers(0.5), z, steps=4, mask=mask, engine="loop").tokens)
+    assert run.engine == "reference" and run.pairs is not None
+    assert torch.equal(run.tokens, solve_on("reference", field, Euler.layers(0.5), z, steps=4, mask=mask).tokens)
     assert not torch.equal(run.tokens, solve(field, Euler.layers(0.5), z, steps=4).tokens)  # not ignored
-    with pytest.raises(ValueError, match=r"^engine='layers' cannot run this case: a pair mask .* runs on "
-                                         r"engine='loop'"):
-        solve(field, Euler.layers(0.5), z, steps=4, mask=mask, engine="layers")
-    for engine in ("auto", "torch", "compiled"):
-        with pytest.raises(ValueError, match=r"^a pair mask \((Causal|Pairs): who attends to whom\) runs on "
-                                             r"engine='loop'"):
-            simulate(z, alpha=0.5, layers=2, mask=mask, engine=engine)
-    with pytest.raises(ValueError, match="a pair mask"):
-        simulate(z, Softmax(beta=1.0), alpha=0.5, layers=2, mask=mask)
+    for engine in ("torch", "compiled"):  # the fast paths refuse it when forced, saying why
+        with pytest.raises(ValueError, match=rf"^engine '{engine}' cannot run this case: a pair mask \(who attends "
+                                             r"to whom\) runs on the reference loop"):
+            solve_on(engine, field, Euler.layers(0.5), z, steps=4, mask=mask)
+    # simulate is solve spelled the paper's way: a pair mask runs there too, on the reference loop
+    paper = simulate(z, alpha=0.5, layers=4, mask=mask)
+    assert paper.engine == "reference" and torch.equal(paper.tokens, run.tokens)
+    soft = simulate(z, Softmax(beta=1.0), alpha=0.5, layers=2, mask=mask)
+    assert soft.engine == "reference" and soft.pairs is not None
 
 
 def test_the_compiled_kernel_refuses_a_pair_mask():
     z = tokens(1, 4, 2, seed=13).numpy()
     out = np.empty((3, 1, 4, 2))
-    with pytest.raises(ValueError, match="runs on engine='loop'"):
+    with pytest.raises(ValueError, match="runs on the reference loop"):
         compiled.hardmax_trajectory(z, np.ones((1, 4, 4), bool), None, np.full(2, 1 / 3), 1e-12, out, 1)
 
 

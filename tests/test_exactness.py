@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 import reference
 import torch
+from engines import simulate_on
 
-from hardmax import simulate
 from hardmax.theory import check_theorem
 
 ENGINES = ["torch", "compiled"]
@@ -30,7 +30,7 @@ DEPTH = {torch.float64: (150, 1e-9), torch.float32: (40, 1e-4)}
 def run_engine(tokens, alpha, layers, A, dtype, backend) -> np.ndarray:
     z = torch.tensor([[float(Fraction(x)) for x in row] for row in tokens], dtype=dtype)
     A_t = None if A is None else torch.tensor([[float(Fraction(x)) for x in row] for row in A], dtype=dtype)
-    return simulate(z, alpha=float(Fraction(alpha)), layers=layers, A=A_t, engine=backend).final.double().numpy()
+    return simulate_on(backend, z, alpha=float(Fraction(alpha)), layers=layers, A=A_t).final.double().numpy()
 
 
 @functools.cache
@@ -87,7 +87,7 @@ def test_a_limit_on_the_relative_boundary_of_a_face(follower, backend):
     # and the theorem check agrees at that depth: the limit is the S point (1,0,0), the follower's moves
     # shrink by 1/(1+α) although a snapshot of positions can no longer resolve its gap to (1,1,0)
     z = torch.tensor([[float(Fraction(x)) for x in row] for row in tokens], dtype=torch.float64)
-    report = check_theorem(simulate(z, alpha=0.5, layers=300, engine=backend))
+    report = check_theorem(simulate_on(backend, z, alpha=0.5, layers=300))
     assert report.passed and report["rate"].status == "passed", report.table()
 
 

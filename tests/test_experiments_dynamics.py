@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from hardmax.dynamics import Trajectory, simulate
+from hardmax.dynamics import Solution, simulate
 from hardmax.experiments.dynamics import SimulateConfig, run_simulation, save_simulation
 from hardmax.theory import TheoremReport, check_theorem, paper_figure2_configurations
 
@@ -24,7 +24,7 @@ def test_random_tokens_are_simulated_and_checked_as_simulate_does(tmp_path):
     assert result.reports["tokens"].table() == check_theorem(expected).table()
     assert result.passed and result.source == "random (seed 4)" and "n = 9 tokens in R^3" in result.describe()
     record = json.loads(json.dumps(result.to_dict()))
-    assert torch.equal(Trajectory.from_dict(record["trajectories"]["tokens"]).tokens, expected.tokens)
+    assert torch.equal(Solution.from_dict(record["trajectories"]["tokens"]).tokens, expected.tokens)
     assert TheoremReport.from_dict(record["theorem"]["tokens"]).passed
     written = save_simulation(result, tmp_path / "run")
     assert sorted(p.name for p in written) == ["figure.pdf", "figure.png", "report.json", "report.txt",

@@ -274,8 +274,9 @@ def test_view_of_a_trajectory_for_notebooks(tmp_path):
 
 def test_views_of_other_trajectories():
     rng = np.random.default_rng(3)
-    with pytest.raises(ValueError, match="store='all'"):
-        view(hardmax.simulate(rng.standard_normal((6, 2)), hardmax.Softmax(beta=3.0), alpha=0.5, layers=30, store=5))
+    with pytest.raises(ValueError, match=r"save=Save\(\) \(every layer\)"):
+        view(hardmax.simulate(rng.standard_normal((6, 2)), hardmax.Softmax(beta=3.0), alpha=0.5, layers=30,
+                              save=hardmax.Save(every=5)))
     Z = rng.standard_normal((12, 5)) * np.array([0.01, 0.01, 5, 5, 5])
     from hardmax.explore.views import trajectory_view
 

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from engines import solve_on
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.integrate import solve_ivp
@@ -27,7 +28,6 @@ from hardmax.dynamics import (
     Softmax,
     Sphere,
     Unnormalised,
-    engine_for,
     simulate,
     solve,
 )
@@ -158,13 +158,12 @@ def test_the_papers_layer_is_simulate_to_the_last_bit(rule, store):
     mask[1, 5:] = False
     for alpha in (0.5, [0.3, 1.0, 2.0, 0.7, 0.5, 0.5, 1.5, 0.2, 0.9, 4.0]):
         got = solve(Field(rule, scores=Bilinear(A)), Euler.layers(alpha), z, steps=10, save=store, mask=mask)
-        want = simulate(z, rule, alpha=alpha, layers=10, A=A, mask=mask,
-                        store={1: "all", None: "final", 3: 3}[store.every])
+        want = simulate(z, rule, alpha=alpha, layers=10, A=A, mask=mask, save=store)
         assert torch.equal(got.tokens, want.tokens)
         gammas = torch.as_tensor(alpha, dtype=torch.float64).expand(10)
         assert torch.allclose(got.times, torch.cat([torch.zeros(1, dtype=torch.float64),
                                                     torch.cumsum(gammas / (1 + gammas), 0)])[list(got.steps)])
-        assert torch.equal(got.times, want.times)  # simulate's Trajectory carries the same times
+        assert torch.equal(got.times, want.times) and got.engine == want.engine  # the same call
 
 
 def test_the_general_loop_agrees_with_the_fast_engines_on_the_papers_layer():
@@ -172,35 +171,40 @@ def test_the_general_loop_agrees_with_the_fast_engines_on_the_papers_layer():
     fast = simulate(z, alpha=0.5, layers=15)
     slow = solve(Field(Hardmax()), Euler(1 / 3), z, steps=15)
     np.testing.assert_allclose(slow.tokens.numpy(), fast.tokens.numpy(), rtol=0, atol=1e-13)
-    forced = solve(Field(Hardmax()), Euler.layers(0.5), z, steps=15, engine="loop")
-    assert forced.engine == "loop" and solve(Field(Hardmax()), Euler.layers(0.5), z, steps=15).engine == "layers"
+    forced = solve_on("reference", Field(Hardmax()), Euler.layers(0.5), z, steps=15)
+    assert forced.engine == "reference" and solve(Field(Hardmax()), Euler.layers(0.5), z, steps=15).engine == "compiled"
     np.testing.assert_allclose(forced.tokens.numpy(), fast.tokens.numpy(), rtol=0, atol=1e-13)
 
 
 def test_engines_say_which_cases_they_serve():
-    assert engine_for(Field(Hardmax()), Euler.layers(1.0))[0] == "layers"
-    assert engine_for(Field(Softmax(2.0), scores=Bilinear(torch.eye(2) * 2)), Euler.layers(1.0))[0] == "layers"
+    z = _random((3, 2), 1)
+    assert solve(Field(Hardmax()), Euler.layers(1.0), z, steps=2).engine == "compiled"
+    softmax = Field(Softmax(2.0), scores=Bilinear(torch.eye(2) * 2))
+    assert solve(softmax, Euler.layers(1.0), z, steps=2).engine == "torch"
+    assert solve(Field(Hardmax()), Euler.layers(1.0), z, steps=2, save=Save(attention=True)).engine == "torch"
     for field, solver in ((Field(Hardmax()), Euler(0.1)), (Field(Hardmax()), RK4(0.1)),
-                          (Field(Hardmax(), manifold=Sphere()), Euler.layers(1.0)),
                           (Field(Softmax(1.0), value=2 * torch.eye(2)), Euler.layers(1.0)),
                           (Field(Localmax(0.1)), Euler.layers(1.0))):
-        engine, why = engine_for(field, solver)
-        assert engine == "loop" and why
-    with pytest.raises(ValueError, match="engine='layers' cannot run this case: only Euler.layers"):
-        solve(Field(Hardmax()), RK4(0.1), _random((3, 2), 1), steps=2, engine="layers")
+        assert solve(field, solver, z, steps=2).engine == "reference"
+    assert solve(Field(Hardmax(), manifold=Sphere()), Euler.layers(1.0), _sphere_tokens(3, 2, 1), steps=2).engine \
+        == "reference"
+    with pytest.raises(ValueError, match="engine 'torch' cannot run this case: only Euler.layers"):
+        solve_on("torch", Field(Hardmax()), RK4(0.1), z, steps=2)
+    with pytest.raises(ValueError, match="engine 'compiled' cannot run this case: it runs hardmax attention only"):
+        solve_on("compiled", Field(Softmax(1.0)), Euler.layers(1.0), z, steps=2)
     with pytest.raises(ValueError, match="engine must be one of"):
-        solve(Field(Hardmax()), RK4(0.1), _random((3, 2), 1), steps=2, engine="gpu")
+        solve_on("gpu", Field(Hardmax()), RK4(0.1), z, steps=2)
 
 
-def test_simulate_takes_save_in_place_of_store_and_keep_attention():
+def test_simulate_saves_what_save_says():
     z = _random((3, 6, 2), 19)
-    for save, store in ((Save(), "all"), (Save(every=4), 4), (Save.final(), "final")):
-        assert torch.equal(simulate(z, alpha=0.5, layers=9, save=save).tokens,
-                           simulate(z, alpha=0.5, layers=9, store=store).tokens)
-    with_p = simulate(z, Softmax(1.0), alpha=0.5, layers=3, save=Save(attention=True))
-    assert torch.equal(with_p.attention, simulate(z, Softmax(1.0), alpha=0.5, layers=3, keep_attention=True).attention)
-    with pytest.raises(ValueError, match="not both"):
-        simulate(z, alpha=0.5, layers=3, save=Save(), store="final")
+    every = simulate(z, alpha=0.5, layers=9).tokens
+    for save, steps in ((Save(), range(10)), (Save(every=4), (0, 4, 8, 9)), (Save.final(), (0, 9))):
+        run = simulate(z, alpha=0.5, layers=9, save=save)
+        assert run.steps == tuple(steps) and torch.equal(run.tokens, every[list(steps)])
+    with_p = simulate(z, Softmax(1.0), alpha=0.5, layers=3, save=Save(every=2, attention=True))
+    full = simulate(z, Softmax(1.0), alpha=0.5, layers=3, save=Save(attention=True))
+    assert torch.equal(with_p.attention, full.attention[[0, 2, 3]]) and full.attention.shape[0] == 4
     with pytest.raises(ValueError, match="adaptive"):
         simulate(z, alpha=0.5, layers=3, save=Save(times=(1.0,)))
 
@@ -297,8 +301,7 @@ def test_one_score_matrix_per_sequence_is_each_run_on_its_own():
     z = _sphere_tokens(5, 3, 4, batch=6)
     betas = torch.linspace(0, 5, 6, dtype=torch.float64)
     A = betas.view(-1, 1, 1) * torch.eye(3, dtype=torch.float64)
-    together = solve(Field(Softmax(1.0), scores=Bilinear(A), manifold=Sphere()), RK4(0.1), z, steps=20,
-                     chunk_size=4).tokens
+    together = solve(Field(Softmax(1.0), scores=Bilinear(A), manifold=Sphere()), RK4(0.1), z, steps=20).tokens
     for b in range(6):
         alone = solve(Field(Softmax(1.0), scores=Bilinear(A[b]), manifold=Sphere()), RK4(0.1), z[b], steps=20)
         np.testing.assert_allclose(together[:, b].numpy(), alone.tokens.numpy(), rtol=0, atol=1e-14)
@@ -461,7 +464,7 @@ def test_the_paper_spelling_refuses_an_overflowing_rule_too():
     z = torch.randn(6, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
     from hardmax.dynamics import simulate
 
-    with pytest.raises(FloatingPointError, match="stopped being finite at layer"):
+    with pytest.raises(FloatingPointError, match="stopped being finite at step 2 of 300"):  # the layer that overflowed
         simulate(z, Unnormalised(5.0), alpha=0.5, layers=300)
 
 

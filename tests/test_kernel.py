@@ -1,4 +1,4 @@
-"""Tests of `hardmax.dynamics.kernel`, the compiled CPU engine behind `simulate(engine="compiled")`.
+"""Tests of `hardmax.dynamics._engines.kernel`, the compiled CPU engine behind `simulate_on("compiled", )`.
 
 The kernel must give the torch engine's trajectory (the reference for autograd, CUDA and softmax),
 which test_dynamics.py checks against the slow oracles: here, IMDb-shaped batches in both dtypes, its
@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 import reference
 import torch
+from engines import simulate_on
 
-from hardmax.dynamics import Hardmax, Softmax, default_tie_rtol, kernel, simulate
+from hardmax.dynamics import Hardmax, Save, Softmax, default_tie_rtol, simulate
+from hardmax.dynamics._engines import kernel
 
 
 def imdb_like(rng: np.random.Generator, batch: int, n: int, d: int, dtype=np.float64):
@@ -36,8 +38,8 @@ def spd(rng: np.random.Generator, d: int, dtype=np.float64) -> np.ndarray:
 def both(z, mask, **kwargs):
     """(kernel, torch engine) trajectories of the same call."""
     z, mask = torch.from_numpy(z), torch.from_numpy(mask)
-    return (simulate(z, mask=mask, **kwargs, engine="compiled").tokens,
-            simulate(z, mask=mask, **kwargs, engine="torch").tokens)
+    return (simulate_on("compiled", z, mask=mask, **kwargs).tokens,
+            simulate_on("torch", z, mask=mask, **kwargs).tokens)
 
 
 @pytest.mark.parametrize("dtype, atol", [(np.float64, 1e-12), (np.float32, 1e-5)])
@@ -57,7 +59,7 @@ def test_kernel_matches_the_per_token_oracle():
     rng = np.random.default_rng(7)
     z, mask = imdb_like(rng, batch=6, n=20, d=3)
     A = spd(rng, 3)
-    got = simulate(z, alpha=[0.5, 1.5, 0.9, 2.0, 0.7], layers=5, A=A, mask=mask, engine="compiled").tokens
+    got = simulate_on("compiled", z, alpha=[0.5, 1.5, 0.9, 2.0, 0.7], layers=5, A=A, mask=mask).tokens
     for b in range(6):
         want, _ = reference.simulate(z[b], alpha=[0.5, 1.5, 0.9, 2.0, 0.7], layers=5, A=A, mask=mask[b])
         np.testing.assert_allclose(got[:, b].numpy(), want, rtol=0, atol=1e-12)
@@ -67,11 +69,11 @@ def test_hash_collisions_never_merge_distinct_tokens(monkeypatch):
     """With every multiplier 0 all rows hash alike: the value check alone must keep them apart."""
     rng = np.random.default_rng(3)
     z, mask = imdb_like(rng, batch=12, n=30, d=4)
-    honest = simulate(z, alpha=1.0, layers=4, mask=mask, engine="compiled").tokens
+    honest = simulate_on("compiled", z, alpha=1.0, layers=4, mask=mask).tokens
     monkeypatch.setattr(kernel, "hash_multipliers", lambda d: np.zeros(d, dtype=np.uint64))
-    colliding = simulate(z, alpha=1.0, layers=4, mask=mask, engine="compiled").tokens
+    colliding = simulate_on("compiled", z, alpha=1.0, layers=4, mask=mask).tokens
     assert torch.equal(colliding, honest)
-    torch.testing.assert_close(colliding, simulate(z, alpha=1.0, layers=4, mask=mask, engine="torch").tokens,
+    torch.testing.assert_close(colliding, simulate_on("torch", z, alpha=1.0, layers=4, mask=mask).tokens,
                                rtol=0, atol=1e-12)
 
 
@@ -84,8 +86,8 @@ def test_signed_zeros_are_one_token():
     m = kernel.deduplicate_review(z, z.view(np.uint64), np.ones(4, bool), kernel.hash_multipliers(2), slot, distinct,
                                   weights)
     assert m == 3 and slot.tolist() == [0, 0, 1, 2] and weights[:3].tolist() == [2, 1, 1]
-    got = simulate(z, alpha=1.0, layers=3, engine="compiled").tokens
-    assert torch.equal(got[1:], simulate(plus, alpha=1.0, layers=3, engine="compiled").tokens[1:])
+    got = simulate_on("compiled", z, alpha=1.0, layers=3).tokens
+    assert torch.equal(got[1:], simulate_on("compiled", plus, alpha=1.0, layers=3).tokens[1:])
     want, _ = reference.simulate(plus, alpha=1.0, layers=3)
     np.testing.assert_allclose(got.numpy(), want, rtol=0, atol=1e-15)
 
@@ -93,7 +95,7 @@ def test_signed_zeros_are_one_token():
 def test_padding_copies_of_real_tokens_neither_count_nor_move():
     z = np.array([[1.0, 0.0], [1.0, 0.0], [0.2, 0.9], [0.3, 0.3]])
     mask = np.array([True, False, True, True])
-    got = simulate(z, alpha=2.0, layers=4, mask=mask, engine="compiled").tokens
+    got = simulate_on("compiled", z, alpha=2.0, layers=4, mask=mask).tokens
     assert torch.equal(got[:, 1], torch.from_numpy(z[1]).expand(5, 2))  # masked: never moves
     want, _ = reference.simulate(z, alpha=2.0, layers=4, mask=mask)
     np.testing.assert_allclose(got.numpy(), want, rtol=0, atol=1e-15)
@@ -110,7 +112,7 @@ def test_followers_never_unseat_their_leaders_at_any_tolerance(dtype):
     gammas = np.full(layers, 0.5, dtype)
     out = np.empty((layers + 1, *z.shape), dtype)
     assert kernel.hardmax_trajectory(z, np.ones((1, 12), bool), None, gammas, rtol, out, 1).broke.tolist() == [0]
-    torch_engine = simulate(torch.from_numpy(z), Hardmax(rtol), alpha=1.0, layers=layers, engine="torch")
+    torch_engine = simulate_on("torch", torch.from_numpy(z), Hardmax(rtol), alpha=1.0, layers=layers)
     np.testing.assert_allclose(out, torch_engine.tokens.numpy(), rtol=0, atol=1e-12 if dtype == np.float64 else 1e-5)
     default = default_tie_rtol(torch.from_numpy(z).dtype)
     assert kernel.hardmax_trajectory(z, np.ones((1, 12), bool), None, gammas, default, out, 1).broke.tolist() == [0]
@@ -165,11 +167,11 @@ def test_peak_is_the_largest_real_coordinate_and_nan_marks_non_finite_reviews():
     assert np.array_equal(run.peak[[0, 1, 4]], want[[0, 1, 4]])
     assert np.isnan(run.peak[[2, 3]]).all()
     with pytest.raises(ValueError, match="tokens contain NaN or inf"):  # simulate refuses them
-        simulate(z, mask=mask, alpha=1.0, layers=2, engine="compiled")
+        simulate_on("compiled", z, mask=mask, alpha=1.0, layers=2)
     z[2, -1, 0] = 0.0
     z[3, 0, 2] = 0.0
     with pytest.raises(ValueError, match="tokens contain NaN or inf"):  # in padding only, too
-        simulate(np.where(mask[..., None], z, np.inf), mask=mask, alpha=1.0, layers=2, engine="compiled")
+        simulate_on("compiled", np.where(mask[..., None], z, np.inf), mask=mask, alpha=1.0, layers=2)
 
 
 def test_a_review_whose_scores_overflow_never_stops_the_reviews_after_it():
@@ -202,31 +204,31 @@ def test_zero_layers_and_fully_masked_reviews():
     rng = np.random.default_rng(2)
     z, mask = imdb_like(rng, batch=3, n=6, d=2)
     mask[1] = False
-    assert torch.equal(simulate(z, alpha=1.0, layers=0, mask=mask, engine="compiled").tokens[0],
+    assert torch.equal(simulate_on("compiled", z, alpha=1.0, layers=0, mask=mask).tokens[0],
                        torch.from_numpy(z))
-    traj = simulate(z, alpha=1.0, layers=3, mask=mask, engine="compiled").tokens
+    traj = simulate_on("compiled", z, alpha=1.0, layers=3, mask=mask).tokens
     assert torch.equal(traj[:, 1], torch.from_numpy(z[1]).expand(4, 6, 2))
 
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"rule": Softmax(1.0)}, "hardmax attention only"),
-    ({"keep_attention": True}, "attention matrices"),
+    ({"save": Save(attention=True)}, "attention matrices"),
     ({"grad": True}, "gradients"),
 ])
 def test_compiled_engine_refuses_what_it_cannot_run(kwargs, message):
     z = torch.randn(5, 2, dtype=torch.float64, requires_grad=kwargs.pop("grad", False))
     with pytest.raises(ValueError, match=message):
-        simulate(z, alpha=1.0, layers=2, **kwargs, engine="compiled")
+        simulate_on("compiled", z, alpha=1.0, layers=2, **kwargs)
 
 
 def test_unknown_engine_is_refused():
     with pytest.raises(ValueError, match="engine must be one of"):
-        simulate(np.ones((3, 2)), alpha=1.0, layers=1, engine="cuda")
+        simulate_on("cuda", np.ones((3, 2)), alpha=1.0, layers=1)
 
 
 def test_auto_falls_back_to_the_torch_engine_where_the_kernel_does_not_apply():
     z = np.random.default_rng(0).standard_normal((6, 2))
-    with_weights = simulate(z, alpha=1.0, layers=3, keep_attention=True)  # torch engine
+    with_weights = simulate(z, alpha=1.0, layers=3, save=Save(attention=True))  # torch engine
     assert with_weights.attention is not None
     torch.testing.assert_close(with_weights.tokens, simulate(z, alpha=1.0, layers=3).tokens, rtol=0, atol=1e-15)
 

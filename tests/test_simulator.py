@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 import reference
 import torch
+from engines import save_of, simulate_on
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hardmax.dynamics import Hardmax, Softmax, attention_step, simulate
+from hardmax.dynamics import Hardmax, Save, Softmax, attention_step, simulate
 
 SQUARE = np.array([[1.0, 1], [1, -1], [-1, 1], [-1, -1], [0.5, 0], [-0.5, 0.25]])
 
@@ -40,28 +41,28 @@ def loop(tokens: torch.Tensor, rule, *, alpha, layers: int, A=None, mask=None) -
                                            (7, (0, 7)), (10, (0, 7))])
 def test_store_keeps_the_asked_layers_of_the_full_trajectory(engine, store, stored):
     z = torch.from_numpy(np.random.default_rng(1).standard_normal((300, 9, 3)))
-    full = simulate(z, alpha=0.7, layers=7, engine=engine)
-    part = simulate(z, alpha=0.7, layers=7, engine=engine, store=store)
-    assert part.stored == stored and part.tokens.shape == (len(stored), 300, 9, 3)
+    full = simulate_on(engine, z, alpha=0.7, layers=7)
+    part = simulate_on(engine, z, alpha=0.7, layers=7, save=save_of(store))
+    assert part.steps == stored and part.tokens.shape == (len(stored), 300, 9, 3)
     assert torch.equal(part.tokens, full.tokens[list(stored)])
-    assert torch.equal(part.final, full.final) and torch.equal(part.at(stored[1]), full.tokens[stored[1]])
+    assert torch.equal(part.final, full.final) and torch.equal(part.after(stored[1]), full.tokens[stored[1]])
     assert part.complete == (store == "all")
 
 
 def test_store_in_blocks_when_only_some_layers_are_kept(monkeypatch):
     # A small block size forces several blocks; the stored layers must not depend on it.
-    from hardmax.dynamics import simulator
+    from hardmax.dynamics._engines import paper
 
-    monkeypatch.setattr(simulator, "_BLOCK_BYTES", 2_000)
+    monkeypatch.setattr(paper, "_BLOCK_BYTES", 2_000)
     z = torch.from_numpy(np.random.default_rng(2).standard_normal((50, 6, 2)))
     want = simulate(z, alpha=0.5, layers=5).tokens[[0, 5]]
-    assert torch.equal(simulate(z, alpha=0.5, layers=5, store="final").tokens, want)
+    assert torch.equal(simulate(z, alpha=0.5, layers=5, save=Save.final()).tokens, want)
 
 
 def test_a_layer_that_is_not_stored_is_refused_by_name():
-    run = simulate(SQUARE, alpha=0.5, layers=6, store="final")
-    with pytest.raises(ValueError, match="layer 3 is not stored"):
-        run.at(3)
+    run = simulate(SQUARE, alpha=0.5, layers=6, save=Save.final())
+    with pytest.raises(ValueError, match=r"step 3 is not saved \(saved: 0, 6\)"):
+        run.after(3)
     with pytest.raises(ValueError, match="every layer"):
         from hardmax.theory import check_theorem
 
@@ -114,9 +115,9 @@ def test_hardmax_gradient_of_a_follower_is_the_closed_form():
 def test_the_compiled_engine_refuses_gradients_and_no_grad_mode_uses_it():
     X = torch.randn(4, 2, dtype=torch.float64, requires_grad=True)
     with pytest.raises(ValueError, match="does not compute gradients"):
-        simulate(X, alpha=1.0, layers=2, engine="compiled")
+        simulate_on("compiled", X, alpha=1.0, layers=2)
     with torch.no_grad():
-        run = simulate(X, alpha=1.0, layers=2, engine="compiled")
+        run = simulate_on("compiled", X, alpha=1.0, layers=2)
     assert not run.tokens.requires_grad
 
 
@@ -132,9 +133,9 @@ def test_hardmax_is_scale_free_at_extreme_scales(engine, dtype, exponents):
     """Scaling every token by 2^e scales the trajectory by 2^e exactly: no crash (norms ≥ 1e20 crashed
     the kernel), no frozen tokens, no wrong limits for tiny tokens."""
     z = torch.tensor(SQUARE, dtype=dtype)
-    base = simulate(z, alpha=0.5, layers=30, engine=engine).tokens
+    base = simulate_on(engine, z, alpha=0.5, layers=30).tokens
     for e in exponents:
-        scaled = simulate(torch.ldexp(z, torch.tensor(e)), alpha=0.5, layers=30, engine=engine).tokens
+        scaled = simulate_on(engine, torch.ldexp(z, torch.tensor(e)), alpha=0.5, layers=30).tokens
         assert torch.equal(torch.ldexp(scaled, torch.tensor(-e)), base), e
 
 
@@ -157,8 +158,8 @@ def test_padding_of_another_scale_stays_as_given_in_a_scaled_review(engine, dtyp
     padding = torch.ldexp(torch.tensor([[0.75, -1.5], [3.0, 0.5]], dtype=dtype), torch.tensor(pad))
     tokens = torch.cat([z, padding])
     mask = torch.tensor([True] * len(SQUARE) + [False, False])
-    got = simulate(tokens, alpha=0.5, layers=12, mask=mask, engine=engine).tokens
-    unit = simulate(torch.tensor(SQUARE, dtype=dtype), alpha=0.5, layers=12, engine=engine).tokens
+    got = simulate_on(engine, tokens, alpha=0.5, layers=12, mask=mask).tokens
+    unit = simulate_on(engine, torch.tensor(SQUARE, dtype=dtype), alpha=0.5, layers=12).tokens
     assert torch.equal(got[:, len(SQUARE):], padding.expand(13, 2, 2))
     assert torch.equal(torch.ldexp(got[:, :len(SQUARE)], torch.tensor(-real)), unit)
 
@@ -169,7 +170,7 @@ def test_subnormal_tokens_beside_ordinary_padding():
     z[0, :2] = [[1e-39, 2e-39], [2e-39, 1e-39]]
     mask = np.array([[True, True, False]])
     for engine in ("torch", "compiled"):
-        got = simulate(z, mask=mask, alpha=1.0, layers=2, engine=engine).tokens
+        got = simulate_on(engine, z, mask=mask, alpha=1.0, layers=2).tokens
         assert torch.equal(got, torch.from_numpy(z).expand(3, 1, 3, 2)), engine
 
 
@@ -187,7 +188,7 @@ def test_memory_layouts_give_the_same_trajectory(layout):
         x = np.asfortranarray(z)
     assert not (isinstance(x, torch.Tensor) and x.is_contiguous()) or layout == "numpy fortran"
     for engine in ("torch", "compiled"):
-        assert torch.equal(simulate(x, alpha=0.8, layers=5, engine=engine).tokens, want)
+        assert torch.equal(simulate_on(engine, x, alpha=0.8, layers=5).tokens, want)
 
 
 # --------------------------------------------------------------------------------------------
@@ -211,7 +212,7 @@ def test_fuzz_engines_against_the_reference(batch, n, d, dtype, exponent, fortra
         x = torch.from_numpy(np.asfortranarray(x.numpy()))
     rtol = Hardmax().rtol(dtype)
     for engine in ("torch", "compiled"):
-        got = simulate(x, alpha=alpha, layers=layers, mask=torch.from_numpy(mask), engine=engine).tokens
+        got = simulate_on(engine, x, alpha=alpha, layers=layers, mask=torch.from_numpy(mask)).tokens
         for b in range(batch):
             want, _ = reference.simulate(z[b], alpha=alpha, layers=layers, mask=mask[b], tie_rtol=rtol)
             np.testing.assert_allclose(got[:, b].double().numpy() / scale, want, rtol=0,
@@ -229,9 +230,9 @@ def test_fuzz_engines_against_the_reference(batch, n, d, dtype, exponent, fortra
 @pytest.mark.parametrize("rule", [Hardmax(), Softmax(beta=2.0)])
 def test_a_batch_of_no_sequences_is_an_empty_run(engine, rule):
     keep = isinstance(rule, Softmax)
-    run = simulate(torch.zeros(0, 3, 2), rule, alpha=1.0, layers=4, engine=engine, keep_attention=keep)
+    run = simulate_on(engine, torch.zeros(0, 3, 2), rule, alpha=1.0, layers=4, save=Save(attention=keep))
     assert run.tokens.shape == (5, 0, 3, 2) and run.mask.shape == (0, 3)
-    assert run.attention is None if not keep else run.attention.shape == (4, 0, 3, 3)
+    assert run.attention is None if not keep else run.attention.shape == (5, 0, 3, 3)  # P at each saved state
 
 
 @pytest.mark.parametrize("alpha", [True, np.bool_(True), [True, True], torch.tensor(True)])
@@ -241,16 +242,16 @@ def test_a_bool_alpha_is_refused_like_a_bool_layers(alpha):
 
 
 def test_the_memory_estimate_counts_what_is_stored_without_building_it(monkeypatch):
-    from hardmax.dynamics.simulator import simulation_bytes
+    from hardmax.dynamics._engines.paper import simulation_bytes
 
     one = simulation_bytes(1, 6, 2, 10**9, 10**9 + 1, 8)
     assert one > 10**9 * 6 * 2 * 8  # every stored layer
     monkeypatch.setenv("HARDMAX_MEMORY_LIMIT", "256M")
-    with pytest.raises(MemoryError, match=r"layers=10,000,000"):  # (more layers than MAX_STEPS: refused first)
+    with pytest.raises(MemoryError, match=r"10,000,000 layers"):  # (more layers than MAX_STEPS: refused first)
         simulate(torch.randn(6, 2, dtype=torch.float64), alpha=0.5, layers=10**7)
-    with pytest.raises(ValueError, match="store must be"):  # a bad store is named before any size
-        simulate(torch.randn(6, 2), alpha=0.5, layers=10**7, store="some")
-    assert simulate(torch.randn(6, 2), alpha=0.5, layers=10**5, store="final").tokens.shape == (2, 6, 2)
+    with pytest.raises(ValueError, match="save must be a hardmax.dynamics.Save"):  # named before any size
+        simulate(torch.randn(6, 2), alpha=0.5, layers=10**7, save="some")
+    assert simulate(torch.randn(6, 2), alpha=0.5, layers=10**5, save=Save.final()).tokens.shape == (2, 6, 2)
 
 
 @pytest.mark.parametrize("rule, keep", [(Hardmax(), False), (Hardmax(tie_rtol=1e-9), False), (Softmax(beta=3.0), True)])
@@ -258,20 +259,20 @@ def test_the_memory_estimate_counts_what_is_stored_without_building_it(monkeypat
 def test_a_trajectory_round_trips_through_json(rule, keep, dtype):
     import json
 
-    from hardmax.dynamics import Trajectory
+    from hardmax.dynamics import Solution
 
     z = torch.randn(2, 5, 3, dtype=dtype, generator=torch.Generator().manual_seed(0))
     run = simulate(z, rule, alpha=[0.5, 1.0, 2.0], layers=3, A=torch.diag(torch.tensor([1.0, 2, 3])),
-                   mask=torch.tensor([[True] * 5, [True, True, False, True, True]]), store=2, keep_attention=keep)
-    back = Trajectory.from_dict(json.loads(json.dumps(run.to_dict())))
-    assert back.rule == rule and back.stored == run.stored and back.tokens.dtype == dtype
+                   mask=torch.tensor([[True] * 5, [True, True, False, True, True]]), save=save_of(2, attention=keep))
+    back = Solution.from_dict(json.loads(json.dumps(run.to_dict())))
+    assert back.rule == rule and back.steps == run.steps and back.tokens.dtype == dtype
     for name in ("tokens", "alpha", "A", "mask", "attention"):
         a, b = getattr(run, name), getattr(back, name)
         assert (a is None and b is None) or torch.equal(a, b), name
-    with pytest.raises(ValueError, match="not a trajectory record"):
-        Trajectory.from_dict({"dtype": "float64"})
+    with pytest.raises(ValueError, match="not a solution record"):
+        Solution.from_dict({"dtype": "float64"})
     with pytest.raises(ValueError, match="unknown attention rule"):
-        Trajectory.from_dict({**run.to_dict(), "rule": {"rule": "maxmin"}})
+        Solution.from_dict({**run.to_dict(), "rule": {"rule": "maxmin"}})
 
 
 @pytest.mark.slow
@@ -282,20 +283,23 @@ def test_the_torch_engine_estimate_covers_what_it_allocates(rule):
     import subprocess
     import sys
 
-    from hardmax.dynamics.simulator import simulation_bytes
+    from hardmax.dynamics._engines.paper import simulation_bytes
 
     code = f"""
 import torch
 from hardmax.dynamics import Hardmax, Softmax, simulate
+from hardmax.dynamics._engines import using
 def status(key):
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key))
 z = torch.randn(100, 64, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-simulate(z[:2], {rule}, alpha=0.5, layers=3, engine="torch")  # warm-up: libraries and their buffers
+with using("torch"):
+    simulate(z[:2], {rule}, alpha=0.5, layers=3)  # warm-up: libraries and their buffers
 with open("/proc/self/clear_refs", "w") as f:
     f.write("5")  # resets the peak resident memory (VmHWM) to the current one
 before = status("VmRSS:")
-simulate(z, {rule}, alpha=0.5, layers=200, engine="torch")
+with using("torch"):
+    simulate(z, {rule}, alpha=0.5, layers=200)
 print(status("VmHWM:") - before)
 """
     grown = int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

@@ -23,7 +23,7 @@ from problems import Problem, problems
 from scipy.optimize import linprog
 
 import hardmax.theory as theory
-from hardmax.dynamics import Softmax, simulate
+from hardmax.dynamics import Euler, Save, Softmax, simulate
 from hardmax.theory import (
     FIGURE2_ALPHA,
     attention_sets,
@@ -135,7 +135,7 @@ def test_attention_sets_match_the_engine_at_every_layer(rng):
     z = rng.integers(-4, 5, size=(3, 12, 2)) / 4.0  # dyadic: many exact ties and duplicates
     cases.append((z, None, rng.random((3, 12)) < 0.8))
     for tokens, A, mask in cases:
-        trajectory = simulate(tokens, alpha=0.5, layers=12, A=A, mask=mask, keep_attention=True)
+        trajectory = simulate(tokens, alpha=0.5, layers=12, A=A, mask=mask, save=Save(attention=True))
         for k in range(12):
             C = attention_sets(trajectory.tokens[k], A=A, mask=mask)
             assert torch.equal(C, trajectory.attention[k] > 0), (k, tokens)
@@ -506,7 +506,7 @@ def test_doctored_trajectories_fail(name: str):
     trajectory = run(by_name(problem_name), layers=80)
     assert check_theorem(trajectory).passed
     if edit == "alpha":
-        bad = dataclasses.replace(trajectory, alpha=trajectory.alpha * 1.2)
+        bad = dataclasses.replace(trajectory, solver=Euler.layers(trajectory.alpha * 1.2))
     else:
         bad = doctor(trajectory, edit)
     report = check_theorem(bad)
@@ -535,7 +535,7 @@ def test_doctored_trajectories_fail_the_right_check_in_both_dtypes(name, dtype):
     assert check_theorem(trajectory).passed
     edit, check = ISSUE_DOCTORED[name]
     if edit == "alpha":
-        bad = dataclasses.replace(trajectory, alpha=trajectory.alpha * 1.2)
+        bad = dataclasses.replace(trajectory, solver=Euler.layers(trajectory.alpha * 1.2))
     else:
         bad = doctor(trajectory, edit)
     report = check_theorem(bad)
@@ -668,7 +668,7 @@ def test_facets_through_moved_vertices_only_certify_points_of_the_hull(seed):
 
 def test_wrong_alpha_fails_only_the_rate_check():
     trajectory = run(by_name("figure2_square"), layers=80)
-    report = check_theorem(dataclasses.replace(trajectory, alpha=trajectory.alpha * 1.2))
+    report = check_theorem(dataclasses.replace(trajectory, solver=Euler.layers(trajectory.alpha * 1.2)))
     assert report["rate"].status == "failed"
     assert all(report[name].passed for name in ("limits", "leaders_fixed", "hull", "vertices"))
     assert report["rate"].numbers["measured"] == pytest.approx(2 / 3, rel=1e-6)
@@ -777,9 +777,9 @@ def test_invalid_atol_is_refused(atol):
 @pytest.mark.parametrize("function", ["check_theorem", "leader_layers", "find_clusters"])
 def test_trajectory_functions_refuse_tensors_and_softmax(function):
     z = torch.tensor(_SQUARE, dtype=torch.float64)
-    with pytest.raises(ValueError, match="expected a hardmax.dynamics.Trajectory"):
+    with pytest.raises(ValueError, match="expected a hardmax.dynamics.Solution"):
         getattr(theory, function)(z)
-    with pytest.raises(ValueError, match="expected a hardmax.dynamics.Trajectory"):
+    with pytest.raises(ValueError, match="expected a hardmax.dynamics.Solution"):
         getattr(theory, function)(z.numpy())
     soft = simulate(z, Softmax(beta=2.0), alpha=0.5, layers=3)
     with pytest.raises(ValueError, match="hardmax"):

@@ -1,4 +1,4 @@
-"""Tests of `hardmax.dynamics.ties`: the staged refinement of near-ties against every pair, and the engines
+"""Tests of `hardmax.dynamics._engines.ties`: the staged refinement of near-ties against every pair, and the engines
 held to each other where the tokens cluster (issue #25).
 
 `refine` decides a row's candidates against a champion first, certifies clusters converged to rounding from
@@ -13,11 +13,22 @@ import math
 import numpy as np
 import pytest
 import torch
+from engines import simulate_on
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hardmax.dynamics import simulate
-from hardmax.dynamics.ties import TIE_FRAME, Frames, _beats, _first, _Keys, _Split, coarse_tolerance, query_size, refine
+from hardmax.dynamics._engines.ties import (
+    TIE_FRAME,
+    Frames,
+    _beats,
+    _first,
+    _Keys,
+    _Split,
+    coarse_tolerance,
+    query_size,
+    refine,
+)
 
 
 def every_pair(candidates, scores, queries, size, keys, frames, b, tie_rtol, rows=None, A=None):
@@ -118,8 +129,8 @@ def test_engines_agree_over_hundreds_of_layers_of_clustering(d, with_A, dtype):
         M = rng.standard_normal((d, d))
         A = torch.from_numpy(M @ M.T / d + np.eye(d)).to(dtype)
     kwargs = dict(alpha=0.5, layers=300, A=A)
-    fast = simulate(z, **kwargs, engine="compiled").tokens
-    slow = simulate(z, **kwargs, engine="torch").tokens
+    fast = simulate_on("compiled", z, **kwargs).tokens
+    slow = simulate_on("torch", z, **kwargs).tokens
     scale = float(z.abs().max())
     assert torch.allclose(fast, slow, rtol=0, atol=(1e-12 if dtype == torch.float64 else 1e-5) * scale)
 
@@ -130,7 +141,7 @@ def test_engines_agree_over_hundreds_of_layers_of_clustering(d, with_A, dtype):
 def test_the_certificate_never_keeps_a_candidate_that_some_pair_beats(seed, d, double, with_A, spread):
     """`_surely_unbeaten` on its own (in `refine` the champion usually decides first): every key it certifies
     is unbeaten by every candidate under (★), and on a cluster converged to rounding it certifies keys."""
-    from hardmax.dynamics.ties import _surely_unbeaten
+    from hardmax.dynamics._engines.ties import _surely_unbeaten
 
     dtype = np.float64 if double else np.float32
     args = near_ties(seed, d, dtype, False, with_A, spread * (1 if double else 1e8))
@@ -153,14 +164,15 @@ def test_a_leader_unseated_within_a_wide_tolerance_reruns_the_layer_with_every_r
     """With tie_rtol = 0.05 a follower comes within the tolerance of its leader's own score: the kernel sees it
     only after the layer's rows (their scores give the leaders' reach), computes that layer again with every
     row, and from there on every row at every layer; the result is the torch engine's."""
-    from hardmax.dynamics import Hardmax, kernel
+    from hardmax.dynamics import Hardmax
+    from hardmax.dynamics._engines import kernel
 
     z = np.random.default_rng(seed).standard_normal((1, 12, 2))
     out = np.empty((41, 1, 12, 2))
     assert kernel.hardmax_trajectory(z, np.ones((1, 12), bool), None, np.full(40, 1 / 3), 0.05, out, 1).broke[0]
     kwargs = dict(alpha=0.5, layers=40, rule=Hardmax(0.05))
-    fast = simulate(torch.from_numpy(z), **kwargs, engine="compiled").tokens
-    slow = simulate(torch.from_numpy(z), **kwargs, engine="torch").tokens
+    fast = simulate_on("compiled", torch.from_numpy(z), **kwargs).tokens
+    slow = simulate_on("torch", torch.from_numpy(z), **kwargs).tokens
     assert torch.allclose(fast, slow, rtol=0, atol=1e-14)
 
 
@@ -168,7 +180,7 @@ def test_a_leader_unseated_within_a_wide_tolerance_reruns_the_layer_with_every_r
 def test_refine_is_every_pair_whatever_a_sound_certificate_certifies(seed, monkeypatch):
     """The stages must not depend on which unbeaten keys the certificate happens to certify: here it certifies a
     random subset of the keys every pair keeps (sound by construction), the champion included or not."""
-    import hardmax.dynamics.ties as ties
+    import hardmax.dynamics._engines.ties as ties
 
     args = near_ties(seed, 2 + seed % 2, np.float64, False, seed % 3 == 0, [0.0, 1e-15, 4e-15, 1e-14][seed % 4])
     candidates, scores, queries, size, keys, frames, b, rtol, rows, A = args
@@ -182,7 +194,7 @@ def test_refine_is_every_pair_whatever_a_sound_certificate_certifies(seed, monke
 def test_a_lone_candidate_left_that_is_not_the_champion_is_still_tried_against_every_pair(monkeypatch):
     """(★)'s bound grows with the keys' sizes, so a small key l can beat j where the champion h (the largest raw
     score, a large key) cannot. With h and l certified, j is the only key left, and only l beats it."""
-    import hardmax.dynamics.ties as ties
+    import hardmax.dynamics._engines.ties as ties
 
     keys = torch.tensor([[[0.0, 1e-3], [1e-13, 1e-3], [1e-9, 1e3]]], dtype=torch.float64)  # j, l, h
     queries = torch.tensor([[1.0, 0.0]], dtype=torch.float64)

@@ -52,11 +52,12 @@ class Entry:
 
 
 def all_modules() -> list:
-    """Every module of the package whose name does not start with "_", the package first."""
+    """Every module of the package with no private part in its name (`hardmax.dynamics._engines.kernel` is private:
+    its package is), the package first."""
     package = importlib.import_module(PACKAGE)
     return [package] + [importlib.import_module(info.name)
                         for info in pkgutil.walk_packages(package.__path__, PACKAGE + ".")
-                        if not info.name.rsplit(".", 1)[-1].startswith("_")]
+                        if not any(part.startswith("_") for part in info.name.split("."))]
 
 
 def missing_all(modules: list) -> list[str]:

@@ -6,7 +6,7 @@ one token of multiplicity w (see `hardmax.dynamics`), and it is a leader when it
 holds only itself (C_i = {i} up to its own copies), so it never moves.
 
 The statistics over a whole test set need only layers 0 and K: they run the compiled engine
-(`hardmax.simulate(..., store="final")`) on the reviews, and decide leaders with the one leader rule
+(`hardmax.simulate(..., save=Save.final())`) on the reviews, and decide leaders with the one leader rule
 (`hardmax.theory.find_leaders` with exact identity, whose margin screen sends only near-ties through the
 tie rule).
 """
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from hardmax.dynamics import Hardmax, attention_matrix, simulate
+from hardmax.dynamics import Hardmax, Save, attention_matrix, simulate
 from hardmax.models import HardmaxClassifier, ModelTrace
 from hardmax.theory import find_leaders
 
@@ -104,7 +104,7 @@ def final_layer(model: HardmaxClassifier, ids: Tensor, mask: Tensor) -> FinalLay
     if layers:
         A = model.A
         run = simulate(z, Hardmax(), alpha=float(model.alpha), layers=layers, A=None if A is None else A.detach(),
-                       mask=mask, store="final")
+                       mask=mask, save=Save.final())
         end = run.tokens[-1]
     else:
         end = z

@@ -36,7 +36,7 @@ from hardmax.dynamics.manifolds import Flat, Manifold, Sphere, missing_members
 from hardmax.dynamics.masks import live_rows
 from hardmax.dynamics.rules import AttentionRule, Hardmax, Softmax
 
-__all__ = ["QK", "Bilinear", "Field", "Flat", "Manifold", "Rescaled", "Scores", "Sphere", "queries"]
+__all__ = ["QK", "Bilinear", "Field", "Flat", "Manifold", "Rescaled", "Scores", "Sphere"]
 
 
 @runtime_checkable
@@ -289,7 +289,7 @@ class Field:
     @property
     def paper(self) -> bool:
         """Whether this is the paper's field (V = I, fixed symmetric A, R^d, hardmax or softmax): the fast
-        engines of `simulate` serve it."""
+        paths of `solve` (the compiled kernel, the compact hardmax path) serve it."""
         return (self.value is None and self.manifold.euclidean and type(self.scores) is Bilinear
                 and self.scores.symmetric and (self.scores.A is None or self.scores.A.dim() == 2)
                 and isinstance(self.rule, Hardmax | Softmax) and self.allowed is None)

@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 import torch
 from torch import Tensor
 
-__all__ = ["Flat", "Manifold", "Sphere", "missing_members"]
+__all__ = ["Flat", "Manifold", "Sphere"]
 
 
 @runtime_checkable
@@ -43,7 +43,7 @@ class Manifold(Protocol):
     @property
     def euclidean(self) -> bool:
         """Whether it is R^d itself with ż_i = V(Σ_j P_ij z_j − z_i) and the identity retraction: the paper's
-        layers (`Field.paper`, simulate's engines) and the convex-hull and 2023 rescaled theorems assume it."""
+        layers (`Field.paper`, the fast paths of `solve`) and the convex-hull and 2023 rescaled theorems assume it."""
         ...
 
     @property

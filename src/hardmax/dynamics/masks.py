@@ -32,8 +32,8 @@ batch), so every existing call reads as it did; who attends to whom is always sp
 (batch, n) presence mask with batch = n would otherwise read both ways. A plain tensor of a pair's shape is refused
 with a line naming `Pairs`.
 
-Engines: a token mask runs on every engine. A pair mask runs on `solve`'s reference loop (engine "loop"), where
-`engine_for` routes it; `simulate`'s engines and its compiled kernel refuse it with one line (they merge identical
+Engines: a token mask runs on every engine. A pair mask runs on `solve`'s reference loop (the engines' chooser
+routes it there); the fast paths of the paper's layers refuse it with one line when forced (they merge identical
 tokens and skip the leaders' rows, which assumes every token sees every token).
 """
 
@@ -48,8 +48,7 @@ from torch import Tensor
 
 from hardmax.dynamics.inputs import as_tensor
 
-__all__ = ["Causal", "Intersection", "Mask", "Pairs", "Resolved", "Tokens", "as_mask", "live_rows", "resolve",
-           "validate_mask"]
+__all__ = ["Causal", "Intersection", "Mask", "Pairs", "Tokens"]
 
 
 def _layout(shape) -> tuple[bool, int, int]:
@@ -267,18 +266,6 @@ def resolve(mask, shape, device=None) -> Resolved:
         present = torch.ones(batch, n, dtype=torch.bool, device=device)
     allowed = None if m is None else m.pair_mask(shape, device)
     return Resolved(present, allowed, None if m is None else m.pairs)
-
-
-def validate_mask(mask, single: bool, batch: int, n: int, device) -> Tensor:
-    """(batch, n) bool token mask (all True when None) for the engines that run every token against every token;
-    a one-line ValueError for a wrong dtype or shape, and for a pair mask (it runs on `solve`'s engine='loop')."""
-    m = as_mask(mask)
-    if m is not None and m.pairs is not None:
-        raise ValueError(f"a pair mask ({type(m.pairs).__name__}: who attends to whom) runs on engine='loop': "
-                         "solve(Field(rule, Bilinear(A)), Euler.layers(alpha), tokens, mask=..., engine='loop'); "
-                         "simulate and its compiled kernel run every token against every token")
-    present = None if m is None else m.token_mask((n, 1) if single else (batch, n, 1), device)
-    return torch.ones(batch, n, dtype=torch.bool, device=device) if present is None else present
 
 
 def live_rows(multiplicity: Tensor, allowed: Tensor | None) -> Tensor:

@@ -44,8 +44,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from hardmax.dynamics.select import hardmax_sets, hardmax_targets
-from hardmax.dynamics.ties import default_tie_rtol
+from hardmax.dynamics._engines.select import hardmax_sets, hardmax_targets
+from hardmax.dynamics._engines.ties import default_tie_rtol
 
 __all__ = ["RULES", "AttentionRule", "Hardmax", "Localmax", "Softmax", "Unnormalised", "particle_model",
            "row_stochastic", "rule_from_dict", "rule_parameters", "rule_to_dict"]

@@ -1,4 +1,4 @@
-"""What a run keeps: `Save`, one object for `solve` and `simulate` (where it replaces store= and keep_attention=)."""
+"""What a run keeps: `Save`, one object for `solve` and `simulate`."""
 
 from __future__ import annotations
 
@@ -34,12 +34,6 @@ class Save:
     def final(cls, attention: bool = False) -> Save:
         """Keep the start and the end only."""
         return cls(every=None, attention=attention)
-
-    def store(self):
-        """The older spelling `simulate(store=...)` of this choice: "all", "final" or k."""
-        if self.times is not None:
-            raise ValueError("Save(times=...) is for an adaptive solver; the layers are saved with Save(every=k)")
-        return "final" if self.every is None else ("all" if self.every == 1 else int(self.every))
 
     def indices(self, steps: int) -> tuple[int, ...]:
         """The saved steps among 0..`steps`: every `every`-th and the last, or (`every` None) the first and the last."""

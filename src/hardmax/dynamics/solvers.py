@@ -18,14 +18,35 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from hardmax.dynamics.field import Field
+if TYPE_CHECKING:
+    from hardmax.dynamics.field import Field
 
-__all__ = ["RK4", "Adaptive", "Euler", "FixedStep", "Renormalised", "Solver"]
+__all__ = ["RK4", "Adaptive", "Euler", "FixedStep", "Renormalised", "Solver", "euler_update", "layer_step"]
+
+
+def layer_step(alpha):
+    """γ = α / (1 + α): the step of the paper's layer of parameter α > 0 (eq. 1.1), the one place it is computed.
+
+    alpha: a float or a tensor (any shape; one α_k per layer), gradients kept. Every engine takes its γ_k from here
+    (through `Euler.steps`), so the compiled kernel, the compact hardmax path and the reference loop step by the
+    same numbers bit for bit."""
+    return alpha / (1 + alpha)
+
+
+def euler_update(z: Tensor, target: Tensor, gamma, present: Tensor | None = None) -> Tensor:
+    """z + γ (T − z): the paper's layer (an Euler step of ż = T(z) − z of size γ), the one place it is written.
+
+    z, target: (..., n, d); gamma: a float or a tensor broadcasting against them; present: (..., n) bool, the rows
+    that move (the others are returned as they are); None: every row. The numba kernel runs the same operations in
+    the same order (its `_step` stage), which the exactness tests hold bit for bit."""
+    moved = z + gamma * (target - z)
+    return moved if present is None else torch.where(present.unsqueeze(-1), moved, z)
 
 
 def _positive(x, name: str) -> float:
@@ -60,6 +81,12 @@ class Euler:
             raise ValueError("Euler needs a step dt, or use Euler.layers(alpha) for the paper's layers")
         if self.dt is not None:
             object.__setattr__(self, "dt", _positive(self.dt, "dt"))
+        elif isinstance(self.alpha, torch.Tensor) and self.alpha.requires_grad:
+            # α being learned (the classifier): kept as the tensor, so that gradients reach it through `solve`. A
+            # learned α is a softplus, which can underflow to 0 (a layer that does not move): ≥ 0 is accepted here.
+            values = self.alpha.detach().to(torch.float64).reshape(-1).cpu()
+            if values.numel() == 0 or not bool((torch.isfinite(values) & (values >= 0)).all()):
+                raise ValueError("alpha must be finite and ≥ 0 (learned) or > 0")
         else:
             try:
                 given = self.alpha.detach().cpu().numpy() if isinstance(self.alpha, torch.Tensor) else self.alpha
@@ -84,7 +111,7 @@ class Euler:
         if a.numel() not in (1, count):
             raise ValueError(f"alpha must be a scalar or have one value per layer ({count}), got {a.numel()}")
         a = a.expand(count) if a.numel() == 1 else a
-        return a / (1 + a)
+        return layer_step(a)
 
     def step(self, field: Field, t, z: Tensor, w: Tensor | None, dt: float) -> Tensor:
         """(batch, n, d) tokens after one step of size `dt` from time `t`: R(z + dt ż), R the manifold's retraction."""

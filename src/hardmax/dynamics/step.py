@@ -12,7 +12,7 @@ from torch import Tensor
 
 from hardmax.dynamics.masks import live_rows
 from hardmax.dynamics.rules import AttentionRule, Hardmax
-from hardmax.dynamics.select import move
+from hardmax.dynamics.solvers import euler_update, layer_step
 
 __all__ = ["HARDMAX", "attention_matrix", "attention_step", "scores"]
 
@@ -69,5 +69,5 @@ def attention_step(tokens: Tensor, multiplicity: Tensor | None = None, *, alpha:
     """
     w = _ones(tokens) if multiplicity is None else multiplicity
     if allowed is None:
-        return move(tokens, rule.targets(tokens, w, A), alpha / (1 + alpha), w > 0)
-    return move(tokens, rule.targets(tokens, w, A, allowed=allowed), alpha / (1 + alpha), live_rows(w, allowed))
+        return euler_update(tokens, rule.targets(tokens, w, A), layer_step(alpha), w > 0)
+    return euler_update(tokens, rule.targets(tokens, w, A, allowed=allowed), layer_step(alpha), live_rows(w, allowed))

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from hardmax.dynamics import Trajectory
+    from hardmax.dynamics import Solution
     from hardmax.theory import TheoremReport
 
 __all__ = ["MAX_FPS", "RULE_OPTIONS", "SimulateConfig", "SimulationResult", "run_simulation", "save_simulation"]
@@ -157,7 +157,7 @@ class SimulationResult:
 
     Attributes:
         config: the `SimulateConfig` run.
-        trajectories: name -> single-sequence float64 `Trajectory` (Figure 2: its four configurations;
+        trajectories: name -> single-sequence float64 `Solution` (Figure 2: its four configurations;
             otherwise one, named "tokens").
         reports: name -> `TheoremReport` of that trajectory.
         source: where the tokens came from, in words ("Figure 2 (paper)", "t.csv", "random (seed 0)").
@@ -166,7 +166,7 @@ class SimulationResult:
     """
 
     config: SimulateConfig
-    trajectories: Mapping[str, Trajectory]
+    trajectories: Mapping[str, Solution]
     reports: Mapping[str, TheoremReport]
     source: str
     notes: tuple[str, ...] = ()

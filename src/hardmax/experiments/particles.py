@@ -94,7 +94,7 @@ class PhaseDiagram:
 
 def phase_diagram(betas, *, starts: int = 1000, n: int = 32, d: int = 3, steps: int = 300, dt: float = 0.1,
                   save_every: int = 10, seed: int = 0, dtype: torch.dtype = torch.float32, device=None,
-                  tol: float = 1e-2, chunk_size: int | None = None) -> PhaseDiagram:
+                  tol: float = 1e-2) -> PhaseDiagram:
     """The phase diagram of a single cluster for SA on S^{d−1}: every (β, start) pair in one batch.
 
     Tokens start uniform on the sphere (Gaussian, normalised); β enters as the scores A = β I, one per sequence,
@@ -126,7 +126,7 @@ def phase_diagram(betas, *, starts: int = 1000, n: int = 32, d: int = 3, steps: 
     A = betas.repeat_interleave(starts).reshape(-1, 1, 1) * torch.eye(d, dtype=torch.float64)
     field = Field(Softmax(1.0), scores=Bilinear(A.to(dtype=dtype, device=device)), manifold=Sphere())
     start = time.perf_counter()
-    sol = solve(field, RK4(dt), x, steps=steps, save=Save(every=save_every), chunk_size=chunk_size)
+    sol = solve(field, RK4(dt), x, steps=steps, save=Save(every=save_every))
     if x.is_cuda:
         torch.cuda.synchronize()
     solved = time.perf_counter() - start

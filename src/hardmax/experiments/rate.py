@@ -25,7 +25,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from hardmax.dynamics import Hardmax, Trajectory, simulate
+from hardmax.dynamics import Hardmax, Solution, simulate
 from hardmax.measures import coding_rate, rate_reduction, subspace_coding_rate, zero_fraction
 from hardmax.memory import require_memory
 from hardmax.tables import markdown_table
@@ -137,11 +137,11 @@ class LayerRates:
                 "reduction": self.reduction, "rate_of_means": self.rate_of_means, "class_rate": self.class_rate}
 
 
-def layer_rates(trajectory: Trajectory, eps: float, *, labels: Tensor | None = None) -> LayerRates:
+def layer_rates(trajectory: Solution, eps: float, *, labels: Tensor | None = None) -> LayerRates:
     """R of every review's tokens and ΔR between the classes of the mean tokens, at each stored layer.
 
     Args:
-        trajectory: a `Trajectory` of (batch, n, d) token sets (`simulate`, or a classifier's trace);
+        trajectory: a `Solution` of (batch, n, d) token sets (`simulate`, or a classifier's trace);
             repeated words count with their multiplicity.
         eps: the distortion ε. labels: (batch,) integer class of each review, or None (no ΔR).
     Returns:
@@ -153,8 +153,8 @@ def layer_rates(trajectory: Trajectory, eps: float, *, labels: Tensor | None = N
     counts = trajectory.counts.to(tokens.dtype)
     rate, scaled, means = _set_rates(tokens, counts, eps)
     if labels is None:
-        return LayerRates(layers=tuple(trajectory.stored), rate=rate, rate_scaled=scaled)
-    return _with_reduction(tuple(trajectory.stored), rate, scaled, means, labels, eps)
+        return LayerRates(layers=tuple(trajectory.steps), rate=rate, rate_scaled=scaled)
+    return _with_reduction(tuple(trajectory.steps), rate, scaled, means, labels, eps)
 
 
 def _set_rates(tokens: Tensor, counts: Tensor, eps: float) -> tuple[Tensor, Tensor, Tensor]:
@@ -232,17 +232,17 @@ def _spearman(a: Tensor, b: Tensor) -> float:
     return float((ra * rb).sum()) / denominator if denominator > 0 else float("nan")
 
 
-def leader_rates(trajectory: Trajectory, eps: float, *, same: float = 1e-5) -> LeaderRates:
+def leader_rates(trajectory: Solution, eps: float, *, same: float = 1e-5) -> LeaderRates:
     """Final R against the number of leaders of each review, and the rank bound of the limit.
 
     Args:
-        trajectory: a long hardmax `Trajectory` of (batch, n, d) sets, every layer stored. eps: the distortion ε.
+        trajectory: a long hardmax `Solution` of (batch, n, d) sets, every layer stored. eps: the distortion ε.
         same: relative distance under which two final tokens count as one cluster point.
     """
     return _leader_summary([_leader_parts(trajectory, eps, same)])
 
 
-def _leader_parts(trajectory: Trajectory, eps: float, same: float = 1e-5) -> dict[str, Tensor]:
+def _leader_parts(trajectory: Solution, eps: float, same: float = 1e-5) -> dict[str, Tensor]:
     """Per-review parts of `leader_rates` (batches of reviews are measured apart and joined by `_leader_summary`)."""
     final = trajectory.final.detach()
     mask = trajectory.mask
@@ -387,7 +387,7 @@ def measure_classifier(model, ids: Tensor, mask: Tensor, labels: Tensor,
         tokens = model.embedding(ids[s:s + batch]).double()
         for name, rule in rules:
             run = simulate(tokens, rule, alpha=alpha, layers=config.long_layers, A=A, mask=mask[s:s + batch])
-            layers = tuple(run.stored)
+            layers = tuple(run.steps)
             rates[name].append(_set_rates(run.tokens, run.counts, config.eps))
             if name == "hardmax":
                 leader_parts.append(_leader_parts(run, config.eps))
@@ -407,7 +407,7 @@ def _joined_rates(layers: tuple[int, ...], parts: list, labels: Tensor, eps: flo
 def _concat_rates(traces, eps: float, labels: Tensor) -> LayerRates:
     """`layer_rates` of batches of classifier traces, joined (ΔR on all reviews at once)."""
     parts = [_set_rates(t.trajectory.tokens.detach(), t.trajectory.counts, eps) for t in traces]
-    return _joined_rates(tuple(traces[0].trajectory.stored), parts, labels, eps)
+    return _joined_rates(tuple(traces[0].trajectory.steps), parts, labels, eps)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 `standalone_html(page, data)` is what the page's Export button downloads and what a notebook shows:
 it opens from file:// with the network off (no server, no CDN), plays the layers back and shows every
-overlay; edits need the server (`hardmax explore`). `view(trajectory)` wraps a `Trajectory` for Jupyter:
+overlay; edits need the server (`hardmax explore`). `view(trajectory)` wraps a `Solution` for Jupyter:
 
     import hardmax
     from hardmax.explore import view
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Literal
 from hardmax.explore.assets import STATIC
 
 if TYPE_CHECKING:
-    from hardmax.dynamics import Trajectory
+    from hardmax.dynamics import Solution
 
 __all__ = ["View", "script_json", "standalone_html", "view"]
 
@@ -91,8 +91,8 @@ class View:
         return write_text(path, self.html)
 
 
-def view(trajectory: Trajectory) -> View:
-    """The playground's view of a single-sequence `Trajectory` (`simulate` of (n, d) tokens), without a server:
+def view(trajectory: Solution) -> View:
+    """The playground's view of a single-sequence `Solution` (`simulate` of (n, d) tokens), without a server:
     leaders, K, S, clusters and the Theorem 2.1 check of a hardmax run, playback through the layers."""
     from hardmax.explore.views import trajectory_view
 

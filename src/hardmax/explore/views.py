@@ -1,7 +1,7 @@
 """What the explorer's pages show, as JSON-ready dicts computed by library calls only.
 
     playground_view(request)      simulate -> leaders, clusters, K, S (`plots.scene.make_scene`) + check_theorem
-    trajectory_view(trajectory)   the same for any single-sequence `Trajectory` (export, notebooks)
+    trajectory_view(trajectory)   the same for any single-sequence `Solution` (export, notebooks)
     attention_view(request)       C_i (hardmax, the engine's tie rule) or the largest P_ij (other rules) of one layer
     review_view(run, text)        a trained run on one text: `explain_text`, `project_review`, the softmax
                                   probability, attention sets per layer, R per layer, the Att-SVM token;
@@ -27,7 +27,7 @@ from hardmax.explore.frames import decode_array, encode_array, encode_path
 from hardmax.explore.requests import AttentionRequest, PlaygroundRequest
 
 if TYPE_CHECKING:
-    from hardmax.dynamics import Trajectory
+    from hardmax.dynamics import Solution
     from hardmax.training import Run
 
 __all__ = ["attention_view", "playground_view", "presets", "review_view", "trajectory_view"]
@@ -80,7 +80,7 @@ def _attention_layers(path: np.ndarray, A, rule, *, top: int = 6, share: float =
     return out
 
 
-def trajectory_view(trajectory: Trajectory, *, python: str = "", attention: bool = False,
+def trajectory_view(trajectory: Solution, *, python: str = "", attention: bool = False,
                     encode: Callable[[np.ndarray], object] = encode_array) -> dict:
     """Everything the playground draws for one sequence (d = 2 drawn as is, d = 3 in 3-D, d > 3 projected).
 
@@ -98,7 +98,7 @@ def trajectory_view(trajectory: Trajectory, *, python: str = "", attention: bool
     if trajectory.tokens.dim() != 3:
         raise ValueError("the explorer shows one sequence: simulate tokens of shape (n, d), not a batch")
     if not trajectory.complete:
-        raise ValueError("the explorer plays every layer back: simulate with store='all'")
+        raise ValueError("the explorer plays every layer back: simulate with save=Save() (every layer)")
     d = trajectory.tokens.shape[-1]
     p = 2 if d <= 2 else 3
     seconds = {}

@@ -12,7 +12,7 @@
                     mean → linear decoder; `build_model(config)` picks it when `config.crate` is set
 
 A new model is a new file here that runs its layers through `hardmax.dynamics` (so that what is trained
-is what the theory analyses) and returns a `hardmax.dynamics.Trajectory` from its `trace` method.
+is what the theory analyses) and returns a `hardmax.dynamics.Solution` from its `trace` method.
 Names are imported on first use (PEP 562 `__getattr__`), so `hardmax.models.ModelConfig` does not
 import torch.
 """

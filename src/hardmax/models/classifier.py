@@ -19,7 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from hardmax.dynamics import AttentionRule, Hardmax, Trajectory, attention_step, deduplicate, hardmax_layers, simulate
+from hardmax.dynamics import AttentionRule, Hardmax, Save, Solution, attention_step, deduplicate, simulate
+from hardmax.dynamics._engines.layers import hardmax_layers  # an engine service (hardmax.dynamics._engines)
 from hardmax.models.base import WordClassifier
 from hardmax.models.config import ModelConfig  # torch-free, so the CLI can read it quickly
 
@@ -29,7 +30,7 @@ __all__ = ["HardmaxClassifier", "ModelConfig", "ModelTrace"]
 
 @dataclass(frozen=True)
 class ModelTrace:
-    """Everything the classifier computed for a batch: the `Trajectory` of its distinct tokens, and more.
+    """Everything the classifier computed for a batch: the `Solution` of its distinct tokens, and more.
 
     Attributes:
         trajectory: the layers on the batch's distinct words: `.tokens` (layers + 1, batch, m, d),
@@ -40,7 +41,7 @@ class ModelTrace:
         pooled: (batch, d) mean of the final real tokens. logits: (batch,).
     """
 
-    trajectory: Trajectory
+    trajectory: Solution
     ids: Tensor
     index: Tensor
     pooled: Tensor
@@ -54,7 +55,7 @@ class ModelTrace:
     @classmethod
     def from_dict(cls, record: dict) -> ModelTrace:
         """The trace `to_dict` wrote, as tensors (ids and index int64; pooled and logits in the tokens' dtype)."""
-        trajectory = Trajectory.from_dict(record["trajectory"])
+        trajectory = Solution.from_dict(record["trajectory"])
         dtype = trajectory.tokens.dtype
         return cls(trajectory=trajectory, ids=torch.tensor(record["ids"], dtype=torch.int64),
                    index=torch.tensor(record["index"], dtype=torch.int64),
@@ -155,7 +156,7 @@ class HardmaxClassifier(WordClassifier):
         (identical embeddings) and keeps only the last layer: the same layers as `_run`, 3-4x faster."""
         mask = self.check_ids(ids, mask)
         run = simulate(self.embedding(ids), rule, alpha=self.alpha, layers=self.config.layers,
-                       A=self.A, mask=mask, store="final")
+                       A=self.A, mask=mask, save=Save.final())
         w = mask.to(run.final.dtype).unsqueeze(-1)
         pooled = (w * run.final).sum(1) / w.sum(1)
         return self.decoder(pooled).squeeze(-1)
@@ -184,6 +185,6 @@ class HardmaxClassifier(WordClassifier):
         pooled = (multiplicity.unsqueeze(-1) * z).sum(1) / multiplicity.sum(1, keepdim=True)
         logits = self.decoder(pooled).squeeze(-1)
         stored = None if keep_path else (self.config.layers,)
-        trajectory = Trajectory(tokens=tokens, alpha=alphas, A=self.A_matrix(), rule=rule, mask=multiplicity > 0,
-                                multiplicity=multiplicity, stored=stored)
+        trajectory = Solution.from_layers(tokens, alphas, self.A_matrix(), rule, multiplicity > 0, stored,
+                                          multiplicity=multiplicity)
         return ModelTrace(trajectory=trajectory, ids=distinct_ids, index=dedup.index, pooled=pooled, logits=logits)

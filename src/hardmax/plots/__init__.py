@@ -1,6 +1,6 @@
 """Figures and animations of hardmax runs.
 
-What lives here: pictures of a `Trajectory` (panels at chosen layers, in 2-D, in 3-D, or projected
+What lives here: pictures of a `Solution` (panels at chosen layers, in 2-D, in 3-D, or projected
 onto two principal components), the paper's Figure 2, GIF animations, and atomic saving.
 What does not: simulation (`hardmax.dynamics`) and geometry (`hardmax.theory`). Plotting functions
 only draw what those return; `figure2` is the one function that runs the dynamics itself, because

@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from hardmax.dynamics import Trajectory, simulate
+from hardmax.dynamics import Solution, simulate
 from hardmax.plots.panels import add_legend, draw_panel, draw_panel_3d
 from hardmax.plots.save import check_fps, save_gif
 from hardmax.plots.scene import FIGURE2_LAYERS, check_layers, check_single, make_scene
@@ -24,7 +24,7 @@ __all__ = ["animate", "animate_figure2", "figure2", "frame_layers", "plot_layers
 
 
 def plot_layers(
-    trajectory: Trajectory,
+    trajectory: Solution,
     layers: Sequence[int] | None = None,
     *,
     ax_row: Sequence[Axes] | None = None,
@@ -39,7 +39,7 @@ def plot_layers(
     d = 1 is drawn on the horizontal axis.
 
     Args:
-        trajectory: a single-sequence `Trajectory` (tokens (layers + 1, n, d)).
+        trajectory: a single-sequence `Solution` (tokens (layers + 1, n, d)).
         layers: layers to show; default (0, 1, 2, 5, 30) cut to the run and ending at its last layer.
         ax_row: axes to draw into, one per layer (e.g. a row of a larger figure); None makes a figure.
         title: the figure's title, or, when drawing into `ax_row`, the row's label (left y-label).
@@ -72,12 +72,12 @@ def plot_layers(
     return fig
 
 
-def plot_layers_3d(trajectory: Trajectory, layers: Sequence[int] | None = None, *,
+def plot_layers_3d(trajectory: Solution, layers: Sequence[int] | None = None, *,
                    title: str | None = None) -> Figure:
     """Like `plot_layers`, for a run in R^3: one 3-D panel per layer (K drawn as a translucent solid).
 
     Args:
-        trajectory: a single-sequence `Trajectory` with d = 3. layers, title: as in `plot_layers`.
+        trajectory: a single-sequence `Solution` with d = 3. layers, title: as in `plot_layers`.
     """
     check_single(trajectory)
     if trajectory.tokens.shape[-1] != 3:
@@ -97,7 +97,7 @@ def plot_layers_3d(trajectory: Trajectory, layers: Sequence[int] | None = None, 
     return fig
 
 
-def plot_trajectory(trajectory: Trajectory, layers: Sequence[int] | None = None, *,
+def plot_trajectory(trajectory: Solution, layers: Sequence[int] | None = None, *,
                     title: str | None = None) -> Figure:
     """The natural picture of a run: 3-D panels for d = 3, else `plot_layers` (projected when d > 2)."""
     check_single(trajectory)
@@ -107,7 +107,7 @@ def plot_trajectory(trajectory: Trajectory, layers: Sequence[int] | None = None,
 
 
 def figure2(
-    trajectories: Mapping[str, Trajectory] | None = None,
+    trajectories: Mapping[str, Solution] | None = None,
     *,
     layers: Sequence[int] | None = None,
 ) -> Figure:
@@ -119,7 +119,7 @@ def figure2(
     points of S that tokens reach are marked, at the final layer only, as in the paper.
 
     Args:
-        trajectories: name -> single-sequence 2-D `Trajectory`, one row each; None runs the paper's
+        trajectories: name -> single-sequence 2-D `Solution`, one row each; None runs the paper's
             configurations with α = `FIGURE2_ALPHA`, A = I for max(layers) layers.
         layers: the layers shown in each row; default (0, 1, 2, 5, 30), cut to the shortest run and
             ending at its last layer.
@@ -152,7 +152,7 @@ def figure2(
     return fig
 
 
-def _describe(trajectory: Trajectory) -> str:
+def _describe(trajectory: Solution) -> str:
     """The parameters of a run as text, e.g. "α = 0.5, A = I"."""
     alphas = trajectory.alpha.detach().cpu().double().unique()
     if len(alphas) == 1:
@@ -165,7 +165,7 @@ def _describe(trajectory: Trajectory) -> str:
 
 
 def animate(
-    trajectory: Trajectory,
+    trajectory: Solution,
     path: str | os.PathLike,
     *,
     fps: int = 8,
@@ -179,7 +179,7 @@ def animate(
     principal components (said in the title). Written atomically (temporary file, then rename).
 
     Args:
-        trajectory: a single-sequence `Trajectory`.
+        trajectory: a single-sequence `Solution`.
         path: the .gif file to write (parent folders are created).
         fps: frames per second. max_frames: at most this many layers are shown, denser early on
             (where the dynamics move most). dpi: resolution (the frame is 4.8 × 5 inches).
@@ -219,7 +219,7 @@ def animate(
 
 
 def animate_figure2(
-    trajectories: Mapping[str, Trajectory],
+    trajectories: Mapping[str, Solution],
     path: str | os.PathLike,
     *,
     fps: int = 8,
@@ -232,7 +232,7 @@ def animate_figure2(
     all of them to the next shown layer, so the rows can be compared as they converge.
 
     Args:
-        trajectories: name -> single-sequence 2-D `Trajectory` (e.g. the paper's four configurations).
+        trajectories: name -> single-sequence 2-D `Solution` (e.g. the paper's four configurations).
         path: the .gif file to write (parent folders are created). fps, max_frames, dpi: as in `animate`.
 
     Returns:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib import colormaps
 
-from hardmax.dynamics import Trajectory
+from hardmax.dynamics import Solution
 from hardmax.theory import find_clusters, leader_layers, limit_set, polytope
 
 __all__ = ["FIGURE2_LAYERS", "Scene", "check_layers", "check_single", "default_layers", "make_scene", "projection"]
@@ -63,7 +63,7 @@ class Scene:
         return centre - half, centre + half
 
 
-def check_single(trajectory: Trajectory) -> None:
+def check_single(trajectory: Solution) -> None:
     """Raise ValueError unless `trajectory` holds one sequence: tokens of shape (layers + 1, n, d)."""
     if trajectory.tokens.dim() != 3:
         raise ValueError(
@@ -90,7 +90,7 @@ def projection(points: np.ndarray, p: int) -> tuple[Callable[[np.ndarray], np.nd
     return (lambda x: (np.asarray(x, dtype=np.float64).reshape(-1, d) - centre) @ basis.T), note
 
 
-def make_scene(trajectory: Trajectory, p: int) -> Scene:
+def make_scene(trajectory: Solution, p: int) -> Scene:
     """Gather leaders, clusters, K and S of a single-sequence trajectory (see `hardmax.theory`)."""
     check_single(trajectory)
     real = trajectory.mask.detach().cpu().numpy().astype(bool)

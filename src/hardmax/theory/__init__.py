@@ -34,7 +34,7 @@ Numerical conventions (why there are tolerances at all):
   * A token is a *leader* when every token of its attention set lies within `atol` of it (so identical
     tokens can be leaders, and a leader stays one when a converged follower sits on top of it).
   * Points of S that are not vertices are reached only through exact ties. The engine decides ties by
-    rule (★) of `hardmax.dynamics.ties` and carries followers as offsets from their leader, so a
+    rule (★) of `hardmax.dynamics._engines.ties` and carries followers as offsets from their leader, so a
     follower converging to a vertex never tips a tie it takes no part in (tests/test_exactness.py).
     A snapshot of positions alone cannot tell a follower that converged to the last bit from its
     leader: there it is a copy (`leader_layers` uses the history).

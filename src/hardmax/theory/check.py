@@ -16,7 +16,7 @@ import numba
 import numpy as np
 import torch
 
-from hardmax.dynamics import Trajectory
+from hardmax.dynamics import Solution
 from hardmax.tables import markdown_table
 from hardmax.theory.geometry import HullTest, components, hull_distance, project_origin
 from hardmax.theory.leaders import (
@@ -432,7 +432,7 @@ def _check_sequence(Z, T, leaders, alpha, A, atol: float, exact: bool, eps: floa
     return out
 
 
-def check_theorem(trajectory: Trajectory, *, atol: float | None = None,
+def check_theorem(trajectory: Solution, *, atol: float | None = None,
                   exact_hull: bool | None = None) -> TheoremReport:
     """Check Theorem 2.1 numerically on a hardmax trajectory; masked tokens are ignored.
 
@@ -457,7 +457,7 @@ def check_theorem(trajectory: Trajectory, *, atol: float | None = None,
       +  ‖z_i^k‖_A never decreases by more than atol ‖A‖^½ (why the origin is never a limit).
 
     Args:
-        trajectory: hardmax `Trajectory` from `simulate`, unbatched or batched.
+        trajectory: hardmax `Solution` from `simulate`, unbatched or batched.
         atol: same-point distance, default sqrt(2 tie_rtol cond(A))·max_i ‖z_i^0‖ per sequence (the engine's
             resolution: 1.7e-7 R in float64 with A = I).
         exact_hull: qhull containment at every layer; default when d ≤ 3, or d ≤ 5 and n ≤ 64.

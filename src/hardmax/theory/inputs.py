@@ -1,9 +1,9 @@
 """Input checks of the theory functions: the refusals of `hardmax.dynamics.inputs` (shared with `simulate`), and
-what only the theory needs (a `Trajectory` where one is needed, finite tolerances), one ValueError each.
+what only the theory needs (a `Solution` where one is needed, finite tolerances), one ValueError each.
 
 A theory function reads what the simulator wrote, so it refuses what the simulator refuses: non-numeric,
 complex, NaN or infinite tokens, empty batches, precisions that cannot resolve ties (float16, bfloat16),
-a tensor where a `Trajectory` is needed, and tolerances that are not finite and ≥ 0. The tie tolerance
+a tensor where a `Solution` is needed, and tolerances that are not finite and ≥ 0. The tie tolerance
 is checked by `hardmax.dynamics.Hardmax`, the score matrix A by `hardmax.dynamics.validate_A`.
 """
 
@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from hardmax.dynamics import Trajectory
+from hardmax.dynamics import Solution
 from hardmax.dynamics.inputs import as_floating
 
 __all__ = ["as_tokens", "check_atol", "check_trajectory"]
@@ -29,9 +29,9 @@ def as_tokens(tokens, name: str = "tokens") -> Tensor:
         ValueError: non-numeric, ragged, complex, half-precision, NaN/inf, fewer than 2 dimensions, or
             an empty batch, token set or dimension.
     """
-    if isinstance(tokens, Trajectory):
-        raise ValueError(f"{name} must be one configuration (..., n, d), got a Trajectory; pass "
-                         "trajectory.final or trajectory.at(k)")
+    if isinstance(tokens, Solution):
+        raise ValueError(f"{name} must be one configuration (..., n, d), got a Solution; pass "
+                         "trajectory.final or trajectory.after(k)")
     z = as_floating(tokens, name, integers=torch.float64)
     if z.dim() < 2 or z.numel() == 0:
         raise ValueError(f"{name} must have shape (..., n, d) with at least one sequence, token and "
@@ -43,14 +43,14 @@ def as_tokens(tokens, name: str = "tokens") -> Tensor:
     return z
 
 
-def check_trajectory(trajectory) -> Trajectory:
-    """`trajectory` itself, after checking that it is a `Trajectory` with finite, non-empty positions.
+def check_trajectory(trajectory) -> Solution:
+    """`trajectory` itself, after checking that it is a `Solution` with finite, non-empty positions.
 
     Raises:
-        ValueError: a tensor or array instead of a `Trajectory`, or positions that `as_tokens` refuses.
+        ValueError: a tensor or array instead of a `Solution`, or positions that `as_tokens` refuses.
     """
-    if not isinstance(trajectory, Trajectory):
-        raise ValueError(f"expected a hardmax.dynamics.Trajectory (the result of simulate), got "
+    if not isinstance(trajectory, Solution):
+        raise ValueError(f"expected a hardmax.dynamics.Solution (the result of simulate), got "
                          f"{type(trajectory).__name__}; for one configuration of tokens use find_leaders or "
                          "attention_sets")
     as_tokens(trajectory.tokens, "the trajectory's tokens")

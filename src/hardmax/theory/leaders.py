@@ -1,7 +1,7 @@
 """Attention sets, leaders, leader layers and clusters, computed with the engine's own tie rule.
 
 Snapshots (`attention_sets`, `find_leaders`) take tokens of shape (..., n, d); trajectory functions
-(`leader_layers`, `find_clusters`) take a `dynamics.Trajectory`. All are batched torch code; the
+(`leader_layers`, `find_clusters`) take a `dynamics.Solution`. All are batched torch code; the
 geometry of K and S is in `theory.geometry`, the theorem check in `theory.check`.
 """
 
@@ -18,9 +18,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from hardmax.dynamics import Hardmax, Trajectory, attention_matrix, deduplicate, score_bias, validate_A
-from hardmax.dynamics import kernel as _kernel
-from hardmax.dynamics.select import hardmax_sets
+from hardmax.dynamics import Bilinear, Hardmax, Solution, attention_matrix, deduplicate, validate_A
+
+# engine services (hardmax.dynamics._engines.SERVICES): the compiled snapshots and the tie rule's sets
+from hardmax.dynamics._engines.kernel import hardmax_snapshots
+from hardmax.dynamics._engines.select import hardmax_sets, score_bias
 from hardmax.theory.geometry import components
 from hardmax.theory.inputs import as_tokens, check_atol, check_trajectory
 
@@ -105,7 +107,7 @@ def _snapshot(z: Tensor, real: Tensor, A: Tensor | None, tie_rtol: float, same: 
     differently), to the torch tie rule (`_snapshot_torch`). The tests hold the two to each other.
     """
     if z.device.type == "cpu" and z.dtype in (torch.float32, torch.float64) and _moderate(z, real):
-        leader, target = _kernel.hardmax_snapshots(
+        leader, target = hardmax_snapshots(
             z.detach().contiguous().numpy(), real.cpu().numpy(),
             None if A is None else A.detach().cpu().to(z.dtype).numpy(), tie_rtol,
             same.detach().cpu().to(z.dtype).numpy(), torch.get_num_threads())
@@ -164,7 +166,7 @@ def attention_sets(tokens, *, A=None, mask=None, tie_rtol: float | None = None) 
 
 # Score margins farther than this many tie tolerances from 0 decide a leader without the tie rule: the
 # engine's attention sets only ever hold keys within 2 (tie_rtol + d·eps) W R of a row's best score
-# (`hardmax.dynamics.ties.coarse_tolerance`; W = max_j ‖|A||z_j|‖, R = max_j ‖z_j‖), and the scores computed
+# (`hardmax.dynamics._engines.ties.coarse_tolerance`; W = max_j ‖|A||z_j|‖, R = max_j ‖z_j‖), and the scores computed
 # here round differently from the engine's by less than d·eps·W·R.
 _SAFETY = 4.0
 _SCREEN_CHUNK = 64  # sequences scored together by the screen (their (chunk, n, n) scores stay in cache)
@@ -241,7 +243,7 @@ def find_leaders(tokens, *, A=None, mask=None, tie_rtol: float | None = None,
 # --------------------------------------------------------------------------------------------
 
 
-def trajectory_rtol(trajectory: Trajectory) -> float:
+def trajectory_rtol(trajectory: Solution) -> float:
     """The tie tolerance a hardmax trajectory was computed with."""
     check_trajectory(trajectory)
     if not isinstance(trajectory.rule, Hardmax):
@@ -260,21 +262,21 @@ class HardmaxPath:
     single: bool
 
 
-def hardmax_path(trajectory: Trajectory) -> HardmaxPath:
+def hardmax_path(trajectory: Solution) -> HardmaxPath:
     """The positions of every layer with a batch axis (see `HardmaxPath`).
 
     Raises ValueError unless the trajectory is hardmax and stores every layer.
     """
     trajectory_rtol(trajectory)
     if not trajectory.complete:
-        raise ValueError("this needs every layer of the trajectory; simulate with store='all'")
+        raise ValueError("this needs every layer of the trajectory; simulate with save=Save() (every layer)")
     t = trajectory.tokens
     single = t.dim() == 3
     path = t.unsqueeze(1) if single else t
     return HardmaxPath(path=path, real=trajectory.mask.reshape(path.shape[1], path.shape[2]), single=single)
 
 
-def unit_scaled(trajectory: Trajectory) -> tuple[Trajectory, torch.Tensor | None, int]:
+def unit_scaled(trajectory: Solution) -> tuple[Solution, torch.Tensor | None, int]:
     """The trajectory with each sequence's real tokens scaled by an exact power of two 2^-e_b to a largest
     coordinate of order 1, and A by 4^-k likewise; (trajectory, e (B,) or None when nothing is scaled, 2k).
 
@@ -297,7 +299,8 @@ def unit_scaled(trajectory: Trajectory) -> tuple[Trajectory, torch.Tensor | None
     scaled = torch.where(real[None, :, :, None], path * scale, path)
     scaled = scaled[:, 0] if single else scaled
     A = torch.ldexp(trajectory.A.detach().to(torch.float64), torch.tensor(-a_exponent)).to(trajectory.A.dtype)
-    return dataclasses.replace(trajectory, tokens=scaled, A=A), e, a_exponent
+    field = dataclasses.replace(trajectory.field, scores=Bilinear(A))
+    return dataclasses.replace(trajectory, tokens=scaled, field=field), e, a_exponent
 
 
 @dataclass(frozen=True)
@@ -310,7 +313,7 @@ class ScaledPath:
             scaled by 2^-e, or None when nothing was scaled. a_exponent: A scaled by 2^-a_exponent (even).
     """
 
-    trajectory: Trajectory
+    trajectory: Solution
     path: Tensor
     real: Tensor
     single: bool
@@ -319,12 +322,12 @@ class ScaledPath:
     a_exponent: int
 
 
-def scaled_path(trajectory: Trajectory, atol: float | None) -> ScaledPath:
+def scaled_path(trajectory: Solution, atol: float | None) -> ScaledPath:
     """`unit_scaled`, its `hardmax_path`, and the same-point tolerance `atol` (None: `default_atol`) in its units.
 
     Raises ValueError unless the trajectory is hardmax and stores every layer.
     """
-    hardmax_path(trajectory)  # refuses anything but a hardmax Trajectory that stores every layer
+    hardmax_path(trajectory)  # refuses anything but a hardmax Solution that stores every layer
     trajectory, exponents, a_exponent = unit_scaled(trajectory)
     walk = hardmax_path(trajectory)
     same = default_atol(walk.path[0], walk.real, atol, trajectory.A, trajectory_rtol(trajectory))
@@ -344,7 +347,7 @@ _LAST_HISTORY: dict = {}
 _HISTORY_LOCK = threading.Lock()
 
 
-def _history_bits(trajectory: Trajectory, same: Tensor) -> tuple | None:
+def _history_bits(trajectory: Solution, same: Tensor) -> tuple | None:
     """(dtype, shape, bits) of the tokens, A, the mask and `same` (bits: the memory as unsigned integers of the
     item's size, so that equality is bitwise: NaN equals itself, −0.0 differs from 0.0); None off the CPU."""
     tensors = (trajectory.tokens, trajectory.A, trajectory.mask, same)
@@ -361,7 +364,7 @@ def _same_bits(kept: tuple, now: tuple) -> bool:
     return all(k[0] == n[0] and k[1] == n[1] and np.array_equal(k[2], n[2]) for k, n in zip(kept, now, strict=True))
 
 
-def leader_history(trajectory: Trajectory, same: Tensor) -> tuple[Tensor, Tensor]:
+def leader_history(trajectory: Solution, same: Tensor) -> tuple[Tensor, Tensor]:
     """Leaders (L, B, n) bool and attention targets (L, B, n, d) at every layer (callers must not modify them).
 
     A token is a leader at layer k when it is a snapshot leader and, unless it already led at layer k−1,
@@ -383,7 +386,7 @@ def leader_history(trajectory: Trajectory, same: Tensor) -> tuple[Tensor, Tensor
     return result
 
 
-def _leader_history(trajectory: Trajectory, same: Tensor) -> tuple[Tensor, Tensor]:
+def _leader_history(trajectory: Solution, same: Tensor) -> tuple[Tensor, Tensor]:
     walk = hardmax_path(trajectory)
     path, real = walk.path, walk.real
     L, B, n, d = path.shape
@@ -515,11 +518,11 @@ def stable_from(flags: Tensor) -> Tensor:
     return torch.where(trailing > 0, L - trailing, torch.full_like(trailing, -1))
 
 
-def leader_layers(trajectory: Trajectory, *, atol: float | None = None) -> Tensor:
+def leader_layers(trajectory: Solution, *, atol: float | None = None) -> Tensor:
     """First layer from which each token is a leader at every layer up to the last.
 
     Args:
-        trajectory: hardmax `Trajectory` from `simulate`.
+        trajectory: hardmax `Solution` from `simulate`.
         atol: same-point distance (see `find_leaders`), default from the initial tokens.
 
     Returns:
@@ -552,7 +555,7 @@ class Clusters:
     leader: Tensor
 
 
-def find_clusters(trajectory: Trajectory, *, atol: float | None = None) -> Clusters:
+def find_clusters(trajectory: Solution, *, atol: float | None = None) -> Clusters:
     """Group tokens whose final positions coincide up to the unfinished convergence.
 
     Two tokens share a cluster when a chain of tokens links them with steps of at most
@@ -561,7 +564,7 @@ def find_clusters(trajectory: Trajectory, *, atol: float | None = None) -> Clust
     ‖z^K − x*‖ = ‖z^K − z^{K−1}‖/α exactly.
 
     Args:
-        trajectory: hardmax `Trajectory`. atol: same-point distance (see `find_leaders`).
+        trajectory: hardmax `Solution`. atol: same-point distance (see `find_leaders`).
 
     Returns:
         `Clusters`.

@@ -20,7 +20,7 @@ import numba
 import numpy as np
 from numba import prange
 
-from hardmax.dynamics.kernel import KERNEL_LOCK
+from hardmax.dynamics._engines.kernel import KERNEL_LOCK
 
 __all__ = ["support_growth"]
 

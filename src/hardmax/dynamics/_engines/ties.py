@@ -54,8 +54,6 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-__all__ = ["Frames", "abs_queries", "coarse_tolerance", "default_tie_rtol", "query_size", "refine"]
-
 
 def default_tie_rtol(dtype: torch.dtype) -> float:
     """The default `tie_rtol` of rule (★): 64 machine epsilons (float32: 7.6e-6, float64: 1.4e-14).

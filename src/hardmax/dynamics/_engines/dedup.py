@@ -12,8 +12,6 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["Deduplicated", "deduplicate", "hash_rows", "take_rows"]
-
 
 def take_rows(values: Tensor, index: Tensor, lead: int = 0) -> Tensor:
     """values[..., b, index[b, i], :] for every b, i: (*lead_dims, batch, m, d) -> (*lead_dims, batch, r, d).

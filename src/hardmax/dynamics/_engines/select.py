@@ -15,11 +15,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from hardmax.dynamics.dedup import hash_rows, take_rows
-from hardmax.dynamics.ties import TIE_FRAME, Frames, coarse_tolerance, query_size, refine
-
-__all__ = ["Following", "Rows", "hardmax_rows", "hardmax_sets", "hardmax_targets", "move", "score_bias", "select",
-           "sets_from_scores"]
+from hardmax.dynamics._engines.dedup import hash_rows, take_rows
+from hardmax.dynamics._engines.ties import TIE_FRAME, Frames, coarse_tolerance, query_size, refine
 
 
 class Rows(NamedTuple):
@@ -269,7 +266,3 @@ def hardmax_sets(tokens: Tensor, weights: Tensor, A: Tensor | None, tie_rtol: fl
     tol = coarse_tolerance(size, tokens, present, tie_rtol)
     return sets_from_scores(s, tokens, queries, size, rows, tol, tie_rtol, None)
 
-
-def move(tokens: Tensor, target: Tensor, gamma, present: Tensor) -> Tensor:
-    """(batch, m, d) `tokens` moved towards `target`: z + γ (target − z) where `present` (batch, m), else z."""
-    return torch.where(present.unsqueeze(-1), tokens + gamma * (target - tokens), tokens)

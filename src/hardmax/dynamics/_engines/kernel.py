@@ -49,10 +49,7 @@ import numba
 import numpy as np
 from numba import prange
 
-from hardmax.dynamics.ties import TIE_FRAME
-
-__all__ = ["KERNEL_LOCK", "KernelRun", "deduplicate_review", "hardmax_snapshots", "hardmax_trajectory",
-           "hash_multipliers"]
+from hardmax.dynamics._engines.ties import TIE_FRAME
 
 # NumPy's error model: a float division by zero gives inf/NaN as in NumPy instead of raising. Raised in a
 # `prange` body, an exception ends that worker's remaining reviews silently (seen: reviews left unwritten),
@@ -909,7 +906,7 @@ def hardmax_trajectory(z: np.ndarray, mask: np.ndarray, A: np.ndarray | None, ga
     """
     if mask.shape != z.shape[:2]:  # a pair mask (batch, n, n) is not a token mask: never read as one
         raise ValueError(f"the compiled kernel takes a token mask of shape {z.shape[:2]}, got {mask.shape}; a pair "
-                         "mask (who attends to whom) runs on engine='loop'")
+                         "mask (who attends to whom) runs on the reference loop")
     layers = gammas.shape[0]
     stored = tuple(range(layers + 1)) if stored is None else tuple(int(k) for k in stored)
     if any(not 0 <= k <= layers for k in stored) or list(stored) != sorted(set(stored)):

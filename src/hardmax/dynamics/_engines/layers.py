@@ -8,20 +8,18 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from hardmax.dynamics.dedup import take_rows
-from hardmax.dynamics.select import (
+from hardmax.dynamics._engines.dedup import take_rows
+from hardmax.dynamics._engines.select import (
     Following,
     Rows,
     foreign_anchor,
     hardmax_rows,
-    move,
     position_bits,
     same_kind,
     sets_from_scores,
 )
-from hardmax.dynamics.ties import Frames, coarse_tolerance, default_tie_rtol, query_size, refine
-
-__all__ = ["AHEAD", "AHEAD_SCORES", "CompactRun", "full_layers", "hardmax_layers", "hardmax_run", "leaders_hold"]
+from hardmax.dynamics._engines.ties import Frames, coarse_tolerance, default_tie_rtol, query_size, refine
+from hardmax.dynamics.solvers import euler_update, layer_step
 
 
 class CompactRun(NamedTuple):
@@ -60,7 +58,7 @@ def _anchor(frames: Frames, leader: Tensor, labels: Tensor) -> Frames:
 
 def _layer(rows: Rows, gamma, present: Tensor, labels: Tensor) -> Frames:
     """The rows' frames after one layer: offset + γ (target − offset), then leaders anchored."""
-    moved = move(rows.frames.offset, rows.target, gamma, present)
+    moved = euler_update(rows.frames.offset, rows.target, gamma, present)
     return _anchor(Frames(rows.frames.origin, moved, rows.frames.label), rows.leader, labels)
 
 
@@ -267,7 +265,7 @@ class _Followers(NamedTuple):
         states = []
         for gamma in gammas:
             old = frames.offset[:, :f]
-            offset = old + gamma * (plan.targets(z, frames) - old)  # `move`
+            offset = euler_update(old, plan.targets(z, frames), gamma)
             if self.absent:
                 offset = torch.where(present, offset, old)
             z = torch.cat((torch.where(framed, origin + offset, offset), fixed_z), 1)
@@ -304,7 +302,7 @@ def hardmax_run(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | Non
     present = weights > 0
     labels = torch.arange(m, device=tokens.device).expand(batch, m)
     first = hardmax_rows(tokens, weights, A, tie_rtol, Frames.absolute(tokens))
-    frames = _layer(first, alphas[0] / (1 + alphas[0]), present, labels)
+    frames = _layer(first, layer_step(alphas[0]), present, labels)
     z1 = frames.positions()
     follower = present & ~first.leader
     counts = follower.sum(1)
@@ -318,7 +316,7 @@ def hardmax_run(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | Non
     p = present.gather(1, order)
     run = _Followers(f, weights.gather(1, order), p, labels.gather(1, order), not bool(p.all()),
                      first.own.gather(1, order)[:, f:], first.other.gather(1, order)[:, f:], A, tie_rtol)
-    gammas = alphas / (1 + alphas)
+    gammas = layer_step(alphas)
     later = z.new_empty(layers - 1, batch, f, d)
     if layers < _SETTLED:
         ahead = 1  # a short run (the classifier's 8 layers): its sets change at almost every layer
@@ -374,7 +372,7 @@ def full_layers(tokens: Tensor, weights: Tensor, alphas: Tensor, A: Tensor | Non
     path = [tokens]
     for alpha in alphas:
         rows = hardmax_rows(path[-1], weights, A, tie_rtol, frames)
-        frames = _layer(rows, alpha / (1 + alpha), present, labels)
+        frames = _layer(rows, layer_step(alpha), present, labels)
         z = frames.positions()
         path = [*path, z] if keep_path else [z]
     return torch.stack(path)

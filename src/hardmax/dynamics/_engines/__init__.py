@@ -1,0 +1,114 @@
+"""The engines behind `solve`: private fast paths, each saying which cases it serves, and one chooser.
+
+    engine       serves                                                                    module
+    reference    every case: one batched torch loop over `solver.step` (any field, solver, `reference`
+                 mask, manifold; CPU or CUDA; gradients). What every fast path is tested against.
+    adaptive     an `Adaptive` solver (torchdiffeq's odeint), any field                      `reference`
+    compiled     the paper's layers (`Field.paper` + `Euler.layers(α)`), hardmax, a CPU,     `paper` + `kernel`
+                 float32/64, no gradient or attention matrix, at most a token mask
+    torch        the paper's layers, any rule of the paper (hardmax, softmax), any device,   `paper` + `layers`
+                 gradients and attention matrices; identical tokens merged, leaders skipped
+
+`choose(case)` returns the first that serves the case, in the order compiled, torch, reference (adaptive: its
+own). A pair mask (`Causal()`, `Pairs`) runs on the reference loop: the fast paths merge identical tokens and skip
+leaders, exact only when every token sees every token. `using(name)` forces one engine (tests, benchmarks).
+
+Files: `kernel` (numba, the exact hardmax kernel), `layers` (compact hardmax in torch), `select` (hardmax sets by
+rule (★)), `ties` (the tie rule and frames), `dedup` (identical tokens merged), `paper` (the paper's layers on
+`kernel`/`layers`), `reference` (the loop and the adaptive solver).
+
+Services to the other packages (the only names they import from here; `tests/test_architecture.py` holds them to
+it): the leader rule's compiled snapshots and tie sets (`theory.leaders`), the kernel's lock (`theory.support`), the
+compact hardmax layers (the classifier's training path).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from typing import NamedTuple
+
+#: Names the other packages may import from the engines (each an engine service, documented where it is defined).
+SERVICES = {
+    "hardmax.dynamics._engines.kernel": ("KERNEL_LOCK", "hardmax_snapshots"),
+    "hardmax.dynamics._engines.select": ("hardmax_sets", "score_bias"),
+    "hardmax.dynamics._engines.layers": ("hardmax_layers",),
+}
+
+#: Every engine's name, in the order `choose` tries the paper's fast paths.
+NAMES = ("compiled", "torch", "reference", "adaptive")
+
+_FORCED: contextvars.ContextVar[str | None] = contextvars.ContextVar("hardmax_engine", default=None)
+
+
+@contextlib.contextmanager
+def using(name: str):
+    """Run every `solve` (and `simulate`) inside the block on engine `name` ("compiled", "torch", "reference");
+    a case the engine does not serve is refused with one line saying why."""
+    if name not in NAMES:
+        raise ValueError(f"engine must be one of {NAMES}, got {name!r}")
+    token = _FORCED.set(name)
+    try:
+        yield
+    finally:
+        _FORCED.reset(token)
+
+
+class Case(NamedTuple):
+    """What the chooser looks at: the field, the solver, whether a pair mask is given, the tokens' device and
+    dtype, whether attention matrices are kept and whether gradients are needed."""
+
+    field: object
+    solver: object
+    pairs: bool
+    device: str
+    dtype: object
+    attention: bool
+    grad: bool
+
+
+def serves(name: str, case: Case) -> str:
+    """Why engine `name` does not serve `case` ("" when it does)."""
+    from hardmax.dynamics.solvers import Adaptive, Euler
+    if name == "adaptive":
+        return "" if isinstance(case.solver, Adaptive) else "it runs Adaptive solvers only"
+    if isinstance(case.solver, Adaptive):
+        return "an adaptive solver chooses its own steps (engine 'adaptive')"
+    if name == "reference":
+        return ""
+    if case.pairs:
+        return ("a pair mask (who attends to whom) runs on the reference loop: the fast paths merge identical tokens "
+                "and skip leaders, exact only when every token sees every token")
+    if not (isinstance(case.solver, Euler) and case.solver.alpha is not None):
+        return "only Euler.layers(α) steps are the paper's layers"
+    if not case.field.paper:
+        return "the field is not the paper's (hardmax or softmax, V = I, one fixed symmetric A, R^d)"
+    if name == "compiled":
+        import torch
+
+        from hardmax.dynamics.rules import Hardmax
+        if not isinstance(case.field.rule, Hardmax):
+            return "it runs hardmax attention only"
+        if case.attention:
+            return "it does not return attention matrices"
+        if case.grad:
+            return "it does not compute gradients"
+        if case.device != "cpu":
+            return f"it runs on the CPU, the tokens are on {case.device}"
+        if case.dtype not in (torch.float32, torch.float64):
+            return f"it runs float32 and float64, the tokens are {case.dtype}"
+    return ""
+
+
+def choose(case: Case) -> str:
+    """The engine that runs `case`: the one `using` forces (ValueError if it cannot), else the first that serves."""
+    forced = _FORCED.get()
+    if forced is not None:
+        why = serves(forced, case)
+        if why:
+            raise ValueError(f"engine {forced!r} cannot run this case: {why}")
+        return forced
+    for name in NAMES:
+        if not serves(name, case):
+            return name
+    raise AssertionError("the reference engine serves every fixed-step case")  # pragma: no cover
