@@ -2,7 +2,7 @@
 (`Sparsemax`), a new solver (`Heun`, order 2), new scores (`Rotating`) and a value matrix V each reach `solve`
 (against a slow loop written from its equation), `check_flow` (the claims whose hypotheses hold are tested, the
 others say "not tested") and the flow figure (a PNG). The manifold recipe has its own file,
-tests/test_dynamics_manifold.py. If a recipe needs a step these toys do not take, CONTRIBUTING.md must say so."""
+tests/test_dynamics_manifolds.py. If a recipe needs a step these toys do not take, CONTRIBUTING.md must say so."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import ClassVar
 import numpy as np
 import pytest
 import torch
-from test_flow import ref_velocity as flow_velocity
+from test_dynamics_flow import ref_velocity as flow_velocity
 
 from hardmax.dynamics import (
     RK4,

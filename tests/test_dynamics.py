@@ -659,7 +659,7 @@ KNOWN_GAPS = {
     "complex A": dict(A=np.eye(2) * (1 + 1j)),
 }
 # A batch of no sequences, (0, n, d), is no gap since issue #23 (item 19): it is a valid empty run, so that a
-# classifier answers an empty batch with empty logits (tests/test_simulator.py::test_a_batch_of_no_sequences_...).
+# classifier answers an empty batch with empty logits (test_dynamics_simulator.py::test_a_batch_of_no_sequences_...).
 
 
 @pytest.mark.parametrize("name", KNOWN_GAPS)

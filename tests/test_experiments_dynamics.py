@@ -19,8 +19,8 @@ def test_random_tokens_are_simulated_and_checked_as_simulate_does(tmp_path):
     result = run_simulation(config)
     tokens = np.random.default_rng(4).standard_normal((9, 3))
     expected = simulate(tokens, alpha=0.7, layers=12)
-    assert list(result.trajectories) == ["tokens"]
-    assert torch.equal(result.trajectories["tokens"].tokens, expected.tokens)
+    assert list(result.solutions) == ["tokens"]
+    assert torch.equal(result.solutions["tokens"].tokens, expected.tokens)
     assert result.reports["tokens"].table() == check_theorem(expected).table()
     assert result.passed and result.source == "random (seed 4)" and "n = 9 tokens in R^3" in result.describe()
     record = json.loads(json.dumps(result.to_dict()))
@@ -34,13 +34,13 @@ def test_random_tokens_are_simulated_and_checked_as_simulate_does(tmp_path):
 
 def test_figure2_and_a_file_with_a_header(tmp_path):
     result = run_simulation(SimulateConfig(layers=3))
-    assert list(result.trajectories) == list(paper_figure2_configurations()) and result.passed
+    assert list(result.solutions) == list(paper_figure2_configurations()) and result.passed
     assert result.table().count("## ") == 4
     path = tmp_path / "t.csv"
     path.write_text("x,y\n1,0\n0,1\n-1,-1\n")
     result = run_simulation(SimulateConfig(tokens=path, A="2,0;0,1", layers=4))
     assert result.notes == (f"{path}: line 1 (x, y) is a header, not numbers: skipped",) and result.A_given
-    assert result.trajectories["tokens"].tokens.shape == (5, 3, 2)
+    assert result.solutions["tokens"].tokens.shape == (5, 3, 2)
 
 
 @pytest.mark.parametrize("changes, message", [({"random": 0}, "random needs"), ({"alpha": 0.0}, "alpha must"),

@@ -79,7 +79,7 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
     z = as_floating(tokens, "tokens")
     if z.dim() not in (2, 3) or z.shape[-1] == 0 or z.shape[-2] == 0:
         raise ValueError(f"tokens must have shape (n, d) or (batch, n, d) with n, d ≥ 1, got {tuple(z.shape)}")
-    if not bool(torch.isfinite(z).all()):
+    if z.numel() and not _all_finite(z):
         raise ValueError("tokens contain NaN or inf")
     single = z.dim() == 2
     zb = (z.unsqueeze(0) if single else z).contiguous()
@@ -90,9 +90,9 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
         raise ValueError(f"a stack of score matrices needs one per sequence ({batch}), got {A0.shape[0]}")
     m, allowed, pairs = resolve(mask, z.shape, zb.device)
     given, real = zb, bool(m.all())
-    field.manifold.check(zb if real else zb[m])  # the real tokens; padding is anything and is put back as given
     if not real:  # padding rides along at a point of the manifold (on the sphere e_1), so that retractions stay finite
         zb = field.manifold.pad(zb, m)
+    field.manifold.check(zb)  # the real tokens (padding is now a point of the manifold; it is put back as given)
     paper.check_score_range(zb, m, field.scores.matrix(0.0, zb), field.rule)  # at t = 0
     w = None if real else m.to(zb.dtype)  # None: every token present (no masking in the hot loop)
     given_field = field  # what Solution records; the loop runs it restricted to `allowed`, which the rule then sees
@@ -118,7 +118,8 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
     if save.times is not None:
         raise ValueError("Save(times=...) is for an adaptive solver; a fixed-step one saves Save(every=k)")
     count = _step_count(solver, steps, t1)
-    require_memory(16.0 * (count + 1), f"the {count:,} steps of a solve", device=zb.device)  # steps and times
+    if count > 1 << 16:  # steps and times (small counts need no look at the memory)
+        require_memory(16.0 * (count + 1), f"the {count:,} steps of a solve", device=zb.device)
     dts = solver.steps(count, zb.dtype, zb.device)
     kept = save.indices(count)
     times = torch.cat([dts.new_zeros(1), torch.cumsum(dts.detach(), 0)])[list(kept)]
@@ -159,6 +160,12 @@ def _paper_layers(field: Field, solver, z: Tensor, m: Tensor, count: int, kept: 
     out, P = paper.run(z, m, field.rule, torch.cat([alphas, alphas[-1:] if count else alphas.new_ones(1)]),
                        None if identity else A, kept, True, engine)
     return out, P[list(kept)]
+
+
+def _all_finite(z: Tensor) -> bool:
+    """Whether every entry of z is finite: one pass, no temporary (min and max propagate NaN, and show ±inf)."""
+    lo, hi = torch.aminmax(z.detach())
+    return bool(torch.isfinite(lo) & torch.isfinite(hi))
 
 
 def _needs_grad(z: Tensor, what) -> bool:

@@ -72,8 +72,9 @@ class Manifold(Protocol):
         ...
 
     def pad(self, z: Tensor, mask: Tensor) -> Tensor:
-        """(batch, n, d) `z` with its padding (`mask` (batch, n) False) at points where `retract` and `velocity`
-        stay finite (padding never moves and is put back as given); real tokens unchanged."""
+        """(batch, n, d) `z` with its padding (`mask` (batch, n) False) at points of the manifold (where `retract`
+        and `velocity` stay finite; `check` then looks at padding and real tokens alike, with no copy of the real
+        ones); padding never moves and is put back as given; real tokens unchanged."""
         ...
 
     def cluster_tolerance(self, size: float) -> float:

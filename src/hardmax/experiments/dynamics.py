@@ -15,13 +15,12 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from dataclasses import field as dataclasses_field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from hardmax.dynamics import Solution
-    from hardmax.theory import TheoremReport
+    from hardmax.theory import FlowReport, TheoremReport
 
 __all__ = ["MAX_FPS", "RULE_OPTIONS", "SimulateConfig", "SimulationResult", "run_simulation", "save_simulation"]
 
@@ -157,41 +156,40 @@ class SimulationResult:
 
     Attributes:
         config: the `SimulateConfig` run.
-        trajectories: name -> single-sequence float64 `Solution` (Figure 2: its four configurations;
-            otherwise one, named "tokens").
-        reports: name -> `TheoremReport` of that trajectory.
+        solutions: name -> single-sequence float64 `Solution` (Figure 2: its four configurations; otherwise one,
+            named "tokens"): the paper's layers, or (`config.flow`) the field and solver the options ask for.
+        reports: name -> what was checked on that solution: `check_theorem`'s `TheoremReport` for the paper's
+            layers, `check_flow`'s `FlowReport` for a flow.
         source: where the tokens came from, in words ("Figure 2 (paper)", "t.csv", "random (seed 0)").
         notes: what the readers decided on their own (a header skipped, a byte-order mark), to say aloud.
         seconds: time of reading, simulating and checking.
     """
 
     config: SimulateConfig
-    trajectories: Mapping[str, Solution]
-    reports: Mapping[str, TheoremReport]
+    solutions: Mapping[str, Solution]
+    reports: Mapping[str, TheoremReport | FlowReport]
     source: str
     notes: tuple[str, ...] = ()
     seconds: float = 0.0
     A_given: bool = False  # whether a score matrix A was given (the figures' titles say so)
-    solutions: Mapping[str, object] = dataclasses_field(default_factory=dict)  # name -> `Solution` (flows)
-    flow_reports: Mapping[str, object] = dataclasses_field(default_factory=dict)  # name -> `FlowReport` (flows)
 
     @property
     def passed(self) -> bool:
-        """Whether every trajectory passed the theorem check (flows: every claim of `check_flow`)."""
-        return all(report.passed for report in (*self.reports.values(), *self.flow_reports.values()))
+        """Whether every solution passed its check (the theorem's, or every claim of `check_flow`)."""
+        return all(report.passed for report in self.reports.values())
 
     def table(self) -> str:
-        """The theorem tables (one section per configuration for Figure 2)."""
-        if self.flow_reports:
-            return "\n\n".join(f"## {name}\n\n{report.table()}" if len(self.flow_reports) > 1 else report.table()
-                               for name, report in self.flow_reports.items())
+        """The check tables (one section per configuration for Figure 2)."""
+        if self.config.flow:
+            return "\n\n".join(f"## {name}\n\n{report.table()}" if len(self.reports) > 1 else report.table()
+                               for name, report in self.reports.items())
         if self.config.figure2:
             return "\n\n".join(f"## {name}\n\n{report.table()}" for name, report in self.reports.items())
         return next(iter(self.reports.values())).table()
 
     def describe(self) -> str:
         """One line: what was simulated and how long it took."""
-        if self.solutions:
+        if self.config.flow:
             c = self.config
             first = next(iter(self.solutions.values()))
             n, d = first.tokens.shape[-2:]
@@ -200,9 +198,9 @@ class SimulationResult:
                     f"{'V given' if c.value else 'V = I'}, {c.solver} solver, up to t = {float(first.times[-1]):g}: "
                     f"{self.seconds:.2f} s")
         if self.config.figure2:
-            return (f"simulated the {len(self.trajectories)} configurations of Figure 2, {self.config.layers} "
+            return (f"simulated the {len(self.solutions)} configurations of Figure 2, {self.config.layers} "
                     f"layers, α = {self.config.alpha:g}: {self.seconds:.2f} s")
-        n, d = next(iter(self.trajectories.values())).tokens.shape[1:]
+        n, d = next(iter(self.solutions.values())).tokens.shape[1:]
         return f"simulated n = {n} tokens in R^{d}, {self.config.layers} layers, α = {self.config.alpha:g}: " \
                f"{self.seconds:.2f} s"
 
@@ -210,17 +208,17 @@ class SimulationResult:
         """The run as plain JSON values: config, source, notes, trajectories and theorem reports."""
         from hardmax.io import to_jsonable
 
-        if self.solutions:
+        if self.config.flow:
             return {"config": to_jsonable(self.config), "source": self.source, "notes": list(self.notes),
                     "passed": self.passed, "seconds": self.seconds,
                     "claims": {name: [to_jsonable(c.__dict__) for c in r.checks]
-                               for name, r in self.flow_reports.items()},
+                               for name, r in self.reports.items()},
                     "solutions": {name: {"times": s.times.tolist(), "tokens": s.tokens.tolist()}
                                   for name, s in self.solutions.items()}}
         return {"config": to_jsonable(self.config), "source": self.source, "notes": list(self.notes),
                 "passed": self.passed, "seconds": self.seconds,
                 "theorem": {name: report.to_dict() for name, report in self.reports.items()},
-                "trajectories": {name: t.to_dict() for name, t in self.trajectories.items()}}
+                "trajectories": {name: t.to_dict() for name, t in self.solutions.items()}}
 
 
 def _tokens(config: SimulateConfig) -> tuple[dict, str, list[str]]:
@@ -264,10 +262,10 @@ def run_simulation(config: SimulateConfig) -> SimulationResult:
         A, notes = given.array, [*notes, *given.notes()]
     if config.flow:
         return _run_flow(config, configurations, source, notes, A, start)
-    trajectories = {name: simulate(tokens, alpha=config.alpha, layers=config.layers, A=A)
-                    for name, tokens in configurations.items()}
-    reports = {name: check_theorem(trajectory) for name, trajectory in trajectories.items()}
-    return SimulationResult(config=config, trajectories=trajectories, reports=reports, source=source,
+    solutions = {name: simulate(tokens, alpha=config.alpha, layers=config.layers, A=A)
+                 for name, tokens in configurations.items()}
+    reports = {name: check_theorem(solution) for name, solution in solutions.items()}
+    return SimulationResult(config=config, solutions=solutions, reports=reports, source=source,
                             notes=tuple(notes), seconds=time.perf_counter() - start, A_given=A is not None)
 
 
@@ -307,9 +305,8 @@ def _run_flow(config: SimulateConfig, configurations: dict, source: str, notes: 
         else:
             solutions[name] = solve(field, solver, z, steps=config.layers, save=Save())
     reports = {name: check_flow(solution) for name, solution in solutions.items()}
-    return SimulationResult(config=config, trajectories={}, reports={}, source=source, notes=tuple(notes),
-                            seconds=time.perf_counter() - start, A_given=A is not None, solutions=solutions,
-                            flow_reports=reports)
+    return SimulationResult(config=config, solutions=solutions, reports=reports, source=source, notes=tuple(notes),
+                            seconds=time.perf_counter() - start, A_given=A is not None)
 
 
 def save_simulation(result: SimulationResult, out: str | Path | None = None, *,
@@ -339,20 +336,20 @@ def save_simulation(result: SimulationResult, out: str | Path | None = None, *,
             on_file(what, paths, time.perf_counter() - start)
         return paths
 
-    if result.solutions:
+    if config.flow:
         return _save_flow(result, out, timed)
 
     report = {"config": to_jsonable(config),
               "theorem": ({name: r.to_dict() for name, r in result.reports.items()} if config.figure2
                           else next(iter(result.reports.values())).to_dict())}
     if config.figure2:
-        trajectories = result.trajectories
+        trajectories = result.solutions
         written = [*timed("figure", lambda: save_figure(figure2(trajectories), out / "figure2")),
                    write_text(out / "report.txt", result.table() + "\n"), write_json(out / "report.json", report)]
         if config.gif:  # all four rows, moving together
             written += timed("GIF", lambda: [animate_figure2(trajectories, out / "figure2.gif", fps=config.fps)])
         return written
-    trajectory = next(iter(result.trajectories.values()))
+    trajectory = next(iter(result.solutions.values()))
     n, d = trajectory.tokens.shape[1:]
     title = f"{result.source}: n = {n}, d = {d}, α = {config.alpha:g}, {'A given' if result.A_given else 'A = I'}"
     positions = trajectory.tokens.detach().cpu().numpy()

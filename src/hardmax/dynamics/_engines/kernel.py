@@ -215,24 +215,14 @@ def _anchored_beats(i, l, j, zc, off, org, qt, qo, t_size, o_size, wn, rtol):
 
 
 @numba.njit(**_INLINE)
-def _decide(i, srow, zc, off, lab, fixed, m, qi, wn, tol, rtol, member, cand, lowest,
-            org, A, Aabs, identity, qt, qo, sure, certify):
-    """The attention set C_i from row i's scores srow (m,), rule (★) of `ties`, into member (m,) bool.
+def _own_and_other(i, srow, m, lowest):
+    """Stage 1 of `_decide`: (s_ii, max_{j≠i} s_ij) of row i's scores srow (m,).
 
-    qi (d,): A z_i; wn: W = max_j ‖ |A| |z_j| ‖ (`ties.query_size`); tol: the coarse tolerance.
-    A row in a frame (origin org[i], offset off[i]) decides pairs of anchored keys (at fixed positions, or
-    itself) by `_anchored_beats`. qt, qo: (d,) scratch for A·org[i] and A·off[i]. With `certify` (positions
-    only: no token has a frame), candidates that `ties._surely_unbeaten`'s bound certifies are kept without
-    their pairs (sure: (m,) scratch).
-    Returns (own, other, count, single, shared):
-    s_ii, max_{j≠i} s_ij, |C_i| counted once per distinct token, its member when there is one, and whether
-    the decision holds for every row at the same position with the same frame label (it does unless a pair
-    of keys in different frames was met in a framed row, where the row itself is an anchored key).
-    """
+    Invariant: srow is as given on return (s_ii is set to −inf for the maximum and put back). Four running maxima,
+    not one: a single one is a chain of dependent compares (latency-bound); the maximum does not depend on the
+    order."""
     own = srow[i]
     srow[i] = lowest
-    # The best score of another token. Four running maxima, not one: a single one is a chain of
-    # dependent compares (latency-bound); the maximum does not depend on the order.
     o0 = o1 = o2 = o3 = lowest
     head = m - m % 4
     for j in range(0, head, 4):
@@ -244,41 +234,53 @@ def _decide(i, srow, zc, off, lab, fixed, m, qi, wn, tol, rtol, member, cand, lo
         o0 = max(o0, srow[j])
     other = max(max(o0, o1), max(o2, o3))
     srow[i] = own
-    best = own if own > other else other
-    threshold = best - tol
-    count = 0  # (a pass that vectorises: one candidate is the common case)
-    where = 0  # the sum of the candidates' indices: the candidate itself when there is one
+    return own, other
+
+
+@numba.njit(**_INLINE)
+def _candidates(srow, m, threshold, member):
+    """Stage 2 of `_decide`: the keys j with s_ij ≥ threshold (= max_j s_ij − the coarse tolerance).
+
+    Returns (count, where): how many; `where` is the sum of their indices, the candidate itself when there is one
+    (a pass that vectorises, one candidate being the common case). Invariant: member[j] is True exactly for the
+    candidates (every key beyond the tolerance is out of C_i). (No early return inside an inlined stage: measured,
+    one costs the whole kernel 3 %.)"""
+    count = 0
+    where = 0
     for j in range(m):
         hit = srow[j] >= threshold
         member[j] = hit
         count += hit
         where += j * hit
-    if count == 1:
-        return own, other, 1, where, True
+    return count, where
+
+
+@numba.njit(**_INLINE)
+def _listed(m, member, cand):
+    """Stage 2': cand[:c] the c candidates in increasing order (when there are several); returns c."""
     c = 0
     for j in range(m):
         if member[j]:
             cand[c] = j
             c += 1
-    # Several candidates: j stays unless another candidate l beats it by (★), on differences of tokens
-    # (offset − offset within a frame, scale |z_l − z_j|; else position − position, scale |z_l| + |z_j|),
-    # pairwise as in `ties.refine`. Whether some l beats j does not depend on the order the l are tried in,
-    # so the one most likely to is tried first: the champion, the candidate that beats a top raw score by the
-    # most (the row's true maximiser when rounding has made the raw scores of a converging cluster equal).
-    # Each j then usually costs one test and a row O(c), not O(c²). The tests are written out inline:
-    # a call per pair (arrays passed, reference counts) costs ten times the arithmetic.
+    return c
+
+
+@numba.njit(**_INLINE)
+def _champion(srow, best, c, cand, qi, zc, off, lab, zero):
+    """Stage 3 of `_decide`: (top, lead) among the c candidates.
+
+    top: the place of the first candidate with the best raw score (−1 when none: scores that overflowed to NaN).
+    lead: the place of the champion, the candidate that beats cand[max(top, 0)] by the largest gap ⟨A z_i, z_j −
+    z_t⟩ (offset − offset within a frame): the row's true maximiser when rounding made a converging cluster's raw
+    scores equal. Invariant: the choice only orders the tests of stage 5, never their verdicts."""
     d = zc.shape[1]
-    framed = lab[i] >= 0
-    ready = False  # qt, qo, t_size, o_size of a framed row (`_row_parts`), computed when a pair needs them
-    t_size = 0.0
-    o_size = 0.0
-    zero = zc[0, 0] * 0  # sums in the tokens' dtype
-    top = -1  # the first candidate with the best raw score (none when scores overflowed to NaN)
+    top = -1
     for p in range(c):
         if srow[cand[p]] == best:
             top = p
             break
-    lead = max(top, 0)  # the champion's place among the candidates
+    lead = max(top, 0)
     most = zero
     t = cand[lead]
     for p in range(c):
@@ -293,12 +295,20 @@ def _decide(i, srow, zc, off, lab, fixed, m, qi, wn, tol, rtol, member, cand, lo
         if gap > most:
             most = gap
             lead = p
-    # The champion against the candidates of its own frame, both ways at once: the gap of "j beats h" is
-    # exactly minus that of "h beats j" (IEEE subtraction and products are symmetric in sign, the sum runs in
-    # the same order) and the bound is the same, so one pass decides these pairs. member[j] holds "beaten".
+    return top, lead
+
+
+@numba.njit(**_INLINE)
+def _champion_frame(c, cand, lead, lab, off, qi, tau, member, zero):
+    """Stage 4 of `_decide`: the champion h = cand[lead] against the candidates of its own frame, both ways at
+    once (the gap of "j beats h" is exactly minus that of "h beats j": IEEE subtraction and products are symmetric
+    in sign, the sum runs in the same order, and the bound is the same).
+
+    Returns (h, home, champion_beaten): h, its frame label (−1: none), and whether a candidate of its frame beats
+    it. Invariant: member[j] is True exactly for the candidates h beats (False for every other candidate)."""
+    d = off.shape[1]
     h = cand[lead]
     home = lab[h]
-    tau = rtol * wn
     champion_beaten = False
     for p in range(c):
         j = cand[p]
@@ -317,23 +327,47 @@ def _decide(i, srow, zc, off, lab, fixed, m, qi, wn, tol, rtol, member, cand, lo
                 member[j] = True
             elif -gap > reach:
                 champion_beaten = True
-    if certify:
-        # `ties._surely_unbeaten`: best − p_j ≤ (tie_rtol − (2d + 4) eps) W ‖|z_j| + μ‖ · 0.999 (μ: the candidates'
-        # smallest |coordinates|) means no candidate beats j under (★). A cluster converged to rounding, whose
-        # members all stay, then costs O(c), not O(c²).
-        margin = rtol - (2 * d + 4) * np.finfo(zc.dtype).eps
-        floor = (2 * d + 8) * np.finfo(zc.dtype).tiny / np.finfo(zc.dtype).eps  # no certificate near underflow
+    return h, home, champion_beaten
+
+
+@numba.njit(**_INLINE)
+def _certify(c, cand, srow, best, zc, rtol, wn, qt, sure, zero):
+    """Stage 4' of `_decide` (positions only: no token has a frame): sure[p] when `ties._surely_unbeaten`'s bound
+    best − s_ij ≤ (tie_rtol − (2d + 4) eps) W ‖|z_j| + μ‖ · 0.999 (μ: the candidates' smallest |coordinates|)
+    proves that no candidate beats cand[p] under (★). Invariant: a certified candidate is one stage 5 would keep;
+    a converged cluster whose members all stay then costs O(c), not O(c²). qt (d,): scratch."""
+    d = zc.shape[1]
+    margin = rtol - (2 * d + 4) * np.finfo(zc.dtype).eps
+    floor = (2 * d + 8) * np.finfo(zc.dtype).tiny / np.finfo(zc.dtype).eps  # no certificate near underflow
+    for k in range(d):
+        qt[k] = abs(zc[cand[0], k])
+        for p in range(1, c):
+            qt[k] = min(qt[k], abs(zc[cand[p], k]))
+    for p in range(c):
+        j = cand[p]
+        size = zero
         for k in range(d):
-            qt[k] = abs(zc[cand[0], k])
-            for p in range(1, c):
-                qt[k] = min(qt[k], abs(zc[cand[p], k]))
-        for p in range(c):
-            j = cand[p]
-            size = zero
-            for k in range(d):
-                size += (abs(zc[j, k]) + qt[k]) * (abs(zc[j, k]) + qt[k])
-            reach = (margin * 0.999) * wn * np.sqrt(size)
-            sure[p] = margin > 0 and best - srow[j] <= reach and reach >= floor
+            size += (abs(zc[j, k]) + qt[k]) * (abs(zc[j, k]) + qt[k])
+        reach = (margin * 0.999) * wn * np.sqrt(size)
+        sure[p] = margin > 0 and best - srow[j] <= reach and reach >= floor
+
+
+@numba.njit(**_INLINE)
+def _verdicts(i, c, cand, member, lead, champion_beaten, certify, sure, h, home, zc, off, org, lab, fixed, qi,
+              A, Aabs, identity, qt, qo, wn, rtol, tau, zero):
+    """Stage 5 of `_decide`: every candidate j stays unless another candidate l beats it by (★) — on differences
+    of tokens (offset − offset within a frame, scale |z_l − z_j|; else position − position, scale |z_l| + |z_j|),
+    anchored keys in different frames by `_anchored_beats` — pairwise as in `ties.refine`, the pairs stages 4 and
+    4' decided skipped. The tests are written out inline: a call per pair costs ten times the arithmetic.
+
+    Returns (count, single, shared): |C_i| counted once per distinct token, its member when there is one, and
+    whether the decision holds for every row at the same position with the same frame label. Invariant: member[j]
+    is True exactly for the members of C_i on return (read through cand, so an earlier flag changes nothing)."""
+    d = zc.shape[1]
+    framed = lab[i] >= 0
+    ready = False  # qt, qo, t_size, o_size of a framed row (`_row_parts`), computed when a pair needs them
+    t_size = 0.0
+    o_size = 0.0
     count = 0
     single = -1
     shared = True
@@ -346,7 +380,7 @@ def _decide(i, srow, zc, off, lab, fixed, m, qi, wn, tol, rtol, member, cand, lo
                 continue
             l = cand[r]
             if home >= 0 and (l == h or p == lead) and lab[l] == lab[j]:
-                continue  # a pair of the champion's frame with the champion: decided above
+                continue  # a pair of the champion's frame with the champion: decided in stage 4
             if framed and lab[l] != lab[j]:
                 shared = False
             if framed and lab[l] != lab[j] and (l == i or fixed[l]) and (j == i or fixed[j]):
@@ -385,10 +419,49 @@ def _decide(i, srow, zc, off, lab, fixed, m, qi, wn, tol, rtol, member, cand, lo
             if gap > tau * np.sqrt(bound):
                 beaten = True
                 break
-        member[j] = not beaten  # (read below through cand, so an earlier j's flag changes nothing)
+        member[j] = not beaten
         if not beaten:
             count += 1
             single = j
+    return count, single, shared
+
+
+@numba.njit(**_INLINE)
+def _decide(i, srow, zc, off, lab, fixed, m, qi, wn, tol, rtol, member, cand, lowest,
+            org, A, Aabs, identity, qt, qo, sure, certify):
+    """The attention set C_i from row i's scores srow (m,), rule (★) of `ties`, into member (m,) bool.
+
+    qi (d,): A z_i; wn: W = max_j ‖ |A| |z_j| ‖ (`ties.query_size`); tol: the coarse tolerance.
+    A row in a frame (origin org[i], offset off[i]) decides pairs of anchored keys (at fixed positions, or
+    itself) by `_anchored_beats`. qt, qo: (d,) scratch for A·org[i] and A·off[i]. With `certify` (positions
+    only: no token has a frame), candidates that `ties._surely_unbeaten`'s bound certifies are kept without
+    their pairs (sure: (m,) scratch).
+
+    Stages, each a function (inlined by numba: the same arithmetic as one body): 1 `_own_and_other` (the row's
+    maxima), 2 `_candidates` and 2' `_listed` (keys within the coarse tolerance), 3 `_champion` (the likely
+    maximiser, tried first), 4 `_champion_frame` (its own frame, both ways at once) and 4' `_certify` (keys
+    provably unbeaten), 5 `_verdicts` (the remaining pairs by (★)); if rounding left no candidate unbeaten, the
+    largest raw score stays. Whether some l beats j does not depend on the order the l are tried in: the stages
+    order the tests so that a row usually costs O(candidates), not O(candidates²), and never change a verdict.
+
+    Returns (own, other, count, single, shared): s_ii, max_{j≠i} s_ij, |C_i| counted once per distinct token,
+    its member when there is one, and whether the decision holds for every row at the same position with the
+    same frame label (it does unless a pair of keys in different frames was met in a framed row).
+    """
+    own, other = _own_and_other(i, srow, m, lowest)
+    best = own if own > other else other
+    count, where = _candidates(srow, m, best - tol, member)
+    if count == 1:
+        return own, other, 1, where, True
+    c = _listed(m, member, cand)
+    zero = zc[0, 0] * 0  # sums in the tokens' dtype
+    top, lead = _champion(srow, best, c, cand, qi, zc, off, lab, zero)
+    tau = rtol * wn
+    h, home, champion_beaten = _champion_frame(c, cand, lead, lab, off, qi, tau, member, zero)
+    if certify:
+        _certify(c, cand, srow, best, zc, rtol, wn, qt, sure, zero)
+    count, single, shared = _verdicts(i, c, cand, member, lead, champion_beaten, certify, sure, h, home, zc, off,
+                                      org, lab, fixed, qi, A, Aabs, identity, qt, qo, wn, rtol, tau, zero)
     if count == 0 and top >= 0:  # rounding left no candidate unbeaten: keep the largest raw score
         member[cand[top]] = True
         single = cand[top]

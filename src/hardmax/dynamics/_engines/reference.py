@@ -32,6 +32,8 @@ def loop(field: Field, solver, z: Tensor, w: Tensor | None, dts: Tensor, kept: t
     kept_attention = z.new_empty(len(kept), batch, n, n) if attention else None
     slot = {k: i for i, k in enumerate(kept)}
     saved: list[Tensor] = []
+    learned = grad and dts.requires_grad
+    sizes = dts.detach().tolist()  # the steps as floats, read once (no host synchronisation per step on a GPU)
     for start in range(0, batch, max(chunk, 1)):  # blocks of sequences, each through every step
         rows = slice(start, start + chunk)
         part = field.rows(rows) if per_sequence else field
@@ -46,9 +48,9 @@ def loop(field: Field, solver, z: Tensor, w: Tensor | None, dts: Tensor, kept: t
                         kept_attention[slot[k], rows] = part.attention(t, x, xw)
                 if k == count:
                     break
-                dt = float(dts[k])
+                dt = dts[k] if learned else sizes[k]  # a learned step (α requiring grad) keeps its graph
                 x = solver.step(part, t, x, xw, dt)
-                t = t + dt
+                t = t + sizes[k]
                 if (k + 1) % _FINITE_EVERY == 0 or k + 1 == count:  # one host synchronisation per 64 steps
                     if not bool(torch.isfinite(x.detach()).all()):
                         raise _not_finite(solver, part, xw, dts, good, count, start)

@@ -1,0 +1,123 @@
+"""The engines held to each other, in one place (`hardmax.dynamics._engines`).
+
+    reference  the loop over `solver.step`: serves every case; every fast path is tested against it here
+    compiled   the numba kernel (the paper's hardmax layers on a CPU)     bit for bit the torch fast path
+    torch      the compact hardmax path / the paper's softmax layers       to rounding the reference loop
+
+What each promises: the two fast paths of the paper's layers give the same trajectory to the last bit (the same
+rule (★), the same frames, the same arithmetic); both give the reference loop's trajectory to rounding and the same
+attention sets (the loop decides ties by rule (★) on positions, the fast paths on differences carried in frames,
+which is what keeps them exact at any depth: `tests/test_exactness.py`). The chooser's table, `using`, and the
+services the other packages may import are checked here too. Per-engine tests: `test_dynamics_engines_kernel.py`,
+`test_dynamics_engines_ties.py`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from engines import simulate_on, solve_on
+
+from hardmax.dynamics import RK4, Bilinear, Causal, Euler, Field, Hardmax, Save, Softmax, Sphere, simulate, solve
+from hardmax.dynamics._engines import NAMES, Case, choose, serves, using
+
+
+def _configuration(seed: int, batch: int, n: int, d: int, dtype=torch.float64, grid: bool = False):
+    """Random tokens (batch, n, d), a token mask with some padding, and an SPD A; on a half-integer grid (`grid`)
+    ties and repeated tokens are common."""
+    rng = np.random.default_rng(seed)
+    z = rng.integers(-3, 4, size=(batch, n, d)) / 2 if grid else rng.standard_normal((batch, n, d))
+    mask = rng.random((batch, n)) < 0.85
+    mask[:, 0] = True
+    M = rng.standard_normal((d, d))
+    A = M @ M.T / d + 0.5 * np.eye(d)
+    return (torch.tensor(z, dtype=dtype), torch.from_numpy(mask), torch.tensor((A + A.T) / 2, dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("grid", [False, True], ids=["generic", "ties"])
+@pytest.mark.parametrize("seed", range(4))
+def test_the_fast_paths_are_one_trajectory_bit_for_bit(seed, grid, dtype):
+    z, mask, A = _configuration(seed, 6, 11, 3, dtype, grid)
+    alpha = [0.5, 1.5, 0.7, 2.0, 0.9, 1.0, 0.3, 4.0]
+    compiled = simulate_on("compiled", z, alpha=alpha, layers=8, A=A, mask=mask)
+    compact = simulate_on("torch", z, alpha=alpha, layers=8, A=A, mask=mask)
+    assert (compiled.engine, compact.engine) == ("compiled", "torch")
+    assert torch.equal(compiled.tokens, compact.tokens)
+
+
+@pytest.mark.parametrize("grid", [False, True], ids=["generic", "ties"])
+@pytest.mark.parametrize("seed", range(4))
+def test_every_fast_path_agrees_with_the_reference_loop(seed, grid):
+    z, mask, A = _configuration(seed, 5, 9, 2, torch.float64, grid)
+    reference = simulate_on("reference", z, alpha=0.8, layers=12, A=A, mask=mask, save=Save(attention=True))
+    assert reference.engine == "reference"
+    for engine in ("compiled", "torch"):
+        fast = simulate_on(engine, z, alpha=0.8, layers=12, A=A, mask=mask)
+        torch.testing.assert_close(fast.tokens, reference.tokens, rtol=0, atol=1e-12)
+    compact = simulate_on("torch", z, alpha=0.8, layers=12, A=A, mask=mask, save=Save(attention=True))
+    # the same attention sets at every layer (P's support), the weights to rounding
+    assert torch.equal(compact.attention > 0, reference.attention > 0)
+    torch.testing.assert_close(compact.attention, reference.attention, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_paper_softmax_layers_agree_with_the_reference_loop(seed):
+    z, mask, A = _configuration(seed, 4, 8, 3)
+    rule = Softmax(beta=2.5)
+    fast = simulate_on("torch", z, rule, alpha=0.6, layers=10, A=A, mask=mask, save=Save(every=3, attention=True))
+    slow = simulate_on("reference", z, rule, alpha=0.6, layers=10, A=A, mask=mask, save=Save(every=3, attention=True))
+    assert fast.steps == slow.steps == (0, 3, 6, 9, 10)
+    torch.testing.assert_close(fast.tokens, slow.tokens, rtol=0, atol=1e-12)
+    torch.testing.assert_close(fast.attention, slow.attention, rtol=0, atol=1e-12)
+
+
+def test_gradients_agree_between_the_fast_path_and_the_reference_loop():
+    z, mask, A = _configuration(7, 3, 6, 2)
+    grads = []
+    for engine in ("torch", "reference"):
+        leaf = z.clone().requires_grad_(True)
+        alpha = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+        run = simulate_on(engine, leaf, Softmax(1.5), alpha=alpha, layers=5, A=A, mask=mask)
+        (run.final ** 2).sum().backward()
+        grads.append((leaf.grad, alpha.grad))
+    torch.testing.assert_close(grads[0][0], grads[1][0], rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(grads[0][1], grads[1][1], rtol=1e-10, atol=1e-12)
+
+
+def test_the_chooser_picks_the_first_engine_that_serves_a_case():
+    flat = Field(Hardmax())
+    case = Case(flat, Euler.layers(1.0), False, "cpu", torch.float64, False, False)
+    assert choose(case) == "compiled"
+    assert choose(case._replace(attention=True)) == "torch"
+    assert choose(case._replace(grad=True)) == "torch"
+    assert choose(case._replace(device="cuda")) == "torch"
+    assert choose(case._replace(pairs=True)) == "reference"
+    assert choose(case._replace(solver=RK4(0.1))) == "reference"
+    assert choose(case._replace(field=Field(Hardmax(), manifold=Sphere()))) == "reference"
+    assert choose(case._replace(field=Field(Softmax(1.0)))) == "torch"
+    assert all(serves("reference", case._replace(solver=s)) == "" for s in (Euler(0.1), RK4(0.1)))
+    assert set(NAMES) == {"compiled", "torch", "reference", "adaptive"}
+
+
+def test_using_forces_an_engine_and_refuses_one_that_cannot_serve_the_case():
+    z = torch.randn(4, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    with using("reference"):
+        assert simulate(z, alpha=0.5, layers=3).engine == "reference"
+    assert simulate(z, alpha=0.5, layers=3).engine == "compiled"  # the block ended
+    with pytest.raises(ValueError, match="^engine 'compiled' cannot run this case: it runs hardmax attention only$"):
+        solve_on("compiled", Field(Softmax(1.0)), Euler.layers(0.5), z, steps=2)
+    with pytest.raises(ValueError, match="^engine 'torch' cannot run this case: a pair mask"):
+        solve_on("torch", Field(Hardmax()), Euler.layers(0.5), z, steps=2, mask=Causal())
+    with pytest.raises(ValueError, match="^engine must be one of"):
+        with using("numba"):
+            pass
+
+
+def test_a_pair_mask_runs_on_the_reference_loop_for_every_rule():
+    z = torch.randn(2, 6, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    for rule in (Hardmax(), Softmax(2.0)):
+        run = solve(Field(rule, Bilinear(None)), Euler.layers(0.5), z, steps=4, mask=Causal())
+        assert run.engine == "reference" and run.pairs == Causal()
+        assert torch.equal(run.tokens[:, :, 0], z[:, 0].expand(5, 2, 3))  # token 1 sees only itself
