@@ -654,11 +654,82 @@ def _ungrouped(rows, count, reps, start, ordered):
     return count
 
 
+@numba.njit(**_INLINE)
+def _refresh(rows, count, zc, q, A, Aabs, identity, wi, uT, wnorm, norm, coarse):
+    """Stage "scores" of a layer, its inputs: for the `count` rows that may have moved since the last layer (all of
+    them at layer 1, then the followers), their column of uT (d, m) = zcᵀ, their query q_i = A z_i, weight
+    ‖ |A| |z_i| ‖ (wnorm) and norm; returns (W, tol): W = max_j wnorm_j (`ties.query_size`) and the coarse
+    tolerance coarse · W · max_j ‖z_j‖. Invariant: the rows not refreshed have not moved (leaders)."""
+    d = zc.shape[1]
+    m = zc.shape[0]
+    for p in range(count):
+        i = rows[p]
+        for k in range(d):
+            uT[k, i] = zc[i, k]
+        wnorm[i] = _row_weights(i, zc, q, A, Aabs, identity, wi)
+        v = zc[i, 0] * zc[i, 0]
+        for k in range(1, d):
+            v += zc[i, k] * zc[i, k]
+        norm[i] = np.sqrt(v)
+    largest = norm[0]
+    wmax = wnorm[0]
+    for i in range(1, m):
+        if norm[i] > largest:
+            largest = norm[i]
+        if wnorm[i] > wmax:
+            wmax = wnorm[i]
+    return wmax, coarse * wmax * largest
+
+
+@numba.njit(**_INLINE)
+def _commit(rows, count, new_lab, new_off, new_org, lab, off, org, zc, fixed):
+    """Stage "the step", its end: the `count` rows' new frames (label, offset, origin: `_target` wrote them)
+    become the layer's, and their positions zc = origin + offset (in a frame) or offset (absolute). Invariant:
+    fixed[i] says whether token i sits at its frame's origin (offset exactly 0: a leader, or a follower that
+    reached it), which rule (★) treats as an anchored key."""
+    d = zc.shape[1]
+    for p in range(count):
+        i = rows[p]
+        lab[i] = new_lab[i]
+        for k in range(d):
+            off[i, k] = new_off[i, k]
+            org[i, k] = new_org[i, k]
+            zc[i, k] = org[i, k] + off[i, k] if lab[i] >= 0 else off[i, k]
+        still = lab[i] >= 0
+        for k in range(d):
+            still = still and off[i, k] == 0
+        fixed[i] = still
+
+
+@numba.njit(**_INLINE)
+def _split(leader, m, followers, leaders_list):
+    """After layer 1: the followers (C_i ≠ {i}) and the leaders, in increasing order, into `followers` and
+    `leaders_list`; returns (f, nl), their numbers. Invariant (Theorem 2.1): a leader stays one unless a score in
+    its row comes within the tolerance of its own, which every later layer checks (`_review`)."""
+    f = 0
+    nl = 0
+    for i in range(m):
+        if not leader[i]:
+            followers[f] = i
+            f += 1
+        else:
+            leaders_list[nl] = i
+            nl += 1
+    return f, nl
+
+
 @numba.njit(**_JIT)
 def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, slots, out):
     """Layers 1.. of one review: z (n, d), mask (n,); layer k is written to out[slots[k]] (out (s, n, d))
     when slots[k] ≥ 0 (layer 0 is `_peak`'s). Returns 1 if a leader lost its place (the review then
-    finished with every row computed), else 0."""
+    finished with every row computed), else 0.
+
+    The review's tokens are merged once (`deduplicate_review`), then each layer runs the stages, each a function
+    inlined by numba: the scores' inputs (`_refresh`: the rows that moved), rows grouped by position and frame
+    (`_group_rows`), per group one score row (`_scores`) and the candidate sets (`_decide`), the step into new
+    frames (`_target`), the leaders' places checked (`_decide` on a leader's row that came near), the frames
+    committed (`_commit`); after layer 1 the followers and leaders are listed (`_split`) and only the followers'
+    rows are computed. The scratch arrays below are allocated once per review (O(n·d), no n × n matrix)."""
     n, d = z.shape
     layers = gammas.shape[0]
     slot = np.empty(n, np.int64)
@@ -725,24 +796,7 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, slots, out):
             redo = False
             rows = everyone if full else followers
             count = m if full else f
-            # Rows that may have moved since the last layer: all of them at first, then the followers.
-            for p in range(count):
-                i = rows[p]
-                for k in range(d):
-                    uT[k, i] = zc[i, k]
-                wnorm[i] = _row_weights(i, zc, q, A, Aabs, identity, wi)
-                v = zc[i, 0] * zc[i, 0]
-                for k in range(1, d):
-                    v += zc[i, k] * zc[i, k]
-                norm[i] = np.sqrt(v)
-            largest = norm[0]
-            wmax = wnorm[0]
-            for i in range(1, m):
-                if norm[i] > largest:
-                    largest = norm[i]
-                if wnorm[i] > wmax:
-                    wmax = wnorm[i]
-            tol = coarse * wmax * largest
+            wmax, tol = _refresh(rows, count, zc, q, A, Aabs, identity, wi, uT, wnorm, norm, coarse)
             # Groups of rows at one position with one frame label: one score row each, for reps[g]. Tokens are
             # distinct at layer 1 and rows come to share a position only as they converge, so grouping is tried
             # every 8 layers and kept while it finds groups (every row its own group otherwise: the same verdicts).
@@ -802,27 +856,11 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, slots, out):
                 if broke:
                     full = True
                     redo = True
-        for p in range(count):
-            i = rows[p]
-            lab[i] = new_lab[i]
-            for k in range(d):
-                off[i, k] = new_off[i, k]
-                org[i, k] = new_org[i, k]
-                zc[i, k] = org[i, k] + off[i, k] if lab[i] >= 0 else off[i, k]
-            still = lab[i] >= 0
-            for k in range(d):
-                still = still and off[i, k] == 0
-            fixed[i] = still
+        _commit(rows, count, new_lab, new_off, new_org, lab, off, org, zc, fixed)
         if slots[layer + 1] >= 0:
             _write(out, slots[layer + 1], z, slot, zc)
         if layer == 0 and layers > 1:
-            for i in range(m):
-                if not leader[i]:
-                    followers[f] = i
-                    f += 1
-                else:
-                    leaders_list[nl] = i
-                    nl += 1
+            f, nl = _split(leader, m, followers, leaders_list)
             full = False
     return broke
 
