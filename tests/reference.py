@@ -46,10 +46,13 @@ def attention_matrix(
     beta: float | None = None,
     mask=None,
     tie_rtol: float = DEFAULT_TIE_RTOL,
+    causal: bool = False,
+    window: int | None = None,
 ) -> np.ndarray:
     """(n, n) attention matrix P of one layer for one sequence of (n, d) tokens.
 
-    Rows of masked tokens and columns of masked tokens are zero.
+    Rows of masked tokens and columns of masked tokens are zero. `causal`: row i sees the keys j ≤ i only (and,
+    with a `window` w, those with i − j < w); W is still the largest over every real token.
     """
     z = np.asarray(tokens, dtype=np.float64)
     n, d = z.shape
@@ -64,30 +67,36 @@ def attention_matrix(
             continue
         query = A @ z[i]
         # Every copy of a token gets the very same score: same vectors, same operations.
-        s = {j: float(query @ z[j]) for j in keys}
+        seen = [j for j in keys if _sees(i, j, causal, window)]
+        s = {j: float(query @ z[j]) for j in seen}
         if attention == "hardmax":
             # Rule (★) on positions: j is in C_i unless some l beats it,
             # ⟨A z_i, z_l − z_j⟩ > tie_rtol · W · ‖ |z_l| + |z_j| ‖, W = max_j ‖ |A||z_j| ‖.
             size = max(float(np.linalg.norm(np.abs(A) @ np.abs(z[j]))) for j in keys)
             members = [
-                j for j in keys
+                j for j in seen
                 if not any(float(query @ (z[l] - z[j]))
                            > tie_rtol * size * float(np.linalg.norm(np.abs(z[l]) + np.abs(z[j])))
-                           for l in keys)
+                           for l in seen)
             ]
             if not members:  # rounding beat every candidate: the largest score
-                members = [max(keys, key=lambda j: s[j])]
+                members = [max(seen, key=lambda j: s[j])]
             for j in members:
                 P[i, j] = 1.0 / len(members)
         elif attention == "softmax":
             top = max(s.values())
-            e = {j: math.exp(beta * (s[j] - top)) for j in keys}
+            e = {j: math.exp(beta * (s[j] - top)) for j in seen}
             total = sum(e.values())
-            for j in keys:
+            for j in seen:
                 P[i, j] = e[j] / total
         else:
             raise ValueError(f"unknown attention {attention!r}")
     return P
+
+
+def _sees(i: int, j: int, causal: bool, window: int | None) -> bool:
+    """Whether row i may attend to key j: always without `causal`; else j ≤ i (and i − j < window)."""
+    return not causal or (j <= i and (window is None or i - j < window))
 
 
 def step(tokens: np.ndarray, P: np.ndarray, alpha: float, mask=None) -> np.ndarray:
@@ -125,8 +134,10 @@ def simulate(
     beta: float | None = None,
     mask=None,
     tie_rtol: float = DEFAULT_TIE_RTOL,
+    causal: bool = False,
+    window: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Run (1.1) on one (n, d) sequence in float64.
+    """Run (1.1) on one (n, d) sequence in float64 (`causal`, `window`: as in `attention_matrix`).
 
     Returns:
         (tokens, weights): (layers + 1, n, d) positions and (layers, n, n) attention matrices.
@@ -134,20 +145,23 @@ def simulate(
     z = np.asarray(tokens, dtype=np.float64)
     path, weights = [z], []
     for a in _alphas(alpha, layers):
-        P = attention_matrix(path[-1], A, attention=attention, beta=beta, mask=mask, tie_rtol=tie_rtol)
+        P = attention_matrix(path[-1], A, attention=attention, beta=beta, mask=mask, tie_rtol=tie_rtol, causal=causal,
+                             window=window)
         weights.append(P)
         path.append(step(path[-1], P, float(a), mask))
     n = z.shape[0]
     return np.stack(path), np.stack(weights) if weights else np.zeros((0, n, n))
 
 
-def simulate_exact(tokens, *, alpha, layers: int, A=None, mask=None) -> list[list[list[Fraction]]]:
+def simulate_exact(tokens, *, alpha, layers: int, A=None, mask=None, causal: bool = False,
+                   window: int | None = None) -> list[list[list[Fraction]]]:
     """Run hardmax (1.1) in exact rational arithmetic; ties are exact equalities of scores.
 
     Args:
         tokens: n rows of d rationals (int, Fraction or str like "1/3").
         alpha: a rational α > 0 or one per layer. A: d×d rationals (symmetric positive definite), None = I.
         mask: n booleans, True for real tokens; None = all real.
+        causal, window: row i attends to the keys j ≤ i only (with a window w: i − j < w).
     Returns:
         layers + 1 lists of n rows of d Fractions.
     """
@@ -167,7 +181,8 @@ def simulate_exact(tokens, *, alpha, layers: int, A=None, mask=None) -> list[lis
             if not real[i]:
                 continue
             query = [sum(A[r][c] * z[i][c] for c in range(d)) for r in range(d)]
-            s = {j: sum(query[r] * z[j][r] for r in range(d)) for j in range(n) if real[j]}
+            s = {j: sum(query[r] * z[j][r] for r in range(d)) for j in range(n)
+                 if real[j] and _sees(i, j, causal, window)}
             top = max(s.values())
             members = [j for j in s if s[j] == top]
             mean = [sum(z[j][r] for j in members) / len(members) for r in range(d)]

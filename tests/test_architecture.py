@@ -24,7 +24,9 @@ LAYERS = [
     {"hardmax.training"},
     {"hardmax.explain"},
     {"hardmax.plots"},
+    {"hardmax.pretrained"},  # real transformers (Hugging Face): dynamics, theory, measures, svm, plots
     {"hardmax.experiments"},
+    {"hardmax.sweep"},  # parameter grids on Dask: tasks from every layer before it
     {"hardmax.explore"},
     {"hardmax.cli"},
     {"hardmax.__main__"},

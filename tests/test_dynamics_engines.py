@@ -19,7 +19,21 @@ import pytest
 import torch
 from engines import simulate_on, solve_on
 
-from hardmax.dynamics import RK4, Bilinear, Causal, Euler, Field, Hardmax, Save, Softmax, Sphere, simulate, solve
+from hardmax.dynamics import (
+    RK4,
+    Bilinear,
+    Causal,
+    Euler,
+    Field,
+    Hardmax,
+    Pairs,
+    Save,
+    Softmax,
+    Sphere,
+    Tokens,
+    simulate,
+    solve,
+)
 from hardmax.dynamics._engines import NAMES, Case, choose, serves, using
 
 
@@ -88,17 +102,19 @@ def test_gradients_agree_between_the_fast_path_and_the_reference_loop():
 
 def test_the_chooser_picks_the_first_engine_that_serves_a_case():
     flat = Field(Hardmax())
-    case = Case(flat, Euler.layers(1.0), False, "cpu", torch.float64, False, False)
+    case = Case(flat, Euler.layers(1.0), None, "cpu", torch.float64, False, False)
     assert choose(case) == "compiled"
     assert choose(case._replace(attention=True)) == "torch"
     assert choose(case._replace(grad=True)) == "torch"
     assert choose(case._replace(device="cuda")) == "torch"
-    assert choose(case._replace(pairs=True)) == "reference"
+    assert choose(case._replace(pairs=Causal())) == "causal"
+    assert choose(case._replace(pairs=Causal(), field=Field(Softmax(1.0)))) == "reference"
+    assert choose(case._replace(pairs=Pairs(torch.ones(3, 3, dtype=torch.bool)))) == "reference"
     assert choose(case._replace(solver=RK4(0.1))) == "reference"
     assert choose(case._replace(field=Field(Hardmax(), manifold=Sphere()))) == "reference"
     assert choose(case._replace(field=Field(Softmax(1.0)))) == "torch"
     assert all(serves("reference", case._replace(solver=s)) == "" for s in (Euler(0.1), RK4(0.1)))
-    assert set(NAMES) == {"compiled", "torch", "reference", "adaptive"}
+    assert set(NAMES) == {"compiled", "causal", "torch", "reference", "adaptive"}
 
 
 def test_using_forces_an_engine_and_refuses_one_that_cannot_serve_the_case():
@@ -115,9 +131,58 @@ def test_using_forces_an_engine_and_refuses_one_that_cannot_serve_the_case():
             pass
 
 
-def test_a_pair_mask_runs_on_the_reference_loop_for_every_rule():
+def test_a_causal_mask_runs_on_the_causal_kernel_or_the_reference_loop_for_every_rule():
     z = torch.randn(2, 6, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-    for rule in (Hardmax(), Softmax(2.0)):
+    for rule, engine in ((Hardmax(), "causal"), (Softmax(2.0), "reference")):
         run = solve(Field(rule, Bilinear(None)), Euler.layers(0.5), z, steps=4, mask=Causal())
-        assert run.engine == "reference" and run.pairs == Causal()
+        assert run.engine == engine and run.pairs == Causal()
         assert torch.equal(run.tokens[:, :, 0], z[:, 0].expand(5, 2, 3))  # token 1 sees only itself
+
+
+# --------------------------------------------------------------------------------------------
+# The causal kernel: the paper's hardmax layers under Causal(window) (issue #43's exact causal path)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("grid", [False, True], ids=["generic", "ties"])
+@pytest.mark.parametrize("window", [None, 1, 4])
+@pytest.mark.parametrize("seed", range(3))
+def test_the_causal_kernel_is_the_reference_loop_bit_for_bit(seed, window, grid, dtype):
+    z, mask, A = _configuration(seed, 4, 13, 2, dtype, grid)
+    for scores in (None, A):
+        for pairs in (Causal(window=window), Causal(window=window) & Tokens(mask)):
+            fast = simulate(z, alpha=[0.5, 2.0, 0.8, 1.0, 0.3, 1.5], layers=6, A=scores, mask=pairs)
+            slow = simulate_on("reference", z, alpha=[0.5, 2.0, 0.8, 1.0, 0.3, 1.5], layers=6, A=scores, mask=pairs)
+            assert (fast.engine, slow.engine) == ("causal", "reference")
+            assert torch.equal(fast.tokens, slow.tokens)
+
+
+def test_the_causal_kernel_against_the_oracles():
+    import reference as oracle
+
+    for seed in range(4):  # random tokens: the float64 oracle (a per-token loop of the equation), many layers
+        z, _, A = _configuration(seed, 1, 9, 2)
+        run = simulate(z[0], alpha=0.5, layers=40, A=A, mask=Causal(window=None if seed % 2 else 5))
+        want, _ = oracle.simulate(z[0].numpy(), alpha=0.5, layers=40, A=A.numpy(), causal=True,
+                                  window=None if seed % 2 else 5)
+        np.testing.assert_allclose(run.tokens.numpy(), want, rtol=0, atol=1e-12)
+    # exact ties (a half-integer grid, dyadic α): the Fraction oracle, where ties are equalities
+    tokens = [[1, 1], [1, -1], [-1, 1], [0, 0], [1, 0], [-1, -1], [0, 1], [1, 1]]
+    exact = oracle.simulate_exact(tokens, alpha=1, layers=30, causal=True)
+    run = simulate(torch.tensor(tokens, dtype=torch.float64), alpha=1.0, layers=30, mask=Causal())
+    np.testing.assert_allclose(run.tokens.numpy(), oracle.as_float(exact), rtol=0, atol=1e-12)
+    assert torch.equal(run.tokens[:, 0], run.tokens[0, 0].expand(31, 2))  # token 1 sees only itself
+
+
+def test_the_causal_kernel_serves_only_its_case():
+    z = torch.randn(6, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    assert simulate(z, alpha=0.5, layers=2, mask=Causal()).engine == "causal"
+    assert simulate(z, Softmax(1.0), alpha=0.5, layers=2, mask=Causal()).engine == "reference"
+    assert simulate(z, alpha=0.5, layers=2, mask=Causal(), save=Save(attention=True)).engine == "reference"
+    allowed = torch.ones(6, 6, dtype=torch.bool).tril()
+    assert simulate(z, alpha=0.5, layers=2, mask=Pairs(allowed)).engine == "reference"  # the same pairs, spelled
+    assert torch.equal(simulate(z, alpha=0.5, layers=5, mask=Pairs(allowed)).tokens,
+                       simulate(z, alpha=0.5, layers=5, mask=Causal()).tokens)
+    with pytest.raises(ValueError, match="engine 'causal' cannot run this case: it runs the causal mask"):
+        solve_on("causal", Field(Hardmax()), Euler.layers(0.5), z, steps=2)

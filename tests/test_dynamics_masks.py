@@ -114,7 +114,7 @@ def tokens(batch: int, n: int, d: int, scale: float = 1.0, seed: int = 0) -> tor
 def test_causal_solve_equals_the_slow_loop_for_every_rule(rule):
     z = tokens(2, 6, 3, scale=0.6)
     run = solve(Field(rule), Euler.layers(0.5), z, steps=4, mask=Causal())
-    assert run.engine == "reference"
+    assert run.engine == ("causal" if isinstance(rule, Hardmax) else "reference")  # the causal kernel: hardmax
     for b in range(2):
         want = slow_run(rule, z[b], [True] * 6, causal(6), 4)
         torch.testing.assert_close(run.tokens[:, b], want, rtol=0, atol=1e-12)
@@ -347,16 +347,17 @@ def test_the_fast_engines_route_or_refuse_a_pair_mask(mask):
     field = Field(Hardmax())
     assert solve(field, Euler.layers(0.5), z, steps=4).engine == "compiled"
     run = solve(field, Euler.layers(0.5), z, steps=4, mask=mask)
-    assert run.engine == "reference" and run.pairs is not None
+    causal = isinstance(mask.pairs, Causal)  # the paper's hardmax under Causal: the causal kernel, the same bits
+    assert run.engine == ("causal" if causal else "reference") and run.pairs is not None
     assert torch.equal(run.tokens, solve_on("reference", field, Euler.layers(0.5), z, steps=4, mask=mask).tokens)
     assert not torch.equal(run.tokens, solve(field, Euler.layers(0.5), z, steps=4).tokens)  # not ignored
     for engine in ("torch", "compiled"):  # the fast paths refuse it when forced, saying why
         with pytest.raises(ValueError, match=rf"^engine '{engine}' cannot run this case: a pair mask \(who attends "
                                              r"to whom\) runs on the reference loop"):
             solve_on(engine, field, Euler.layers(0.5), z, steps=4, mask=mask)
-    # simulate is solve spelled the paper's way: a pair mask runs there too, on the reference loop
+    # simulate is solve spelled the paper's way: a pair mask runs there too
     paper = simulate(z, alpha=0.5, layers=4, mask=mask)
-    assert paper.engine == "reference" and torch.equal(paper.tokens, run.tokens)
+    assert paper.engine == run.engine and torch.equal(paper.tokens, run.tokens)
     soft = simulate(z, Softmax(beta=1.0), alpha=0.5, layers=2, mask=mask)
     assert soft.engine == "reference" and soft.pairs is not None
 

@@ -99,7 +99,7 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
     if allowed is not None:
         field = field.restricted(allowed if field.allowed is None else field.allowed & allowed)
     grad = _needs_grad(zb, field) or _needs_grad(zb, solver)
-    case = _engines.Case(field, solver, pairs is not None, zb.device.type, zb.dtype, save.attention, grad)
+    case = _engines.Case(given_field, solver, pairs, zb.device.type, zb.dtype, save.attention, grad)
 
     if isinstance(solver, Adaptive):
         _engines.choose(case)  # a forced fixed-step engine refuses it in one line
@@ -131,6 +131,9 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
     if engine in ("compiled", "torch"):  # the paper's layers, on the fast paths (exact ties, bit for bit)
         out, attention = _paper_layers(field, solver, zb, m, count, kept, save.attention, engine)
         return _solution(out, times, given_field, solver, m, kept, attention, single, engine)
+    if engine == "causal":  # the paper's hardmax layers under a causal mask, compiled
+        out = _causal_layers(given_field, zb, m, dts, kept, pairs.window)
+        return _solution(out, times, given_field, solver, m, kept, None, single, engine, pairs)
     require_memory(float(len(kept)) * zb.numel() * zb.element_size() + 8.0 * zb.numel() * zb.element_size()
                    + 4.0 * batch * n * n * zb.element_size(), f"solve of tokens of shape {tuple(z.shape)}",
                    device=zb.device)
@@ -166,6 +169,21 @@ def _all_finite(z: Tensor) -> bool:
     """Whether every entry of z is finite: one pass, no temporary (min and max propagate NaN, and show ±inf)."""
     lo, hi = torch.aminmax(z.detach())
     return bool(torch.isfinite(lo) & torch.isfinite(hi))
+
+
+def _causal_layers(field: Field, z: Tensor, m: Tensor, dts: Tensor, kept: tuple[int, ...],
+                   window: int | None) -> Tensor:
+    """The paper's hardmax layers under `Causal(window)` on the causal kernel: (len(kept), batch, n, d)."""
+    from hardmax.dynamics._engines.causal import causal_trajectory
+
+    batch, n, d = z.shape
+    A = validate_A(field.scores.A, d, z.dtype, z.device)
+    identity = torch.equal(A, torch.eye(d, dtype=z.dtype, device=z.device))
+    require_memory(float(len(kept)) * z.numel() * z.element_size() + 6.0 * n * d * z.element_size() * batch,
+                   f"the paper's {dts.shape[0]:,} causal layers of tokens of shape {tuple(z.shape)}", device=z.device)
+    out = causal_trajectory(z.detach().numpy(), m.numpy(), None if identity else A.detach().numpy(),
+                            dts.detach().numpy(), field.rule.rtol(z.dtype), window, kept, torch.get_num_threads())
+    return torch.from_numpy(out)
 
 
 def _needs_grad(z: Tensor, what) -> bool:

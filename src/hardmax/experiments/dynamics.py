@@ -62,6 +62,8 @@ class SimulateConfig:
     # layer (α); euler / rk4 / renormalised: --layers steps of --dt; adaptive: dopri5 up to --time
     dt: float | None = None  # step of the euler, rk4 and renormalised solvers (default 0.1)
     time: float | None = None  # final time of the adaptive solver (default 10)
+    causal: bool = False  # decoder attention: token i attends only to tokens j ≤ i (a Causal() pair mask), in
+    # every rule; Theorem 2.1 is about full attention, so the run goes through `solve` and `check_flow`
 
     def __post_init__(self) -> None:
         if self.tokens is not None and self.random is not None:
@@ -142,7 +144,8 @@ class SimulateConfig:
     @property
     def flow(self) -> bool:
         """True when anything but the paper's layer is asked for: the run goes through `dynamics.solve`."""
-        return self.rule != "hardmax" or self.value is not None or self.sphere or self.solver != "layers"
+        return (self.rule != "hardmax" or self.value is not None or self.sphere or self.solver != "layers"
+                or self.causal)
 
     @property
     def figure2(self) -> bool:
@@ -194,7 +197,8 @@ class SimulationResult:
             first = next(iter(self.solutions.values()))
             n, d = first.tokens.shape[-2:]
             return (f"solved {len(self.solutions)} configuration(s) of n = {n} tokens "
-                    f"{'on S^' + str(d - 1) if c.sphere else 'in R^' + str(d)}, {c.rule} attention, "
+                    f"{'on S^' + str(d - 1) if c.sphere else 'in R^' + str(d)}, {c.rule}"
+                    f"{' causal' if c.causal else ''} attention, "
                     f"{'V given' if c.value else 'V = I'}, {c.solver} solver, up to t = {float(first.times[-1]):g}: "
                     f"{self.seconds:.2f} s")
         if self.config.figure2:
@@ -283,7 +287,7 @@ def flow_parts(config: SimulateConfig, A=None, V=None):
 def _run_flow(config: SimulateConfig, configurations: dict, source: str, notes: list, A, start: float):
     import numpy as np
 
-    from hardmax.dynamics import Save, solve
+    from hardmax.dynamics import Causal, Save, solve
     from hardmax.inputs import read_matrix
     from hardmax.theory import check_flow
 
@@ -300,10 +304,11 @@ def _run_flow(config: SimulateConfig, configurations: dict, source: str, notes: 
             if (norms == 0).any():
                 raise ValueError(f"{name}: a token at the origin cannot be put on the sphere")
             z = z / norms
+        mask = Causal() if config.causal else None
         if config.solver == "adaptive":
-            solutions[name] = solve(field, solver, z, t1=10.0 if config.time is None else config.time)
+            solutions[name] = solve(field, solver, z, t1=10.0 if config.time is None else config.time, mask=mask)
         else:
-            solutions[name] = solve(field, solver, z, steps=config.layers, save=Save())
+            solutions[name] = solve(field, solver, z, steps=config.layers, save=Save(), mask=mask)
     reports = {name: check_flow(solution) for name, solution in solutions.items()}
     return SimulationResult(config=config, solutions=solutions, reports=reports, source=source, notes=tuple(notes),
                             seconds=time.perf_counter() - start, A_given=A is not None)

@@ -6,16 +6,20 @@
     adaptive     an `Adaptive` solver (torchdiffeq's odeint), any field                      `reference`
     compiled     the paper's layers (`Field.paper` + `Euler.layers(α)`), hardmax, a CPU,     `paper` + `kernel`
                  float32/64, no gradient or attention matrix, at most a token mask
+    causal       the paper's hardmax layers under `Causal(window)` (decoder attention), a CPU, `causal`
+                 float32/64, no gradient or attention matrix: every row every layer, compiled
     torch        the paper's layers, any rule of the paper (hardmax, softmax), any device,   `paper` + `layers`
                  gradients and attention matrices; identical tokens merged, leaders skipped
 
-`choose(case)` returns the first that serves the case, in the order compiled, torch, reference (adaptive: its
-own). A pair mask (`Causal()`, `Pairs`) runs on the reference loop: the fast paths merge identical tokens and skip
-leaders, exact only when every token sees every token. `using(name)` forces one engine (tests, benchmarks).
+`choose(case)` returns the first that serves the case, in the order compiled, causal, torch, reference (adaptive:
+its own). A pair mask runs on the reference loop (`Pairs`, every rule) or, the paper's hardmax under `Causal`, on
+the causal kernel: the fast paths of full attention merge identical tokens and skip leaders, exact only when every
+token sees every token. `using(name)` forces one engine (tests, benchmarks).
 
 Files: `kernel` (numba, the exact hardmax kernel), `layers` (compact hardmax in torch), `select` (hardmax sets by
 rule (★)), `ties` (the tie rule and frames), `dedup` (identical tokens merged), `paper` (the paper's layers on
-`kernel`/`layers`), `reference` (the loop and the adaptive solver).
+`kernel`/`layers`), `causal` (the paper's hardmax layers under a causal mask), `reference` (the loop and the
+adaptive solver).
 
 Services to the other packages (the only names they import from here; `tests/test_architecture.py` holds them to
 it): the leader rule's compiled snapshots and tie sets (`theory.leaders`), the kernel's lock (`theory.support`), the
@@ -36,7 +40,7 @@ SERVICES = {
 }
 
 #: Every engine's name, in the order `choose` tries the paper's fast paths.
-NAMES = ("compiled", "torch", "reference", "adaptive")
+NAMES = ("compiled", "causal", "torch", "reference", "adaptive")
 
 _FORCED: contextvars.ContextVar[str | None] = contextvars.ContextVar("hardmax_engine", default=None)
 
@@ -55,12 +59,13 @@ def using(name: str):
 
 
 class Case(NamedTuple):
-    """What the chooser looks at: the field, the solver, whether a pair mask is given, the tokens' device and
-    dtype, whether attention matrices are kept and whether gradients are needed."""
+    """What the chooser looks at: the field (as given, before a pair mask restricts it), the solver, the pair part of
+    the mask (None: every token sees every token), the tokens' device and dtype, whether attention matrices are kept
+    and whether gradients are needed."""
 
     field: object
     solver: object
-    pairs: bool
+    pairs: object
     device: str
     dtype: object
     attention: bool
@@ -76,14 +81,18 @@ def serves(name: str, case: Case) -> str:
         return "an adaptive solver chooses its own steps (engine 'adaptive')"
     if name == "reference":
         return ""
-    if case.pairs:
+    from hardmax.dynamics.masks import Causal
+    if name == "causal":
+        if not isinstance(case.pairs, Causal):
+            return "it runs the causal mask Causal(window) only"
+    elif case.pairs is not None:
         return ("a pair mask (who attends to whom) runs on the reference loop: the fast paths merge identical tokens "
                 "and skip leaders, exact only when every token sees every token")
     if not (isinstance(case.solver, Euler) and case.solver.alpha is not None):
         return "only Euler.layers(α) steps are the paper's layers"
     if not case.field.paper:
         return "the field is not the paper's (hardmax or softmax, V = I, one fixed symmetric A, R^d)"
-    if name == "compiled":
+    if name in ("compiled", "causal"):
         import torch
 
         from hardmax.dynamics.rules import Hardmax
