@@ -1,0 +1,234 @@
+"""The three views of attention, per layer and head, each one batched function of a `Record`, and their streaming
+sum over many batches.
+
+    clustering(record)   pairwise cosines of each layer's tokens (histogram, mean), clusters at a cosine threshold,
+                         effective rank; per head the hardmax sets C_i = argmax_j s_ij (ties kept), leaders
+                         (C_i = {i}), the most selected tokens, the softmax mass on C_i, the entropy of P_i
+    selection(record)    per head the score margin s_{i,α_i} − max_{j ≠ α_i} s_ij between the selected token and the
+                         runner-up (the Att-SVM of one head: `hardmax.pretrained.svm`)
+    coding(record, U)    R(X_ℓ, ε) of each layer's attention input (tokens normalised to the unit sphere), CRATE's
+                         compression R^c(X_ℓ | U_ℓ) over the heads' value subspaces, ΔR = R − R^c, the sparsity of the
+                         MLP activations (fraction ≤ 0, and exactly 0)
+
+Each returns sums and counts (`+` adds two batches), so `inspect` streams any number of texts in constant memory.
+Geshkovski et al., "A mathematical perspective on Transformers" (the cosine histograms, ALBERT); Tarzanagh et al.,
+"Transformers as Support Vector Machines"; Yu et al., "White-box transformers via sparse rate reduction" (CRATE).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+import torch
+from torch import Tensor
+
+from hardmax.measures import coding_rate, subspace_coding_rate
+from hardmax.pretrained.families import HeadWeights
+from hardmax.pretrained.record import Record
+from hardmax.theory import cluster_counts
+
+__all__ = ["Clustering", "Coding", "Selection", "ViewConfig", "clustering", "coding", "selection",
+           "value_subspaces"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ViewConfig:
+    """Settings of the three views."""
+
+    bins: int = 40  # bins of the pairwise-cosine histogram on [−1, 1]
+    threshold: float = 0.9  # tokens at cosine ≥ threshold (a chain of them, diameter within it) are one cluster
+    eps: float = 0.5  # the coding rate's distortion ε, for tokens on the unit sphere
+
+    def __post_init__(self):
+        if not isinstance(self.bins, int) or not 2 <= self.bins <= 1000:
+            raise ValueError(f"bins must be an integer from 2 to 1000, got {self.bins!r}")
+        if not -1 < self.threshold < 1:
+            raise ValueError(f"threshold must be a cosine in (−1, 1), got {self.threshold!r}")
+        if not (math.isfinite(self.eps) and self.eps > 0):
+            raise ValueError(f"eps must be a finite number > 0, got {self.eps!r}")
+
+
+class _Sums:
+    """Sums and counts that add field by field (tensors, ints, floats)."""
+
+    def __add__(self, other):
+        if other is None:
+            return self
+        return type(self)(**{f.name: _add(getattr(self, f.name), getattr(other, f.name)) for f in fields(self)})
+
+    __radd__ = __add__
+
+
+def _add(a, b):
+    if isinstance(a, Tensor):
+        return a + b.to(a.device)
+    if isinstance(a, int | float):
+        return a + b
+    return a  # settings: the same in every batch
+
+
+@dataclass(frozen=True)
+class Clustering(_Sums):
+    """Clustering view, summed over texts (index 0 of the layer axis is the embeddings, ℓ the output of layer ℓ).
+
+    Attributes:
+        histogram: (L+1, bins) int64 counts of the pairwise cosines of distinct real tokens of a text.
+        cosine: (L+1,) Σ over texts of the text's mean pairwise cosine. clusters: (L+1,) Σ of its cluster count.
+        rank: (L+1,) Σ of its effective rank exp(−Σ_k p_k log p_k), p = σ/Σσ of its normalised tokens.
+        texts: texts summed. rows: (L, H) real query rows. leaders: (L, H) rows with C_i = {i}.
+        set_size: (L, H) Σ |C_i|. mass: (L, H) Σ Σ_{j∈C_i} P_ij. entropy: (L, H) Σ −Σ_j P_ij log P_ij (nats).
+        selected: (L, H, V) int64 how often each vocabulary id was a row's first selected token.
+    """
+
+    histogram: Tensor
+    cosine: Tensor
+    clusters: Tensor
+    rank: Tensor
+    texts: int
+    rows: Tensor
+    leaders: Tensor
+    set_size: Tensor
+    mass: Tensor
+    entropy: Tensor
+    selected: Tensor
+
+
+@dataclass(frozen=True)
+class Selection(_Sums):
+    """Selection view, summed: margin (L, H) Σ of s_{i,α_i} − s_{i,runner-up} over rows with a runner-up (count:
+    rows), smallest (L, H) the smallest margin seen (0: a tie)."""
+
+    margin: Tensor
+    rows: Tensor
+    smallest: Tensor
+
+    def __add__(self, other):
+        if other is None:
+            return self
+        return Selection(margin=self.margin + other.margin, rows=self.rows + other.rows,
+                         smallest=torch.minimum(self.smallest, other.smallest))
+
+    __radd__ = __add__
+
+
+@dataclass(frozen=True)
+class Coding(_Sums):
+    """Coding-rate view, summed over texts (layer ℓ: its attention input X_ℓ, tokens normalised).
+
+    Attributes:
+        rate: (L,) Σ R(X_ℓ, ε). compression: (L,) Σ R^c(X_ℓ | U_ℓ). texts: texts summed.
+        inactive: (L,) Σ over real tokens of the fraction of MLP activations ≤ 0; zero: of those exactly 0;
+        tokens: real tokens summed.
+    """
+
+    rate: Tensor
+    compression: Tensor
+    texts: int
+    inactive: Tensor
+    zero: Tensor
+    tokens: int
+
+
+def _unit(x: Tensor) -> Tensor:
+    return x / torch.linalg.vector_norm(x, dim=-1, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
+
+
+def clustering(record: Record, config: ViewConfig | None = None, vocabulary: int | None = None) -> Clustering:
+    """The clustering view of one batch (see `Clustering`): hidden states (L+1, B, n, d) and each head's scores.
+
+    Cosines cos_ij = ⟨h_i, h_j⟩ / (‖h_i‖ ‖h_j‖) over distinct real tokens of a text; clusters counted by
+    `hardmax.theory.cluster_counts` on the normalised tokens at distance √(2 − 2·threshold); C_i = {j : s_ij =
+    max_k s_ik} over the keys i may attend to (exact ties kept); P the model's attention weights.
+    `vocabulary`: the size of the selected-token counts (default: largest id + 1 of the batch).
+    """
+    config = ViewConfig() if config is None else config
+    mask = record.mask
+    B, n = mask.shape
+    u = _unit(record.hidden.float())  # (L+1, B, n, d)
+    depth = u.shape[0]
+    cos = u @ u.transpose(-1, -2)  # (L+1, B, n, n)
+    pairs = mask[:, :, None] & mask[:, None, :] & ~torch.eye(n, dtype=torch.bool, device=mask.device)
+    bins = config.bins
+    index = ((cos + 1) * (bins / 2)).long().clamp_(0, bins - 1)
+    index = index + (torch.arange(depth, device=cos.device) * bins).view(-1, 1, 1, 1)
+    histogram = torch.bincount(index[:, pairs].flatten(), minlength=depth * bins).view(depth, bins)
+    npairs = pairs.sum((-2, -1)).clamp_min(1)  # (B,)
+    cosine = ((cos * pairs).sum((-2, -1)) / npairs).sum(-1)
+    tol = math.sqrt(2 - 2 * config.threshold)
+    clusters = cluster_counts(u.double(), tol, mask.expand(depth, B, n)).sum(-1).double()
+    # σ_k² are the eigenvalues of the Gram matrix of the real tokens, which is cos on them (n × n: cheaper than an SVD)
+    both = mask[:, :, None] & mask[:, None, :]
+    sv = torch.linalg.eigvalsh((cos * both).double()).clamp_min(0).sqrt()  # (L+1, B, n)
+    p = sv / sv.sum(-1, keepdim=True)
+    rank = torch.exp(-torch.special.xlogy(p, p).sum(-1)).sum(-1)
+    L, H = record.queries.shape[0], record.queries.shape[2]
+    V = int(record.ids.max()) + 1 if vocabulary is None else int(vocabulary)
+    rows = torch.zeros(L, H, dtype=torch.float64, device=mask.device)
+    leaders, set_size, mass, entropy = (torch.zeros_like(rows) for _ in range(4))
+    selected = torch.zeros(L * H * V, dtype=torch.int64, device=mask.device)
+    real = mask[:, None, :]  # (B, 1, n) real query rows
+    diag = torch.eye(n, dtype=torch.bool, device=mask.device)
+    for layer in range(L):  # one layer's scores at a time: memory is one (B, H, n, n) tensor
+        s = record.scores(layer)
+        top = s.amax(-1, keepdim=True)
+        C = (s == top) & record.allowed
+        size = C.sum(-1)
+        P = record.attention[layer].double()
+        rows[layer] = real.sum((0, 2))
+        leaders[layer] = ((size == 1) & (C & diag).any(-1) & real).sum((0, 2))
+        set_size[layer] = (size * real).sum((0, 2))
+        mass[layer] = ((P * C).sum(-1) * real).sum((0, 2))
+        entropy[layer] = (-torch.special.xlogy(P, P).sum(-1) * real).sum((0, 2))
+        first = C.int().argmax(-1)  # (B, H, n) the first selected key
+        word = record.ids.gather(1, first.flatten(1)).view_as(first)
+        slot = (layer * H + torch.arange(H, device=mask.device).view(1, H, 1)) * V + word
+        selected += torch.bincount(slot[real.expand_as(slot)], minlength=L * H * V)
+    return Clustering(histogram=histogram, cosine=cosine.double(), clusters=clusters, rank=rank, texts=B, rows=rows,
+                      leaders=leaders, set_size=set_size, mass=mass, entropy=entropy, selected=selected.view(L, H, V))
+
+
+def selection(record: Record) -> Selection:
+    """The selection view of one batch: per head Σ of the margin s_{i,α_i} − s_{i,(2)} between the top two scores of
+    each real query row that has at least two keys (a tie gives 0), and the smallest margin."""
+    L, H = record.queries.shape[0], record.queries.shape[2]
+    real = record.mask[:, None, :]
+    margin = torch.zeros(L, H, dtype=torch.float64, device=real.device)
+    rows = torch.zeros_like(margin)
+    smallest = torch.full_like(margin, math.inf)
+    for layer in range(L):
+        top = record.scores(layer).double().topk(2, dim=-1).values  # (B, H, n, 2)
+        gap = top[..., 0] - top[..., 1]
+        ok = real & torch.isfinite(gap)
+        margin[layer] = torch.where(ok, gap, 0).sum((0, 2))
+        rows[layer] = ok.sum((0, 2))
+        smallest[layer] = torch.where(ok, gap, math.inf).amin((0, 2))
+    return Selection(margin=margin, rows=rows, smallest=smallest)
+
+
+def value_subspaces(weights: list[HeadWeights]) -> Tensor:
+    """(L, H, d, d_h) orthonormal bases U_ℓ^h of the row spaces of the heads' value maps W_V^h (what the head reads
+    from a token: CRATE's U_k for a trained model), by QR in float64."""
+    W = torch.stack([w.Wv for w in weights]).double()  # (L, H, d_h, d)
+    return torch.linalg.qr(W.transpose(-1, -2)).Q
+
+
+def coding(record: Record, subspaces: Tensor, config: ViewConfig | None = None) -> Coding:
+    """The coding-rate view of one batch: R(X_ℓ, ε) and R^c(X_ℓ | U_ℓ) = Σ_h R(U_ℓ^hᵀ X_ℓ, ε) of each text's
+    normalised attention inputs X_ℓ (`hardmax.measures.coding_rate`, `subspace_coding_rate`), and the MLP sparsity.
+    subspaces: (L, H, d, d_h) from `value_subspaces`."""
+    config = ViewConfig() if config is None else config
+    mask = record.mask
+    u = _unit(record.inputs)
+    L = u.shape[0]
+    rate = coding_rate(u, config.eps, mask=mask.expand(L, *mask.shape)).sum(-1)
+    U = subspaces.to(u.device)
+    compression = torch.stack([subspace_coding_rate(u[layer], U[layer], config.eps, mask=mask).sum()
+                               for layer in range(L)])
+    a = record.mlp
+    real = mask[None, :, :, None]
+    width = a.shape[-1]
+    inactive = ((a <= 0) & real).sum((1, 2, 3)).double() / width
+    zero = ((a == 0) & real).sum((1, 2, 3)).double() / width
+    return Coding(rate=rate, compression=compression, texts=mask.shape[0], inactive=inactive, zero=zero,
+                  tokens=int(mask.sum()))
