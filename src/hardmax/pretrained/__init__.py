@@ -41,12 +41,28 @@ _EXPORTS: dict[str, str] = {
     "value_subspaces": "hardmax.pretrained.measures",
     "Inspection": "hardmax.pretrained.inspect",
     "inspect": "hardmax.pretrained.inspect",
+    "HeadSVM": "hardmax.pretrained.svm",
+    "head_svm": "hardmax.pretrained.svm",
+    "AffineSphere": "hardmax.pretrained.field",
+    "HeadField": "hardmax.pretrained.field",
+    "HeadRun": "hardmax.pretrained.field",
+    "head_contribution": "hardmax.pretrained.field",
+    "head_field": "hardmax.pretrained.field",
+    "run_head": "hardmax.pretrained.field",
 }
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 if TYPE_CHECKING:
     from hardmax.pretrained.families import HeadWeights  # noqa: F401
+    from hardmax.pretrained.field import (  # noqa: F401
+        AffineSphere,
+        HeadField,
+        HeadRun,
+        head_contribution,
+        head_field,
+        run_head,
+    )
     from hardmax.pretrained.inspect import Inspection, inspect  # noqa: F401
     from hardmax.pretrained.load import MINILM_SHA256, SUPPORTED, Pretrained, load, minilm_path  # noqa: F401
     from hardmax.pretrained.measures import (  # noqa: F401
@@ -60,3 +76,4 @@ if TYPE_CHECKING:
         value_subspaces,
     )
     from hardmax.pretrained.record import Record, TruncationWarning, record  # noqa: F401
+    from hardmax.pretrained.svm import HeadSVM, head_svm  # noqa: F401
