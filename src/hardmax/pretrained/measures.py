@@ -25,7 +25,7 @@ from torch import Tensor
 
 from hardmax.measures import coding_rate, subspace_coding_rate
 from hardmax.pretrained.families import HeadWeights
-from hardmax.pretrained.record import Record
+from hardmax.pretrained.recording import Record
 from hardmax.theory import cluster_counts
 
 __all__ = ["Clustering", "Coding", "Selection", "ViewConfig", "clustering", "coding", "selection",

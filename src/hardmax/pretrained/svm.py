@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
-from hardmax.pretrained.load import Pretrained
-from hardmax.pretrained.record import Record
+from hardmax.pretrained.loader import Pretrained
+from hardmax.pretrained.recording import Record
 from hardmax.svm import AttSVM, InfeasibleError, att_svm, correlation
 
 __all__ = ["HeadSVM", "head_svm"]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from hardmax.pretrained.load import Pretrained
+from hardmax.pretrained.loader import Pretrained
 
 __all__ = ["Record", "TruncationWarning", "record"]
 
@@ -125,7 +125,7 @@ def record(pretrained: Pretrained, texts: Sequence[str], *, max_length: int | No
     """Run a batch of texts through the model and record what the three views need (see `Record`).
 
     Args:
-        pretrained: from `hardmax.pretrained.load`. texts: B strings.
+        pretrained: from `hardmax.pretrained.loader`. texts: B strings.
         max_length: the most tokens per text (special tokens included); None: the model's positions. Longer texts
             are truncated: `Record.truncated` says which, and a `TruncationWarning` says how many.
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from hardmax.pretrained.load import Pretrained
+from hardmax.pretrained.loader import Pretrained
 from hardmax.pretrained.measures import (
     Clustering,
     Coding,
@@ -27,7 +27,7 @@ from hardmax.pretrained.measures import (
     selection,
     value_subspaces,
 )
-from hardmax.pretrained.record import TruncationWarning, record
+from hardmax.pretrained.recording import TruncationWarning, record
 from hardmax.progress import progress as progress_bar
 from hardmax.tables import markdown_table
 
