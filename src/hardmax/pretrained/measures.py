@@ -145,7 +145,7 @@ def clustering(record: Record, config: ViewConfig | None = None, vocabulary: int
     config = ViewConfig() if config is None else config
     mask = record.mask
     B, n = mask.shape
-    u = _unit(record.hidden.float())  # (L+1, B, n, d)
+    u = _unit(record.hidden)  # (L+1, B, n, d), in the model's dtype
     depth = u.shape[0]
     cos = u @ u.transpose(-1, -2)  # (L+1, B, n, n)
     pairs = mask[:, :, None] & mask[:, None, :] & ~torch.eye(n, dtype=torch.bool, device=mask.device)
