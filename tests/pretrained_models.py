@@ -51,7 +51,7 @@ def build(kind: str, folder: Path, *, seed: int = 0, positions: int = 32) -> Pat
         model = t.DistilBertModel(config)
     elif kind == "gpt2":
         config = t.GPT2Config(vocab_size=vocab, n_embd=16, n_layer=2, n_head=4, n_positions=positions,
-                              bos_token_id=0, eos_token_id=0)
+                              bos_token_id=0, eos_token_id=0, layer_norm_epsilon=1e-12)
         model = t.GPT2Model(config)
     else:
         raise ValueError(kind)
