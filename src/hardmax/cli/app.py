@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from importlib import metadata
 
 from hardmax.cli.explore import add_explore, run_explore
+from hardmax.cli.inspect import add_inspect, run_inspect
 from hardmax.cli.rate import add_rate, run_rate
 from hardmax.cli.sentiment import (
     add_evaluate,
@@ -55,6 +56,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("svm", add_svm, run_svm),
     Command("rate", add_rate, run_rate),
     Command("explore", add_explore, run_explore),
+    Command("inspect", add_inspect, run_inspect),
 )
 
 
