@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import warnings
 from pathlib import Path
 
 from hardmax.cli.options import HelpFormatter
@@ -48,12 +49,16 @@ def run_inspect(args: argparse.Namespace) -> int:
         raise ValueError(f"--svm-queries must be ≥ 0, got {args.svm_queries}")
     if args.head < -1:
         raise ValueError(f"--head must be a head index or -1 (all heads), got {args.head}")
+    from hardmax.pretrained.recording import TruncationWarning
     from hardmax.pretrained.report import inspect_model, read_texts
 
     texts = read_texts(args.text)
-    report = inspect_model(texts, args.out, model=args.model, download=args.download, batch_size=args.batch_size,
-                           max_length=args.max_length, layer=args.layer, head=None if args.head == -1 else args.head,
-                           steps=args.steps, svm_queries=args.svm_queries, progress=len(texts) > args.batch_size)
+    with warnings.catch_warnings():  # said below, in one line of the report
+        warnings.simplefilter("ignore", TruncationWarning)
+        report = inspect_model(texts, args.out, model=args.model, download=args.download, batch_size=args.batch_size,
+                               max_length=args.max_length, layer=args.layer,
+                               head=None if args.head == -1 else args.head, steps=args.steps,
+                               svm_queries=args.svm_queries, progress=len(texts) > args.batch_size)
     print(report.inspection.markdown().split("\n\nMost selected")[0])
     if report.inspection.truncated:
         print(f"{report.inspection.truncated} of {report.inspection.texts} texts were truncated at "

@@ -9,6 +9,7 @@ Every file is written atomically (`hardmax.io`, `hardmax.plots.save`): an interr
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from hardmax.plots.save import save_figure, save_gif
 from hardmax.pretrained.field import HeadRun, head_field, run_head
 from hardmax.pretrained.inspection import Inspection, inspect
 from hardmax.pretrained.loader import load
-from hardmax.pretrained.recording import record
+from hardmax.pretrained.recording import TruncationWarning, record
 from hardmax.pretrained.svm import HeadSVM, head_svm
 
 __all__ = ["InspectReport", "inspect_model", "read_texts"]
@@ -87,8 +88,8 @@ def _histogram_figure(inspection: Inspection) -> Figure:
     fractions = torch.tensor(h["fractions"])
     fig = Figure(figsize=(7, 4))
     ax = fig.subplots()
-    image = ax.imshow(fractions.T, origin="lower", aspect="auto", extent=(-0.5, fractions.shape[0] - 0.5, -1, 1),
-                      cmap="viridis")
+    image = ax.imshow(fractions.T.numpy(), origin="lower", aspect="auto", cmap="viridis",
+                      extent=(-0.5, fractions.shape[0] - 0.5, -1, 1))
     ax.set(xlabel="layer (0: embeddings)", ylabel="pairwise cosine", title="cosine histogram through the layers")
     fig.colorbar(image, ax=ax, label="fraction of pairs")
     fig.tight_layout()
@@ -107,7 +108,7 @@ def _selections_figure(inspection: Inspection) -> Figure:
             if words[a][h]:
                 share[a, h] = words[a][h][0][1] / float(rows[a, h])
                 ax.text(h, a, words[a][h][0][0], ha="center", va="center", fontsize=7)
-    ax.imshow(share, cmap="Oranges", aspect="auto", vmin=0)
+    ax.imshow(share.numpy(), cmap="Oranges", aspect="auto", vmin=0)
     ax.set(xticks=range(H), yticks=range(L), yticklabels=[str(a + 1) for a in range(L)], xlabel="head",
            ylabel="layer", title="each head's most selected word (argmax of its scores; special tokens left out)")
     fig.tight_layout()
@@ -154,7 +155,9 @@ def inspect_model(texts: list[str], out: str | os.PathLike, *, model: str | None
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     layer = max(1, pretrained.layers // 2) if layer is None else layer
-    first = record(pretrained, texts[:max(1, min(len(texts), 16))], max_length=max_length)
+    with warnings.catch_warnings():  # the truncated texts were counted by `inspect`
+        warnings.simplefilter("ignore", TruncationWarning)
+        first = record(pretrained, texts[:max(1, min(len(texts), 16))], max_length=max_length)
     run = run_head(head_field(pretrained, first, layer, head), steps=steps, save_every=max(1, steps // 30))
     svm = head_svm(pretrained, first, layer, head or 0, queries=svm_queries) if svm_queries > 0 else None
     files = {"table.md": write_text(out / "table.md", inspection.markdown()),
