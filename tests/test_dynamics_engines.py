@@ -27,6 +27,7 @@ from hardmax.dynamics import (
     Field,
     Hardmax,
     Pairs,
+    Renormalised,
     Save,
     Softmax,
     Sphere,
@@ -108,13 +109,14 @@ def test_the_chooser_picks_the_first_engine_that_serves_a_case():
     assert choose(case._replace(grad=True)) == "torch"
     assert choose(case._replace(device="cuda")) == "torch"
     assert choose(case._replace(pairs=Causal())) == "causal"
-    assert choose(case._replace(pairs=Causal(), field=Field(Softmax(1.0)))) == "reference"
+    assert choose(case._replace(pairs=Causal(), field=Field(Softmax(1.0)))) == "softmax"
+    assert choose(case._replace(pairs=Causal(), field=Field(Softmax(1.0)), attention=True)) == "reference"
     assert choose(case._replace(pairs=Pairs(torch.ones(3, 3, dtype=torch.bool)))) == "reference"
     assert choose(case._replace(solver=RK4(0.1))) == "reference"
     assert choose(case._replace(field=Field(Hardmax(), manifold=Sphere()))) == "reference"
     assert choose(case._replace(field=Field(Softmax(1.0)))) == "torch"
     assert all(serves("reference", case._replace(solver=s)) == "" for s in (Euler(0.1), RK4(0.1)))
-    assert set(NAMES) == {"compiled", "causal", "torch", "reference", "adaptive"}
+    assert set(NAMES) == {"compiled", "causal", "torch", "softmax", "reference", "adaptive"}
 
 
 def test_using_forces_an_engine_and_refuses_one_that_cannot_serve_the_case():
@@ -133,7 +135,7 @@ def test_using_forces_an_engine_and_refuses_one_that_cannot_serve_the_case():
 
 def test_a_causal_mask_runs_on_the_causal_kernel_or_the_reference_loop_for_every_rule():
     z = torch.randn(2, 6, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-    for rule, engine in ((Hardmax(), "causal"), (Softmax(2.0), "reference")):
+    for rule, engine in ((Hardmax(), "causal"), (Softmax(2.0), "softmax")):
         run = solve(Field(rule, Bilinear(None)), Euler.layers(0.5), z, steps=4, mask=Causal())
         assert run.engine == engine and run.pairs == Causal()
         assert torch.equal(run.tokens[:, :, 0], z[:, 0].expand(5, 2, 3))  # token 1 sees only itself
@@ -178,7 +180,7 @@ def test_the_causal_kernel_against_the_oracles():
 def test_the_causal_kernel_serves_only_its_case():
     z = torch.randn(6, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
     assert simulate(z, alpha=0.5, layers=2, mask=Causal()).engine == "causal"
-    assert simulate(z, Softmax(1.0), alpha=0.5, layers=2, mask=Causal()).engine == "reference"
+    assert simulate(z, Softmax(1.0), alpha=0.5, layers=2, mask=Causal()).engine == "softmax"
     assert simulate(z, alpha=0.5, layers=2, mask=Causal(), save=Save(attention=True)).engine == "reference"
     allowed = torch.ones(6, 6, dtype=torch.bool).tril()
     assert simulate(z, alpha=0.5, layers=2, mask=Pairs(allowed)).engine == "reference"  # the same pairs, spelled
@@ -186,3 +188,68 @@ def test_the_causal_kernel_serves_only_its_case():
                        simulate(z, alpha=0.5, layers=5, mask=Causal()).tokens)
     with pytest.raises(ValueError, match="engine 'causal' cannot run this case: it runs the causal mask"):
         solve_on("causal", Field(Hardmax()), Euler.layers(0.5), z, steps=2)
+
+
+# --------------------------------------------------------------------------------------------
+# The compiled softmax flows (issue #43: the softmax flows at the speed of the hardware)
+# --------------------------------------------------------------------------------------------
+
+
+def _sphere(batch: int, n: int, d: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.nn.functional.normalize(torch.randn(batch, n, d, dtype=torch.float64, generator=g), dim=-1)
+
+
+SOFTMAX_CASES = {
+    "sphere, one β per sequence, RK4": (lambda: Field(Softmax(1.0), Bilinear(
+        torch.linspace(0, 6, 4, dtype=torch.float64).view(-1, 1, 1) * torch.eye(3, dtype=torch.float64)),
+        manifold=Sphere()), RK4(0.1), lambda: _sphere(4, 9, 3, 0), None),
+    "sphere, V, Euler": (lambda: Field(Softmax(2.0), value=torch.tensor(
+        [[1.0, 0.5, 0], [0, 1, 0], [0, 0, -0.5]], dtype=torch.float64), manifold=Sphere()), Euler(0.05),
+        lambda: _sphere(3, 7, 3, 1), None),
+    "R^d, A, RK4": (lambda: Field(Softmax(0.7), Bilinear(torch.tensor([[2.0, 0.5], [0.5, 1.0]], dtype=torch.float64))),
+                    RK4(0.1), lambda: torch.randn(3, 9, 2, dtype=torch.float64, generator=torch.Generator()
+                                                  .manual_seed(2)), None),
+    "R^d, causal, the paper's layers": (lambda: Field(Softmax(1.5)), Euler.layers(0.5),
+                                        lambda: torch.randn(2, 8, 2, dtype=torch.float64,
+                                                            generator=torch.Generator().manual_seed(3)), Causal()),
+    "sphere, causal window, padding": (lambda: Field(Softmax(3.0), manifold=Sphere()), RK4(0.1),
+                                       lambda: _sphere(2, 8, 3, 4), Causal(window=3) & Tokens(torch.tensor(
+                                           [[1, 1, 0, 1, 1, 1, 1, 0], [1] * 8], dtype=torch.bool))),
+    "sphere, padding": (lambda: Field(Softmax(4.0), manifold=Sphere()), RK4(0.2), lambda: _sphere(2, 8, 3, 5),
+                        torch.tensor([[1, 1, 0, 1, 1, 1, 1, 0], [1] * 8], dtype=torch.bool)),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("case", list(SOFTMAX_CASES))
+def test_the_compiled_softmax_flows_agree_with_the_reference_loop(case, dtype):
+    field, solver, tokens, mask = SOFTMAX_CASES[case]
+    z = tokens().to(dtype)
+    if field().manifold.unit_sphere:
+        z = torch.nn.functional.normalize(z, dim=-1)
+    fast = solve(field(), solver, z, steps=40, mask=mask, save=Save(every=7))
+    slow = solve_on("reference", field(), solver, z, steps=40, mask=mask, save=Save(every=7))
+    assert (fast.engine, slow.engine) == ("softmax", "reference") and fast.steps == slow.steps
+    tol = 1e-12 if dtype == torch.float64 else 2e-5
+    torch.testing.assert_close(fast.tokens, slow.tokens, rtol=0, atol=tol)
+    present = fast.mask  # padding stays as given
+    assert torch.equal(fast.tokens[:, ~present], z[~present].expand(len(fast.steps), -1, -1))
+
+
+def test_the_compiled_softmax_flows_serve_their_cases_only():
+    z = _sphere(2, 5, 3, 6)
+    assert solve(Field(Softmax(1.0), manifold=Sphere()), RK4(0.1), z, steps=2).engine == "softmax"
+    assert solve(Field(Softmax(1.0)), Euler.layers(0.5), z, steps=2).engine == "torch"  # the paper's: exact merges
+    assert solve(Field(Softmax(1.0), manifold=Sphere()), RK4(0.1), z, steps=2,
+                 save=Save(attention=True)).engine == "reference"
+    assert solve(Field(Softmax(1.0), manifold=Sphere()), Renormalised(0.1), z, steps=2).engine == "reference"
+    with pytest.raises(ValueError, match="engine 'softmax' cannot run this case: it runs Softmax"):
+        solve_on("softmax", Field(Hardmax(), manifold=Sphere()), RK4(0.1), z, steps=2)
+
+
+def test_the_compiled_softmax_flows_name_where_the_states_stopped_being_finite():
+    z = torch.randn(2, 6, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(7))
+    with pytest.raises(FloatingPointError, match="stopped being finite at step"):
+        solve(Field(Softmax(1.0), value=torch.tensor([[40.0, 0], [0, 40.0]], dtype=torch.float64)), RK4(1.0), z,
+              steps=200)

@@ -134,6 +134,14 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
     if engine == "causal":  # the paper's hardmax layers under a causal mask, compiled
         out = _causal_layers(given_field, zb, m, dts, kept, pairs.window)
         return _solution(out, times, given_field, solver, m, kept, None, single, engine, pairs)
+    if engine == "softmax":  # softmax flows, compiled: one sequence per core
+        out = _softmax_flow(given_field, solver, zb, m, dts, kept, pairs)
+        if not _all_finite(out):  # the reference loop names the step where the states stopped being finite
+            per_sequence = (A0 is not None and A0.dim() == 3) or (allowed is not None and allowed.shape[0] > 1)
+            reference.loop(field, solver, zb, w, dts, kept, False, per_sequence, False)
+        if given is not zb:
+            out = torch.where(m.unsqueeze(-1), out, given)
+        return _solution(out, times, given_field, solver, m, kept, None, single, engine, pairs)
     require_memory(float(len(kept)) * zb.numel() * zb.element_size() + 8.0 * zb.numel() * zb.element_size()
                    + 4.0 * batch * n * n * zb.element_size(), f"solve of tokens of shape {tuple(z.shape)}",
                    device=zb.device)
@@ -183,6 +191,24 @@ def _causal_layers(field: Field, z: Tensor, m: Tensor, dts: Tensor, kept: tuple[
                    f"the paper's {dts.shape[0]:,} causal layers of tokens of shape {tuple(z.shape)}", device=z.device)
     out = causal_trajectory(z.detach().numpy(), m.numpy(), None if identity else A.detach().numpy(),
                             dts.detach().numpy(), field.rule.rtol(z.dtype), window, kept, torch.get_num_threads())
+    return torch.from_numpy(out)
+
+
+def _softmax_flow(field: Field, solver, z: Tensor, m: Tensor, dts: Tensor, kept: tuple[int, ...], pairs) -> Tensor:
+    """A softmax flow on the compiled engine (`_engines.softmax`): (len(kept), batch, n, d)."""
+    from hardmax.dynamics._engines.softmax import softmax_flow
+    from hardmax.dynamics.solvers import RK4
+
+    batch, n, d = z.shape
+    A = field.scores.matrix(0.0, z)
+    V = field.V(z)
+    # the saved states, and per core one sequence's scratch (its n × n scores, a few copies of its tokens)
+    require_memory(float(len(kept)) * z.numel() * z.element_size() + 64.0 * (n * n + 8 * n * d) * z.element_size(),
+                   f"a softmax flow of tokens of shape {tuple(z.shape)}", device=z.device)
+    out = softmax_flow(z.detach().numpy(), m.numpy(), None if A is None else A.detach().numpy(),
+                       float(field.rule.beta), None if V is None else V.detach().numpy(),
+                       bool(field.manifold.unit_sphere), None if pairs is None else pairs.window, pairs is not None,
+                       dts.detach().numpy(), isinstance(solver, RK4), kept, torch.get_num_threads())
     return torch.from_numpy(out)
 
 

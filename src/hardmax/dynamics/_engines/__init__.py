@@ -10,11 +10,14 @@
                  float32/64, no gradient or attention matrix: every row every layer, compiled
     torch        the paper's layers, any rule of the paper (hardmax, softmax), any device,   `paper` + `layers`
                  gradients and attention matrices; identical tokens merged, leaders skipped
+    softmax      softmax flows: Softmax(β), Bilinear(A) (one, or one per sequence), V,      `softmax`
+                 R^d or the unit sphere, Euler/RK4, token and causal masks, a CPU, float32/64,
+                 no gradient or attention matrix: one sequence per core, its scores in cache
 
-`choose(case)` returns the first that serves the case, in the order compiled, causal, torch, reference (adaptive:
-its own). A pair mask runs on the reference loop (`Pairs`, every rule) or, the paper's hardmax under `Causal`, on
-the causal kernel: the fast paths of full attention merge identical tokens and skip leaders, exact only when every
-token sees every token. `using(name)` forces one engine (tests, benchmarks).
+`choose(case)` returns the first that serves the case, in the order compiled, causal, torch, softmax, reference
+(adaptive: its own). A pair mask runs on the reference loop (`Pairs`, every rule), on the causal kernel (the paper's
+hardmax under `Causal`) or the softmax flows (softmax under `Causal`): the fast paths of full attention merge
+identical tokens and skip leaders, exact only when every token sees every token. `using(name)` forces one engine (tests, benchmarks).
 
 Files: `kernel` (numba, the exact hardmax kernel), `layers` (compact hardmax in torch), `select` (hardmax sets by
 rule (★)), `ties` (the tie rule and frames), `dedup` (identical tokens merged), `paper` (the paper's layers on
@@ -40,7 +43,7 @@ SERVICES = {
 }
 
 #: Every engine's name, in the order `choose` tries the paper's fast paths.
-NAMES = ("compiled", "causal", "torch", "reference", "adaptive")
+NAMES = ("compiled", "causal", "torch", "softmax", "reference", "adaptive")
 
 _FORCED: contextvars.ContextVar[str | None] = contextvars.ContextVar("hardmax_engine", default=None)
 
@@ -82,6 +85,8 @@ def serves(name: str, case: Case) -> str:
     if name == "reference":
         return ""
     from hardmax.dynamics.masks import Causal
+    if name == "softmax":
+        return _softmax_serves(case, Causal)
     if name == "causal":
         if not isinstance(case.pairs, Causal):
             return "it runs the causal mask Causal(window) only"
@@ -106,6 +111,35 @@ def serves(name: str, case: Case) -> str:
             return f"it runs on the CPU, the tokens are on {case.device}"
         if case.dtype not in (torch.float32, torch.float64):
             return f"it runs float32 and float64, the tokens are {case.dtype}"
+    return ""
+
+
+def _softmax_serves(case: Case, causal) -> str:
+    """Why the compiled softmax flows do not serve `case` ("" when they do)."""
+    import torch
+
+    from hardmax.dynamics.field import Bilinear
+    from hardmax.dynamics.rules import Softmax
+    from hardmax.dynamics.solvers import RK4, Euler
+    f = case.field
+    if type(f.rule) is not Softmax:
+        return "it runs Softmax(beta) only"
+    if type(f.scores) is not Bilinear:
+        return "it runs fixed bilinear scores Bilinear(A) only"
+    if not (f.manifold.euclidean or f.manifold.unit_sphere):
+        return f"it runs in R^d or on the unit sphere, not on {f.manifold.name}"
+    if type(case.solver) not in (Euler, RK4):
+        return "it runs Euler and RK4 steps only"
+    if case.pairs is not None and not isinstance(case.pairs, causal):
+        return "it runs token masks and Causal(window) only"
+    if case.attention:
+        return "it does not return attention matrices"
+    if case.grad:
+        return "it does not compute gradients"
+    if case.device != "cpu":
+        return f"it runs on the CPU, the tokens are on {case.device}"
+    if case.dtype not in (torch.float32, torch.float64):
+        return f"it runs float32 and float64, the tokens are {case.dtype}"
     return ""
 
 

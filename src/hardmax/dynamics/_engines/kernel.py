@@ -453,6 +453,8 @@ def _decide(i, srow, zc, off, lab, fixed, m, qi, wn, tol, rtol, member, cand, lo
     count, where = _candidates(srow, m, best - tol, member)
     if count == 1:
         return own, other, 1, where, True
+    if count == 0:  # no candidate: scores that overflowed to inf or NaN (the caller scales or refuses the review)
+        return own, other, 0, -1, True
     c = _listed(m, member, cand)
     zero = zc[0, 0] * 0  # sums in the tokens' dtype
     top, lead = _champion(srow, best, c, cand, qi, zc, off, lab, zero)

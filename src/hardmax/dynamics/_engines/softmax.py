@@ -1,0 +1,234 @@
+"""Softmax flows compiled: the particle systems' attention (SA, USA on the sphere; R^d), one sequence per core.
+
+    ż_i = V (Σ_j P_ij z_j − z_i)            (R^d)            P_ij = w_j e^{s_ij} / Σ_l w_l e^{s_il},
+    ẋ_i = P⊥_{x_i} (V Σ_j P_ij x_j)          (the sphere)     s_ij = β ⟨A z_i, z_j⟩ over the keys i may see
+
+stepped by Euler (z ← R(z + dt ż)) or the classical RK4 (stages unretracted, the step retracted), R the manifold's
+retraction — the reference loop's arithmetic (`solvers`, `manifolds`), with the loop's many batched tensor passes
+replaced by one pass of a sequence's n × n scores in cache (n ≲ 10³, the particle papers' sizes). Where one shift
+serves every row (tokens on or near the sphere with A = a·I, a ≥ 0: s_ij ≤ √(s_ii s_jj) ≤ c = max_i s_ii, and no
+row's own e^{s_ii − c} underflows), the weights e^{s_ij − c} are one symmetric matrix and each pair costs one
+exponential, for both rows. Agrees with the reference loop to
+rounding (exponentials and sums in another order), which the tests hold it to; never bit for bit.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import prange
+
+from hardmax.dynamics._engines.kernel import _INLINE, _JIT, KERNEL_LOCK
+
+
+@numba.njit(**_INLINE)
+def _queries(z, A, identity, q):
+    """q (n, d) = z A (row vectors: s_ij = ⟨q_i, z_j⟩), summed over c in order."""
+    n, d = z.shape
+    if identity:
+        for i in range(n):
+            for k in range(d):
+                q[i, k] = z[i, k]
+        return
+    for i in range(n):
+        for k in range(d):
+            q[i, k] = z[i, 0] * A[0, k]
+        for c in range(1, d):
+            for k in range(d):
+                q[i, k] += z[i, c] * A[c, k]
+
+
+@numba.njit(**_INLINE)
+def _velocity(z, A, identity, beta, V, has_V, sphere, present, lo, symmetric, q, e, T, out):
+    """out (n, d) = ż at z (n, d): softmax targets T_i = Σ_j P_ij z_j over the keys j ∈ [lo[i], i] (causal) or every
+    j (lo[i] < 0), present ones only (w_j = 1 present, 0 absent), then the manifold's velocity. A row with no key, or
+    an absent token, does not move (ż = 0). symmetric: every row's maximum is its own score (see the module)."""
+    n, d = z.shape
+    _queries(z, A, identity, q)
+    for i in range(n):
+        T[i, 0] = 0.0
+        for k in range(d):
+            T[i, k] = 0.0
+        e[i, 0] = 0.0  # the row's total weight lives in e[i, 0] when symmetric
+    if symmetric:  # one exponential per pair, both rows: e^{s_ij − c}, one shift c = max_i s_ii ≥ every s_ij
+        c = -np.inf
+        for i in range(n):
+            if present[i]:
+                own = 0.0
+                for k in range(d):
+                    own += q[i, k] * z[i, k]
+                c = max(c, beta * own)
+        for i in range(n):
+            if not present[i]:
+                continue
+            own = 0.0
+            for k in range(d):
+                own += q[i, k] * z[i, k]
+            total = np.exp(beta * own - c)
+            for k in range(d):
+                T[i, k] += total * z[i, k]
+            for j in range(i + 1, n):
+                if not present[j]:
+                    continue
+                s = 0.0
+                for k in range(d):
+                    s += q[i, k] * z[j, k]
+                w = np.exp(beta * s - c)
+                total += w
+                for k in range(d):
+                    T[i, k] += w * z[j, k]
+                    T[j, k] += w * z[i, k]
+                e[j, 0] += w
+            e[i, 0] += total
+        for i in range(n):
+            if present[i]:
+                for k in range(d):
+                    T[i, k] = T[i, k] / e[i, 0]
+    else:
+        for i in range(n):
+            if not present[i]:
+                continue
+            first = 0 if lo[i] < 0 else lo[i]
+            last = n if lo[i] < 0 else i + 1
+            m = -np.inf
+            for j in range(first, last):
+                if present[j]:
+                    s = 0.0
+                    for k in range(d):
+                        s += q[i, k] * z[j, k]
+                    s *= beta
+                    e[i, j] = s
+                    if s > m:
+                        m = s
+            total = 0.0
+            for j in range(first, last):
+                if present[j]:
+                    w = np.exp(e[i, j] - m)
+                    total += w
+                    for k in range(d):
+                        T[i, k] += w * z[j, k]
+            for k in range(d):
+                T[i, k] = T[i, k] / total
+    for i in range(n):
+        if not present[i]:
+            for k in range(d):
+                out[i, k] = 0.0
+            continue
+        for k in range(d):  # drift = V T (sphere) or V (T − z) (R^d)
+            acc = 0.0
+            for c in range(d):
+                x = T[i, c] if sphere else T[i, c] - z[i, c]
+                acc += (V[k, c] if has_V else (1.0 if c == k else 0.0)) * x
+            out[i, k] = acc if has_V else (T[i, k] if sphere else T[i, k] - z[i, k])
+        if sphere:  # P⊥_x: drift − ⟨drift, x⟩ x
+            dot = 0.0
+            for k in range(d):
+                dot += out[i, k] * z[i, k]
+            for k in range(d):
+                out[i, k] = out[i, k] - dot * z[i, k]
+
+
+@numba.njit(**_INLINE)
+def _retract(z, sphere, present):
+    """z back on the manifold: x / ‖x‖ on the sphere (present tokens), nothing in R^d."""
+    if not sphere:
+        return
+    n, d = z.shape
+    for i in range(n):
+        if present[i]:
+            v = 0.0
+            for k in range(d):
+                v += z[i, k] * z[i, k]
+            norm = np.sqrt(v)
+            for k in range(d):
+                z[i, k] = z[i, k] / norm
+
+
+@numba.njit(**_JIT)
+def _sequence(z, A, identity, beta, V, has_V, sphere, present, lo, symmetric, dts, rk4, slots, out):
+    """Every step of one sequence z (n, d), the saved ones to out[slots[k]] (out (s, n, d))."""
+    n, d = z.shape
+    x = z.copy()
+    q = np.empty((n, d), z.dtype)
+    e = np.empty((n, n), z.dtype)
+    T = np.empty((n, d), z.dtype)
+    k1 = np.empty((n, d), z.dtype)
+    k2 = np.empty((n, d), z.dtype)
+    k3 = np.empty((n, d), z.dtype)
+    k4 = np.empty((n, d), z.dtype)
+    y = np.empty((n, d), z.dtype)
+    steps = dts.shape[0]
+    for step in range(steps + 1):
+        s = slots[step]
+        if s >= 0:
+            for i in range(n):
+                for k in range(d):
+                    out[s, i, k] = x[i, k]
+        if step == steps:
+            break
+        dt = dts[step]
+        _velocity(x, A, identity, beta, V, has_V, sphere, present, lo, symmetric, q, e, T, k1)
+        if rk4:
+            half = dt / 2
+            for i in range(n):
+                for k in range(d):
+                    y[i, k] = x[i, k] + half * k1[i, k]
+            _velocity(y, A, identity, beta, V, has_V, sphere, present, lo, symmetric, q, e, T, k2)
+            for i in range(n):
+                for k in range(d):
+                    y[i, k] = x[i, k] + half * k2[i, k]
+            _velocity(y, A, identity, beta, V, has_V, sphere, present, lo, symmetric, q, e, T, k3)
+            for i in range(n):
+                for k in range(d):
+                    y[i, k] = x[i, k] + dt * k3[i, k]
+            _velocity(y, A, identity, beta, V, has_V, sphere, present, lo, symmetric, q, e, T, k4)
+            sixth = dt / 6
+            for i in range(n):
+                for k in range(d):
+                    x[i, k] = x[i, k] + sixth * (((k1[i, k] + 2 * k2[i, k]) + 2 * k3[i, k]) + k4[i, k])
+        else:
+            for i in range(n):
+                for k in range(d):
+                    x[i, k] = x[i, k] + dt * k1[i, k]
+        _retract(x, sphere, present)
+
+
+@numba.njit(parallel=True, **_JIT)
+def _sequences(z, A, identity, which, beta, V, has_V, sphere, present, lo, symmetric, dts, rk4, slots, out):
+    for b in prange(z.shape[0]):
+        _sequence(z[b], A[which[b]], identity, beta, V, has_V, sphere, present[b], lo,
+                  symmetric[b], dts, rk4, slots, out[:, b])
+
+
+def softmax_flow(z: np.ndarray, present: np.ndarray, A: np.ndarray | None, beta: float, V: np.ndarray | None,
+                 sphere: bool, window: int | None, causal: bool, dts: np.ndarray, rk4: bool, stored: tuple[int, ...],
+                 threads: int) -> np.ndarray:
+    """(len(stored), batch, n, d) the softmax flow from z (batch, n, d) float32/float64 with present (batch, n); A
+    (d, d), (batch, d, d) or None (identity); V (d, d) or None; causal with an optional window; dts (steps,) the
+    steps of Euler (rk4 False) or RK4."""
+    batch, n, d = z.shape
+    dtype = z.dtype
+    steps = dts.shape[0]
+    slots = np.full(steps + 1, -1, np.int64)
+    slots[list(stored)] = np.arange(len(stored))
+    out = np.empty((len(stored), batch, n, d), dtype)
+    identity = A is None
+    A3 = np.eye(d, dtype=dtype)[None] if A is None else np.ascontiguousarray(A, dtype=dtype).reshape(-1, d, d)
+    which = np.arange(batch, dtype=np.int64) if A3.shape[0] > 1 else np.zeros(batch, np.int64)  # each one's A
+    lo = np.full(n, -1, np.int64)
+    if causal:
+        lo = np.maximum(np.arange(n) - (n if window is None else window) + 1, 0).astype(np.int64)
+    # every row's maximum is its own score: tokens on the sphere, A = c·I (c ≥ 0), every key visible
+    scalar = identity or all(np.array_equal(a, a[0, 0] * np.eye(d)) and a[0, 0] >= 0 for a in A3)
+    symmetric = np.full(batch, bool(sphere and scalar and not causal), np.bool_)
+    V2 = np.eye(d, dtype=dtype) if V is None else np.ascontiguousarray(V, dtype=dtype)
+    with KERNEL_LOCK:
+        previous = numba.get_num_threads()
+        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+        try:
+            _sequences(np.ascontiguousarray(z), A3, identity, which, float(beta), V2, V is not None, sphere,
+                       np.ascontiguousarray(present, dtype=np.bool_), lo, symmetric,
+                       np.ascontiguousarray(dts, dtype=dtype), rk4, slots, out)
+        finally:
+            numba.set_num_threads(previous)
+    return out
