@@ -111,14 +111,13 @@ def _tokenise(pretrained: Pretrained, texts: Sequence[str], max_length: int | No
         raise ValueError("texts must be a list of strings")
     if not texts:
         raise ValueError("no texts to record")
-    tok = pretrained.tokenizer
-    full = tok(list(texts), add_special_tokens=True, truncation=False)["input_ids"]
-    lengths = torch.tensor([len(x) for x in full])
-    if bool((lengths == 0).any()):
+    enc = pretrained.tokenizer(list(texts), add_special_tokens=True, truncation=True, max_length=limit,
+                               padding=True, return_tensors="pt")
+    if not bool(enc["attention_mask"].any(1).all()):
         raise ValueError("a text gives no tokens at all (an empty text for a model without special tokens)")
-    enc = tok(list(texts), add_special_tokens=True, truncation=True, max_length=limit, padding=True,
-              return_tensors="pt")
-    return enc, lengths > limit, limit
+    # one tokenisation: the fast tokenizer keeps what truncation cut off in each encoding's `overflowing`
+    truncated = torch.tensor([bool(e.overflowing) for e in enc.encodings], dtype=torch.bool)
+    return enc, truncated, limit
 
 
 def record(pretrained: Pretrained, texts: Sequence[str], *, max_length: int | None = None) -> Record:
