@@ -836,3 +836,27 @@ def test_the_rules_endpoint_lists_the_registry(monkeypatch):
     assert listed["toy"] == [{"name": "beta", "required": True, "default": None, "low": 0.0, "high": 50.0},
                              {"name": "gain", "required": False, "default": 2.5, "low": -7.0, "high": 7.0}]
     assert refused.status_code == 400
+
+
+def test_the_playground_runs_causal_attention_and_says_what_it_does_not_show():
+    """Issue #43: the playground's causal switch — simulate(..., mask=Causal()) on the server, the first token
+    never moves, no hardmax scene or Theorem 2.1 check (they are about full attention), and the attention
+    requests see the tokens before each one only."""
+    from hardmax.explore.requests import AttentionRequest, Limits, PlaygroundRequest, RequestError
+    from hardmax.explore.views import attention_view, playground_view
+
+    body = {"tokens": [[1.0, 0.2], [0.1, 1.0], [-1.0, 0.3], [0.4, -1.0], [0.2, 0.1]], "alpha": 0.5, "layers": 12,
+            "A": [[1.0, 0.0], [0.0, 1.0]], "rule": "hardmax", "causal": True}
+    request = PlaygroundRequest.from_json(body, Limits())
+    view = playground_view(request)
+    path = np.asarray(__import__("hardmax.explore.frames", fromlist=["decode_array"]).decode_array(view["path"]))
+    assert view["causal"] and view["theorem"] is None and "causal attention" in view["note"]
+    np.testing.assert_array_equal(path[:, 0], np.repeat(path[:1, 0], len(path), axis=0))  # token 1 stays
+    assert "mask=hardmax.dynamics.Causal()" in request.python()
+    full = playground_view(PlaygroundRequest.from_json({**body, "causal": False}, Limits()))
+    assert not full["causal"] and full["theorem"] is not None
+    sets = attention_view(AttentionRequest.from_json({k: body[k] for k in ("tokens", "A", "rule", "causal")},
+                                                     Limits()))["sets"]
+    assert sets[0] == [0] and all(max(s) <= i for i, s in enumerate(sets))
+    with pytest.raises(RequestError, match="causal must be true or false"):
+        PlaygroundRequest.from_json({**body, "causal": 1}, Limits())

@@ -397,3 +397,25 @@ def test_the_rule_menu_and_its_parameters_come_from_the_server(page):
     _idle(page)
     assert page.is_visible("#beta-row") and page.locator("#param-row-theta").count() == 0
     assert page.get_attribute("body", "data-state") == "ready"
+
+
+def test_the_causal_switch_runs_decoder_attention(page):
+    """Issue #43: the playground's causal switch sends causal: true, the server runs Causal() attention, the page says
+    that the hardmax scene and Theorem 2.1 are about full attention; the address keeps the switch; off again gives
+    the theorem's table back."""
+    page.goto(page.base + "/playground")
+    _idle(page)
+    with page.expect_request(lambda r: r.url.endswith("/api/simulate")) as asked:
+        page.check("#causal")
+    _idle(page)
+    assert json.loads(asked.value.post_data)["causal"] is True
+    assert page.get_attribute("body", "data-state") == "ready"
+    assert "causal attention" in page.text_content("#note")
+    assert "c=1" in page.evaluate("() => location.hash")
+    page.reload()
+    _idle(page)
+    assert page.is_checked("#causal")
+    with page.expect_request(lambda r: r.url.endswith("/api/simulate")) as asked:
+        page.uncheck("#causal")
+    _idle(page)
+    assert json.loads(asked.value.post_data)["causal"] is False and "causal attention" not in page.text_content("#note")

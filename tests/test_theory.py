@@ -1057,3 +1057,16 @@ def test_a_projection_accepted_without_the_nnls_is_within_tol_of_its_face():
         accepted = _inside_simplices(F, P, tol)
         assert accepted.any()
         assert all(hull_distance(P[g], F[g]) <= tol for g in np.nonzero(accepted)[0])
+
+
+def test_the_theorem_checks_refuse_a_solution_under_a_pair_mask():
+    """Theorem 2.1 and the leader rule are about full attention: a causal run is refused in one line, never checked
+    as if every token had seen every token."""
+    from hardmax.dynamics import Causal
+    from hardmax.theory import check_theorem, find_clusters, leader_layers
+
+    z = torch.tensor([[1.0, 1], [1, -1], [-1, 1], [-1, -1], [0.5, 0]], dtype=torch.float64)
+    run = simulate(z, alpha=0.5, layers=10, mask=Causal())
+    for check in (check_theorem, leader_layers, find_clusters):
+        with pytest.raises(ValueError, match=r"^this solution ran under a pair mask \(Causal\)"):
+            check(run)

@@ -78,6 +78,13 @@ def _number(value, name: str, *, low: float | None = None, high: float | None = 
     return x
 
 
+def _flag(value, name: str) -> bool:
+    """A JSON true/false; RequestError for anything else (1, "yes", null)."""
+    if not isinstance(value, bool):
+        raise RequestError(f"{name} must be true or false, got {_shown(value)}")
+    return value
+
+
 def _integer(value, name: str, *, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise RequestError(f"{name} must be an integer, got {_shown(value)}")
@@ -207,15 +214,17 @@ def _tokens_and_A(body: dict, limits: Limits) -> tuple[np.ndarray, np.ndarray]:
 
 @dataclass(frozen=True)
 class PlaygroundRequest:
-    """One playground run: tokens (n, d) float64 with d = 2 or 3, α, layers, A (d, d) SPD, and the rule."""
+    """One playground run: tokens (n, d) float64 with d = 2 or 3, α, layers, A (d, d) SPD, the rule, and whether
+    the attention is causal (token i sees the tokens j ≤ i: decoder attention, `hardmax.dynamics.Causal`)."""
 
     tokens: np.ndarray
     alpha: float
     layers: int
     A: np.ndarray
     rule: object  # a rule of hardmax.dynamics.RULES
+    causal: bool = False
 
-    KEYS = frozenset({"tokens", "alpha", "layers", "A", "rule"})  # and every registered rule's parameters
+    KEYS = frozenset({"tokens", "alpha", "layers", "A", "rule", "causal"})  # and every registered rule's parameters
 
     @classmethod
     def from_json(cls, body, limits: Limits) -> PlaygroundRequest:
@@ -227,7 +236,8 @@ class PlaygroundRequest:
         if len(Z) * (layers + 1) > limits.points:
             raise TooLarge(f"{len(Z)} tokens × {layers + 1} layers = {len(Z) * (layers + 1):,} positions: this "
                            f"server answers at most {limits.points:,}; use fewer tokens or layers")
-        return cls(tokens=Z, alpha=alpha, layers=layers, A=A, rule=_rule(body, limits))
+        return cls(tokens=Z, alpha=alpha, layers=layers, A=A, rule=_rule(body, limits),
+                   causal=_flag(body.get("causal", False), "causal"))
 
     def python(self) -> str:
         """The `hardmax.simulate(...)` call that reproduces this run (floats written to round-trip exactly)."""
@@ -247,28 +257,30 @@ class PlaygroundRequest:
             rule = f"rule_from_dict({record!r})"
         lines = [*imports, "", f"tokens = np.array([\n    {rows},\n])",
                  f"A = np.array({A})",
-                 f"trajectory = hardmax.simulate(tokens, {rule}, alpha={self.alpha!r}, layers={self.layers}, A=A)"]
-        if type(self.rule) is Hardmax:
+                 f"trajectory = hardmax.simulate(tokens, {rule}, alpha={self.alpha!r}, layers={self.layers}, A=A"
+                 + (", mask=hardmax.dynamics.Causal())" if self.causal else ")")]
+        if type(self.rule) is Hardmax and not self.causal:
             lines.append("print(hardmax.check_theorem(trajectory).table())")
         return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True)
 class AttentionRequest:
-    """Who attends to whom at one layer: tokens (n, d), A, and the rule."""
+    """Who attends to whom at one layer: tokens (n, d), A, the rule, and whether the attention is causal."""
 
     tokens: np.ndarray
     A: np.ndarray
     rule: object
+    causal: bool = False
 
-    KEYS = frozenset({"tokens", "A", "rule"})  # and every registered rule's parameters
+    KEYS = frozenset({"tokens", "A", "rule", "causal"})  # and every registered rule's parameters
 
     @classmethod
     def from_json(cls, body, limits: Limits) -> AttentionRequest:
         """The request in the JSON object `body`; RequestError if it is malformed, TooLarge beyond `limits`."""
         body = _object(body, set(cls.KEYS) | _rule_fields(), "attention")
         Z, A = _tokens_and_A(body, limits)
-        return cls(tokens=Z, A=A, rule=_rule(body, limits))
+        return cls(tokens=Z, A=A, rule=_rule(body, limits), causal=_flag(body.get("causal", False), "causal"))
 
 
 @dataclass(frozen=True)

@@ -103,11 +103,12 @@ def trajectory_view(trajectory: Solution, *, python: str = "", attention: bool =
     p = 2 if d <= 2 else 3
     seconds = {}
     start = time.perf_counter()
-    other = not isinstance(trajectory.rule, Hardmax)  # any other rule: its path, without hardmax's scene
+    causal = trajectory.pairs is not None  # who attends to whom restricted: Theorem 2.1's scene does not apply
+    other = causal or not isinstance(trajectory.rule, Hardmax)  # its path, without hardmax's scene
     name = next((n for n, cls in RULES.items() if type(trajectory.rule) is cls), type(trajectory.rule).__name__)
     beta = getattr(trajectory.rule, "beta", None)
     record = {"d": d, "shown": p, "n": int(trajectory.mask.sum()), "layers": trajectory.layers,
-              "rule": name, "beta": None if beta is None else float(beta),
+              "rule": name, "causal": trajectory.pairs is not None, "beta": None if beta is None else float(beta),
               "alpha": trajectory.alpha.detach().cpu().double().tolist()[:1],
               "A": trajectory.A.detach().cpu().double().tolist(), "python": python, "palette":
               [_hex(c) for c in PALETTE]}
@@ -118,7 +119,9 @@ def trajectory_view(trajectory: Solution, *, python: str = "", attention: bool =
         project, shown = projection(path.reshape(-1, d), p)  # (as the hardmax scene: d < p padded, d > p PCA)
         path = project(path).reshape(path.shape[0], path.shape[1], p)
         n = path.shape[1]
-        note = (f"{name}: leaders, K, S and the Theorem 2.1 check are about hardmax; switch the rule to Hardmax to "
+        note = ("causal attention (token i sees the tokens j ≤ i; the first never moves): leaders, K, S and the "
+                "Theorem 2.1 check are about full attention; switch causal off to see them" if causal else
+                f"{name}: leaders, K, S and the Theorem 2.1 check are about hardmax; switch the rule to Hardmax to "
                 "see them")
         record.update(path=encode_path(path, encode), labels=[0] * n, leader_since=[-1] * n,
                       vertices=[], edges=[], limit=[], k_dim=-1, theorem=None,
@@ -148,10 +151,11 @@ def playground_view(request: PlaygroundRequest, *, attention: bool = False,
                     encode: Callable[[np.ndarray], object] = encode_array) -> dict:
     """Run the playground's request (`hardmax.simulate`) and return its `trajectory_view` (`attention`: with
     every layer's attention sets, as an exported view carries them; `encode`: as `trajectory_view`'s)."""
-    from hardmax.dynamics import simulate
+    from hardmax.dynamics import Causal, simulate
 
     start = time.perf_counter()
-    trajectory = simulate(request.tokens, request.rule, alpha=request.alpha, layers=request.layers, A=request.A)
+    trajectory = simulate(request.tokens, request.rule, alpha=request.alpha, layers=request.layers, A=request.A,
+                          mask=Causal() if request.causal else None)
     simulated = time.perf_counter() - start
     view = trajectory_view(trajectory, python=request.python(), attention=attention, encode=encode)
     view["seconds"]["simulate"] = simulated
@@ -165,15 +169,17 @@ def attention_view(request: AttentionRequest, *, top: int = 6, share: float = 0.
     Hardmax: {"sets": C_i as index lists} with the engine's tie rule (`hardmax.theory.attention_sets`).
     Any other rule: {"weights": per token, up to `top` pairs [j, P_ij] with P_ij ≥ share · max_j P_ij}.
     """
-    from hardmax.dynamics import Hardmax, attention_matrix
+    from hardmax.dynamics import Causal, Hardmax, attention_matrix
     from hardmax.theory import attention_sets
 
     Z = torch.as_tensor(request.tokens, dtype=torch.float64)
     A = torch.as_tensor(request.A, dtype=torch.float64)
+    allowed = Causal().pair_mask(Z[None].shape) if request.causal else None  # token i sees the tokens j ≤ i
     if isinstance(request.rule, Hardmax):
-        sets = attention_sets(Z, A=A).numpy()
+        sets = (attention_sets(Z, A=A) if allowed is None
+                else attention_matrix(Z[None], rule=request.rule, A=A, allowed=allowed)[0] > 0).numpy()
         return {"sets": [np.nonzero(row)[0].tolist() for row in sets]}
-    P = attention_matrix(Z[None], rule=request.rule, A=A)[0].numpy()
+    P = attention_matrix(Z[None], rule=request.rule, A=A, allowed=allowed)[0].numpy()
     order = np.argsort(-P, axis=1, kind="stable")[:, :top]
     weights = []
     for i, row in enumerate(order):

@@ -47,12 +47,18 @@ def check_trajectory(trajectory) -> Solution:
     """`trajectory` itself, after checking that it is a `Solution` with finite, non-empty positions.
 
     Raises:
-        ValueError: a tensor or array instead of a `Solution`, or positions that `as_tokens` refuses.
+        ValueError: a tensor or array instead of a `Solution`, a solution under a pair mask (the leader rule and
+            Theorem 2.1 are about full attention: every token sees every token), or positions that `as_tokens`
+            refuses.
     """
     if not isinstance(trajectory, Solution):
         raise ValueError(f"expected a hardmax.dynamics.Solution (the result of simulate), got "
                          f"{type(trajectory).__name__}; for one configuration of tokens use find_leaders or "
                          "attention_sets")
+    if trajectory.pairs is not None:
+        raise ValueError(f"this solution ran under a pair mask ({type(trajectory.pairs).__name__}): leaders, their "
+                         "layers and Theorem 2.1 are about full attention (every token sees every token); the "
+                         "causal checks are in hardmax.theory's causal module")
     as_tokens(trajectory.tokens, "the trajectory's tokens")
     return trajectory
 

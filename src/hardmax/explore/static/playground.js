@@ -4,7 +4,7 @@
 
 const SHOW_KEYS = { trails: "t", leaders: "l", attention: "a", K: "K", S: "S", colour: "c" };
 const S = {
-  tokens: [], d: 2, alpha: 0.5, layers: 30, A: [[1, 0], [0, 1]], rule: "hardmax", betaLog: 1, params: {}, k: 0,
+  tokens: [], d: 2, alpha: 0.5, layers: 30, A: [[1, 0], [0, 1]], rule: "hardmax", causal: false, betaLog: 1, params: {}, k: 0,
   show: { trails: true, leaders: true, attention: false, K: true, S: true, colour: true }, yaw: 0.6, pitch: 0.5,
 };
 let data = null, path = null, stale = true, attention = {}, selected = -1, playing = null, pendingFit = true;
@@ -36,14 +36,14 @@ function ruleFields(rule) {  // the rule's parameters as the request carries the
 }
 
 function request() {
-  return { tokens: S.tokens, alpha: S.alpha, layers: S.layers, A: S.A, rule: S.rule, ...ruleFields(S.rule) };
+  return { tokens: S.tokens, alpha: S.alpha, layers: S.layers, A: S.A, rule: S.rule, causal: S.causal, ...ruleFields(S.rule) };
 }
 
 // ---- state <-> URL ---------------------------------------------------------------------------------
 function saveHash() {
   Hx.writeHash({
     t: S.tokens.map((p) => p.join(",")).join(";"), a: S.alpha, L: S.layers, A: S.A.map((r) => r.join(",")).join(";"),
-    r: S.rule, b: "beta" in ruleFields(S.rule) ? S.betaLog : "",
+    r: S.rule, c: S.causal ? 1 : "", b: "beta" in ruleFields(S.rule) ? S.betaLog : "",
     P: Object.entries(ruleFields(S.rule)).filter(([k]) => k !== "beta").map(([k, v]) => `${k}:${v}`).join(";"), k: S.k,
     o: Object.entries(S.show).filter(([, v]) => v).map(([k]) => SHOW_KEYS[k]).join(""),
     cam: S.d === 3 ? `${S.yaw.toFixed(3)},${S.pitch.toFixed(3)}` : "",
@@ -57,6 +57,7 @@ function loadHash(h) {
   if (h.L) S.layers = parseInt(h.L, 10);
   if (h.A) S.A = rows(h.A);
   if (h.r) S.rule = h.r;
+  S.causal = h.c === "1";
   if (h.b) S.betaLog = Number(h.b);
   if (h.P) for (const kv of h.P.split(";")) { const [k, v] = kv.split(":"); if (k) S.params[k] = Number(v); }
   if (h.k) S.k = parseInt(h.k, 10);
@@ -88,7 +89,7 @@ function buildMatrixEditor() {
 }
 
 function syncControls() {
-  $("alpha").value = S.alpha; $("layers").value = S.layers; $("rule").value = S.rule;
+  $("alpha").value = S.alpha; $("layers").value = S.layers; $("rule").value = S.rule; $("causal").checked = S.causal;
   $("beta-log").value = S.betaLog; $("beta-value").textContent = beta();
   buildRuleControls();
   for (const k of Object.keys(SHOW_KEYS)) $(`show-${k}`).checked = S.show[k];
@@ -397,6 +398,7 @@ function setTokens(tokens) {
 function wire() {
   $("alpha").addEventListener("change", () => { S.alpha = Number($("alpha").value); changed(); });
   $("layers").addEventListener("change", () => { S.layers = parseInt($("layers").value, 10) || 0; $("layer").max = S.layers; changed(); });
+  $("causal").addEventListener("change", () => { S.causal = $("causal").checked; changed(); });
   $("rule").addEventListener("change", () => { S.rule = $("rule").value; syncControls(); changed(); });
   $("beta-log").addEventListener("input", () => { S.betaLog = Number($("beta-log").value); $("beta-value").textContent = beta(); changed(); });
   for (const k of Object.keys(SHOW_KEYS)) {
