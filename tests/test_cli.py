@@ -483,3 +483,24 @@ def test_simulate_never_reports_states_that_overflowed(tmp_path, capsys, argv):
     assert code == 2 and "stopped being finite at step" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "run" / "report.json").exists()
+
+
+def test_simulate_causal_runs_decoder_attention_and_reports_what_holds(tmp_path, capsys):
+    """Issue #43: `hardmax simulate --causal` — Causal() attention through `solve` (the causal kernel for hardmax),
+    the first token at rest, the full-attention claims not tested; the saved solution is what the library gives."""
+    import json
+
+    import numpy as np
+
+    from hardmax.cli import main
+    from hardmax.dynamics import Causal, simulate
+
+    assert main(["simulate", "--random", "9", "--seed", "3", "--layers", "8", "--causal", "--no-gif",
+                 "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    claims = {c["name"]: c["status"] for c in report["claims"]["tokens"]}
+    assert claims["first_token"] == "passed" and claims["single_cluster"] == "not tested"
+    tokens = np.random.default_rng(3).standard_normal((9, 2))
+    want = simulate(tokens, alpha=0.5, layers=8, mask=Causal()).tokens.numpy()
+    np.testing.assert_array_equal(np.load(tmp_path / "solution.npy"), want)
+    assert "causal attention" in capsys.readouterr().out

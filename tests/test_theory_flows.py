@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -267,3 +268,23 @@ def test_saved_states_that_are_not_finite_fail():
     assert not report.passed and report.verdict == "FAILED"
     assert report["finite"].status == "failed" and "saved state 2" in report["finite"].messages[0]
     assert all(c.status == "not tested" for c in report.checks if c.name != "finite")
+
+
+def test_check_flow_under_a_pair_mask_tests_only_what_holds_there():
+    """Under Causal(): the first token never moves (checked exactly), the states are finite, and every claim of full
+    attention is "not tested" with the reason — never "passed"; the CLI's --causal reports the same."""
+    from hardmax.dynamics import Causal, Pairs
+
+    z = torch.nn.functional.normalize(torch.randn(3, 7, 3, dtype=torch.float64,
+                                                  generator=torch.Generator().manual_seed(4)), dim=-1)
+    run = solve(Field(Softmax(2.0), manifold=Sphere()), RK4(0.1), z, steps=30, mask=Causal(), save=Save(every=5))
+    report = check_flow(run)
+    status = {c.name: c.status for c in report.checks}
+    assert status.pop("finite") == "passed" and status.pop("first_token") == "passed"
+    assert set(status.values()) == {"not tested"} and report.passed
+    broken = dataclasses.replace(run, tokens=run.tokens.clone().index_fill_(2, torch.tensor([0]), 0.5))
+    broken.tokens[1:, :, 0] += 1e-6  # the first token moved: failed, never passed
+    assert next(c for c in check_flow(broken).checks if c.name == "first_token").status == "failed"
+    pairs = solve(Field(Softmax(2.0), manifold=Sphere()), RK4(0.1), z, steps=5,
+                  mask=Pairs(torch.ones(7, 7, dtype=torch.bool).tril()))
+    assert "first_token" not in {c.name for c in check_flow(pairs).checks}
