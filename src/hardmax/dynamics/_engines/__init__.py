@@ -17,7 +17,8 @@
 `choose(case)` returns the first that serves the case, in the order compiled, causal, torch, softmax, reference
 (adaptive: its own). A pair mask runs on the reference loop (`Pairs`, every rule), on the causal kernel (the paper's
 hardmax under `Causal`) or the softmax flows (softmax under `Causal`): the fast paths of full attention merge
-identical tokens and skip leaders, exact only when every token sees every token. `using(name)` forces one engine (tests, benchmarks).
+identical tokens and skip leaders, exact only when every token sees every token. `using(name)` forces one engine
+(tests, benchmarks).
 
 Files: `kernel` (numba, the exact hardmax kernel), `layers` (compact hardmax in torch), `select` (hardmax sets by
 rule (★)), `ties` (the tie rule and frames), `dedup` (identical tokens merged), `paper` (the paper's layers on
