@@ -38,88 +38,129 @@ def _queries(z, A, identity, q):
                 q[i, k] += z[i, c] * A[c, k]
 
 
+_LOG2E = 1.4426950408889634
+_LN2_HI = 0.693145751953125  # ln 2 in two parts (Cody and Waite): t · _LN2_HI is exact for the t that occur
+_LN2_LO = 1.42860682030941723212e-6
+_MAGIC = 6755399441055744.0  # 2^52 + 2^51: t + _MAGIC holds the integer t in its low bits
+_MAGIC_BITS = 4843621399236968448  # the bits of _MAGIC
+
+
 @numba.njit(**_INLINE)
-def _velocity(z, A, identity, beta, V, has_V, sphere, present, lo, symmetric, q, e, T, out):
+def _exp(x, out, bits, ints, count):
+    """out[:count] = e^{x[:count]} (x ≤ 0, float64) to 1 ulp, in three loops that vectorise (no libm call): x = t ln 2
+    + r with t = round(x / ln 2), e^r by its Taylor polynomial to degree 13 (|r| ≤ ln 2 / 2: error below 1e-17),
+    2^t written into the exponent bits (ints: bits viewed as int64, made once by the caller: a view per call costs
+    more than the exponentials). Below −708 the result is e^{−708} (the callers weigh those keys ~0 or 0)."""
+    for j in range(count):
+        v = max(x[j], -708.0)
+        t = np.floor(v * _LOG2E + 0.5)
+        r = (v - t * _LN2_HI) - t * _LN2_LO
+        out[j] = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6 + r * (1.0 / 24 + r * (1.0 / 120 + r * (
+            1.0 / 720 + r * (1.0 / 5040 + r * (1.0 / 40320 + r * (1.0 / 362880 + r * (1.0 / 3628800 + r * (
+                1.0 / 39916800 + r * (1.0 / 479001600 + r * (1.0 / 6227020800)))))))))))))
+        bits[j] = t + _MAGIC
+    for j in range(count):
+        ints[j] = ((ints[j] - _MAGIC_BITS) + 1023) << 52
+    for j in range(count):
+        out[j] = out[j] * bits[j]
+
+
+@numba.njit(**_INLINE)
+def _velocity(z, A, identity, beta, V, has_V, sphere, weight, lo, symmetric, q, zT, TT, total, x, w, bits, ints,
+              out):
     """out (n, d) = ż at z (n, d): softmax targets T_i = Σ_j P_ij z_j over the keys j ∈ [lo[i], i] (causal) or every
-    j (lo[i] < 0), present ones only (w_j = 1 present, 0 absent), then the manifold's velocity. A row with no key, or
-    an absent token, does not move (ż = 0). symmetric: every row's maximum is its own score (see the module)."""
+    j (lo[i] < 0), weighed by weight_j (1 present, 0 absent), then the manifold's velocity; an absent token does not
+    move. symmetric: one shift serves every row (see the module): each pair's weight is computed once. Scratch: zT,
+    TT (d, n), total (n,), x, w, bits (n,), all float64; every inner loop runs over keys j and vectorises."""
     n, d = z.shape
     _queries(z, A, identity, q)
     for i in range(n):
-        T[i, 0] = 0.0
+        total[i] = 0.0
         for k in range(d):
-            T[i, k] = 0.0
-        e[i, 0] = 0.0  # the row's total weight lives in e[i, 0] when symmetric
-    if symmetric:  # one exponential per pair, both rows: e^{s_ij − c}, one shift c = max_i s_ii ≥ every s_ij
+            zT[k, i] = z[i, k]
+            TT[k, i] = 0.0
+    if symmetric:  # e^{s_ij − c}, one shift c = max_i s_ii ≥ every s_ij: one exponential per pair, both rows
         c = -np.inf
         for i in range(n):
-            if present[i]:
+            if weight[i] > 0:
                 own = 0.0
                 for k in range(d):
                     own += q[i, k] * z[i, k]
                 c = max(c, beta * own)
         for i in range(n):
-            if not present[i]:
+            if weight[i] == 0:
                 continue
-            own = 0.0
+            count = n - i  # keys i, i + 1, ..., n − 1 (the pairs j < i were counted by row j)
+            for j in range(count):
+                x[j] = q[i, 0] * zT[0, i + j]
+            for k in range(1, d):
+                qk = q[i, k]
+                for j in range(count):
+                    x[j] += qk * zT[k, i + j]
+            for j in range(count):
+                x[j] = beta * x[j] - c
+            _exp(x, w, bits, ints, count)
+            for j in range(count):
+                w[j] *= weight[i + j]
+            row = 0.0
+            for j in range(count):
+                row += w[j]
+            total[i] += row
+            for j in range(1, count):
+                total[i + j] += w[j]
             for k in range(d):
-                own += q[i, k] * z[i, k]
-            total = np.exp(beta * own - c)
-            for k in range(d):
-                T[i, k] += total * z[i, k]
-            for j in range(i + 1, n):
-                if not present[j]:
-                    continue
-                s = 0.0
-                for k in range(d):
-                    s += q[i, k] * z[j, k]
-                w = np.exp(beta * s - c)
-                total += w
-                for k in range(d):
-                    T[i, k] += w * z[j, k]
-                    T[j, k] += w * z[i, k]
-                e[j, 0] += w
-            e[i, 0] += total
-        for i in range(n):
-            if present[i]:
-                for k in range(d):
-                    T[i, k] = T[i, k] / e[i, 0]
+                acc = 0.0
+                for j in range(count):
+                    acc += w[j] * zT[k, i + j]
+                TT[k, i] += acc
+                zik = z[i, k]
+                for j in range(1, count):
+                    TT[k, i + j] += w[j] * zik
     else:
         for i in range(n):
-            if not present[i]:
+            if weight[i] == 0:
                 continue
             first = 0 if lo[i] < 0 else lo[i]
-            last = n if lo[i] < 0 else i + 1
+            count = (n if lo[i] < 0 else i + 1) - first
+            for j in range(count):
+                x[j] = q[i, 0] * zT[0, first + j]
+            for k in range(1, d):
+                qk = q[i, k]
+                for j in range(count):
+                    x[j] += qk * zT[k, first + j]
             m = -np.inf
-            for j in range(first, last):
-                if present[j]:
-                    s = 0.0
-                    for k in range(d):
-                        s += q[i, k] * z[j, k]
-                    s *= beta
-                    e[i, j] = s
-                    if s > m:
-                        m = s
-            total = 0.0
-            for j in range(first, last):
-                if present[j]:
-                    w = np.exp(e[i, j] - m)
-                    total += w
-                    for k in range(d):
-                        T[i, k] += w * z[j, k]
+            for j in range(count):
+                x[j] = beta * x[j]
+                if weight[first + j] > 0 and x[j] > m:
+                    m = x[j]
+            for j in range(count):
+                x[j] = x[j] - m
+            _exp(x, w, bits, ints, count)
+            row = 0.0
+            for j in range(count):
+                w[j] *= weight[first + j]
+                row += w[j]
+            total[i] = row
             for k in range(d):
-                T[i, k] = T[i, k] / total
+                acc = 0.0
+                for j in range(count):
+                    acc += w[j] * zT[k, first + j]
+                TT[k, i] = acc
     for i in range(n):
-        if not present[i]:
+        if weight[i] == 0:
             for k in range(d):
                 out[i, k] = 0.0
             continue
-        for k in range(d):  # drift = V T (sphere) or V (T − z) (R^d)
-            acc = 0.0
-            for c in range(d):
-                x = T[i, c] if sphere else T[i, c] - z[i, c]
-                acc += (V[k, c] if has_V else (1.0 if c == k else 0.0)) * x
-            out[i, k] = acc if has_V else (T[i, k] if sphere else T[i, k] - z[i, k])
+        for k in range(d):  # T_i, then the drift V T (sphere) or V (T − z) (R^d)
+            x[k] = TT[k, i] / total[i] - (0.0 if sphere else z[i, k])
+        for k in range(d):
+            if has_V:
+                acc = 0.0
+                for c2 in range(d):
+                    acc += V[k, c2] * x[c2]
+                out[i, k] = acc
+            else:
+                out[i, k] = x[k]
         if sphere:  # P⊥_x: drift − ⟨drift, x⟩ x
             dot = 0.0
             for k in range(d):
@@ -149,9 +190,17 @@ def _sequence(z, A, identity, beta, V, has_V, sphere, present, lo, symmetric, dt
     """Every step of one sequence z (n, d), the saved ones to out[slots[k]] (out (s, n, d))."""
     n, d = z.shape
     x = z.copy()
-    q = np.empty((n, d), z.dtype)
-    e = np.empty((n, n), z.dtype)
-    T = np.empty((n, d), z.dtype)
+    q = np.empty((n, d), np.float64)
+    zT = np.empty((d, n), np.float64)
+    TT = np.empty((d, n), np.float64)
+    total = np.empty(n, np.float64)
+    keys = np.empty(max(n, d), np.float64)
+    w = np.empty(n, np.float64)
+    bits = np.empty(n, np.float64)
+    ints = bits.view(np.int64)
+    weight = np.empty(n, np.float64)
+    for i in range(n):
+        weight[i] = 1.0 if present[i] else 0.0
     k1 = np.empty((n, d), z.dtype)
     k2 = np.empty((n, d), z.dtype)
     k3 = np.empty((n, d), z.dtype)
@@ -167,21 +216,25 @@ def _sequence(z, A, identity, beta, V, has_V, sphere, present, lo, symmetric, dt
         if step == steps:
             break
         dt = dts[step]
-        _velocity(x, A, identity, beta, V, has_V, sphere, present, lo, symmetric, q, e, T, k1)
+        _velocity(x, A, identity, beta, V, has_V, sphere, weight, lo, symmetric, q, zT, TT, total,
+                      keys, w, bits, ints, k1)
         if rk4:
             half = dt / 2
             for i in range(n):
                 for k in range(d):
                     y[i, k] = x[i, k] + half * k1[i, k]
-            _velocity(y, A, identity, beta, V, has_V, sphere, present, lo, symmetric, q, e, T, k2)
+            _velocity(y, A, identity, beta, V, has_V, sphere, weight, lo, symmetric, q, zT, TT, total,
+                      keys, w, bits, ints, k2)
             for i in range(n):
                 for k in range(d):
                     y[i, k] = x[i, k] + half * k2[i, k]
-            _velocity(y, A, identity, beta, V, has_V, sphere, present, lo, symmetric, q, e, T, k3)
+            _velocity(y, A, identity, beta, V, has_V, sphere, weight, lo, symmetric, q, zT, TT, total,
+                      keys, w, bits, ints, k3)
             for i in range(n):
                 for k in range(d):
                     y[i, k] = x[i, k] + dt * k3[i, k]
-            _velocity(y, A, identity, beta, V, has_V, sphere, present, lo, symmetric, q, e, T, k4)
+            _velocity(y, A, identity, beta, V, has_V, sphere, weight, lo, symmetric, q, zT, TT, total,
+                      keys, w, bits, ints, k4)
             sixth = dt / 6
             for i in range(n):
                 for k in range(d):
