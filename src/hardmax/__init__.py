@@ -90,6 +90,16 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), extra=["__version__"])
+_exports_getattr = __getattr__
+
+
+def __getattr__(name: str) -> object:  # noqa: F811 (the lazy exports, and the sweep package, which is callable)
+    """`hardmax.sweep` is the package `hardmax.sweep`, itself the verb: ``hardmax.sweep(task, grid, out=...)``."""
+    if name == "sweep":
+        import importlib
+
+        return importlib.import_module("hardmax.sweep")
+    return _exports_getattr(name)
 
 
 if TYPE_CHECKING:  # static checkers and IDEs see the eager imports

@@ -26,6 +26,7 @@ from hardmax.cli.sentiment import (
 )
 from hardmax.cli.simulate import add_particles, add_simulate, run_particles, run_simulate
 from hardmax.cli.svm import add_svm, run_svm
+from hardmax.cli.sweep import add_sweep, run_sweep
 from hardmax.terminate import Terminated, sigterm_exits
 
 __all__ = ["COMMANDS", "Command", "build_parser", "main"]
@@ -57,6 +58,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("rate", add_rate, run_rate),
     Command("explore", add_explore, run_explore),
     Command("inspect", add_inspect, run_inspect),
+    Command("sweep", add_sweep, run_sweep),
 )
 
 

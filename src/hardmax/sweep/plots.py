@@ -1,0 +1,61 @@
+"""Pictures of a sweep's table: the field's heat maps and curves, from the rows as they are on disk.
+
+    phase_heatmap(table)       P(one cluster) over (t, β) from `phase_cell` rows (columns single_t<time>)
+    curve(table, x, y, by)     y against x, one line per value of `by` (e.g. a critical γ against n)
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from matplotlib.figure import Figure
+
+__all__ = ["curve", "phase_heatmap"]
+
+
+def _rows(table) -> list[dict]:
+    rows = table.to_pylist() if hasattr(table, "to_pylist") else list(table)
+    return [r for r in rows if r.get("error") is None]
+
+
+def phase_heatmap(table, *, title: str | None = None) -> Figure:
+    """P(one cluster) over (t, β): one row of the table per β (`phase_cell`, several starts each), its columns
+    single_t<time> the fraction of starts in one cluster at that time. ValueError when the table holds no such rows."""
+    rows = [r for r in _rows(table) if r.get("task") == "phase_cell"]
+    if not rows:
+        raise ValueError("the table holds no phase_cell rows (a sweep of task phase_cell draws a phase diagram)")
+    times = sorted({float(m.group(1)) for k in rows[0] for m in [re.fullmatch(r"single_t(.+)", k)] if m},)
+    rows.sort(key=lambda r: r["beta"])
+    betas = np.array([r["beta"] for r in rows])
+    P = np.array([[r.get(f"single_t{t:g}", np.nan) for t in times] for r in rows])
+    fig = Figure(figsize=(6.4, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    mesh = ax.pcolormesh(np.array(times), betas, P, shading="nearest", vmin=0, vmax=1, cmap="viridis")
+    fig.colorbar(mesh, ax=ax, label="P(one cluster)")
+    ax.set_xlabel("time t")
+    ax.set_ylabel("β")
+    ax.set_title(title or f"{rows[0]['starts']} starts per β, n = {rows[0]['n']}, d = {rows[0]['d']}")
+    return fig
+
+
+def curve(table, x: str, y: str, *, by: str | None = None, title: str | None = None) -> Figure:
+    """y against x from the rows of a sweep table, one line per value of `by` (None: one line), points sorted by x;
+    ValueError naming a column the table lacks."""
+    rows = _rows(table)
+    for column in (x, y) + ((by,) if by else ()):
+        if not rows or column not in rows[0]:
+            raise ValueError(f"the table has no column {column!r}")
+    fig = Figure(figsize=(6.4, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    groups = sorted({r[by] for r in rows}) if by else [None]
+    for g in groups:
+        part = sorted((r for r in rows if by is None or r[by] == g), key=lambda r: r[x])
+        ax.plot([r[x] for r in part], [r[y] for r in part], marker="o", label=None if by is None else f"{by} = {g}")
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    if by:
+        ax.legend()
+    if title:
+        ax.set_title(title)
+    return fig

@@ -1,0 +1,210 @@
+"""Tests of `hardmax.sweep`: cells as data, the same table from every executor, resume after a kill, failures
+recorded, bad specs refused before any work, no process left behind."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import hardmax
+from hardmax.sweep import TASKS, cells, key, load_spec, read_table, sweep, sweep_status
+
+GRID = {"n": [4, 7], "layers": [6, 12], "causal": [False, True]}
+
+
+def _rows(out: Path):
+    """The table without the columns that say when and how long (they differ between runs)."""
+    return read_table(out).drop_columns(["seconds", "finished"])
+
+
+def _serial():
+    return concurrent.futures.ThreadPoolExecutor(1)
+
+
+def test_cells_are_typed_keyed_and_seeded_by_their_parameters():
+    task = TASKS["simulate"]
+    grid = cells(task, GRID)
+    assert len(grid) == 8 and all(set(c) == set(task.parameters) for c in grid)
+    again = cells(task, list(reversed([{k: c[k] for k in GRID} for c in grid])))
+    assert {key(task, c): c["seed"] for c in grid} == {key(task, c): c["seed"] for c in again}  # not the order
+    assert len({c["seed"] for c in grid}) == 8
+    assert cells(task, [{"n": 4, "seed": 5}])[0]["seed"] == 5  # a seed given is kept
+
+
+@pytest.mark.parametrize("grid, message", [
+    ({"n": [4], "zz": [1]}, "takes no parameter 'zz'"),
+    ({"layers": [3]}, "needs a value for 'n'"),
+    ({"n": [4.5]}, "simulate.n must be an integer"),
+    ({"n": [4], "causal": ["yes"]}, "simulate.causal must be true or false"),
+    ({"n": []}, "grid parameter 'n' has no values"),
+    ([{"n": 4}, {"n": 4}], "the same cell twice"),
+    ("n=4", "a grid is a mapping"),
+])
+def test_a_bad_grid_is_refused_in_one_line_before_any_work(tmp_path, grid, message):
+    with pytest.raises(ValueError, match=message):
+        sweep("simulate", grid, out=tmp_path / "never", executor=_serial(), show_progress=False)
+    assert not (tmp_path / "never").exists()
+    with pytest.raises(ValueError, match="unknown task 'nope'"):
+        sweep("nope", {}, out=tmp_path, executor=_serial())
+
+
+def test_a_spec_is_read_and_checked(tmp_path):
+    spec = tmp_path / "s.toml"
+    spec.write_text('task = "noop"\n[grid]\nx = [1, 2.5]\n[options]\nworkers = 2\n')
+    task, grid, options = load_spec(spec)
+    assert task.name == "noop" and [c["x"] for c in grid] == [1.0, 2.5] and options == {"workers": 2}
+    for text, message in (('task = "noop"\n', "give either \\[grid\\]"), ('task = "noop"\n[grid\n', "not a TOML"),
+                          ('task = "noop"\nwhat = 1\n[grid]\nx = [1]\n', "unknown key 'what'")):
+        spec.write_text(text)
+        with pytest.raises(ValueError, match=message):
+            load_spec(spec)
+
+
+def test_the_serial_executor_and_a_process_pool_write_the_same_table(tmp_path):
+    with _serial() as ex:
+        first = sweep("simulate", GRID, out=tmp_path / "serial", executor=ex, show_progress=False)
+    spawn = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(2, mp_context=spawn) as ex:
+        second = sweep(hardmax.sweep.TASKS["simulate"], GRID, out=tmp_path / "pool", executor=ex, show_progress=False)
+    assert (first.ran, second.ran, first.failed) == (8, 8, 0)
+    assert _rows(tmp_path / "serial").equals(_rows(tmp_path / "pool"))
+    table = _rows(tmp_path / "serial").to_pylist()
+    assert all(r["passed"] for r in table) and {r["causal"] for r in table} == {False, True}
+    # each row is what the task itself gives for its cell
+    r = table[0]
+    cell = {k: r[k] for k in TASKS["simulate"].parameters}
+    assert TASKS["simulate"].function(**cell) == {k: r[k] for k in ("passed", "leaders", "distinct_limits")}
+
+
+def test_resume_runs_only_the_missing_cells_and_ends_with_the_same_table(tmp_path):
+    with _serial() as ex:
+        sweep("simulate", GRID, out=tmp_path / "whole", executor=ex, show_progress=False)
+        part = [c for c in cells(TASKS["simulate"], GRID)][:3]
+        sweep("simulate", part, out=tmp_path / "resumed", executor=ex, show_progress=False)
+        again = sweep("simulate", GRID, out=tmp_path / "resumed", executor=ex, show_progress=False, batch=2)
+        assert (again.ran, again.skipped) == (5, 3)
+        twice = sweep("simulate", GRID, out=tmp_path / "resumed", executor=ex, show_progress=False)
+    assert twice.ran == 0 and twice.skipped == 8
+    assert _rows(tmp_path / "whole").equals(_rows(tmp_path / "resumed"))
+    assert sweep_status(tmp_path / "resumed") == {"task": "simulate", "cells": 8, "done": 8, "failed": 0,
+                                                   "remaining": 0, "errors": []}
+    with pytest.raises(ValueError, match="holds a sweep of task 'simulate', not 'noop'"):
+        sweep("noop", {"x": [1]}, out=tmp_path / "whole", executor=_serial())
+
+
+def test_a_failing_cell_is_recorded_with_its_error_and_the_sweep_goes_on(tmp_path):
+    with _serial() as ex:
+        result = sweep("noop", {"x": [1.0, 2.0], "fail": [False, True]}, out=tmp_path, executor=ex,
+                       show_progress=False)
+    assert (result.ran, result.failed) == (4, 2)
+    rows = read_table(tmp_path).to_pylist()
+    failed = [r for r in rows if r["fail"]]
+    assert all(r["error"].startswith("ValueError: this cell fails on purpose") for r in failed)
+    assert all(r["error"] is None and r["x"] in (1.0, 2.0) for r in rows if not r["fail"])
+    status = sweep_status(tmp_path)
+    assert (status["done"], status["failed"], status["remaining"]) == (2, 2, 0)
+
+
+@pytest.mark.slow
+def test_a_local_dask_cluster_of_two_workers_writes_the_same_table_and_leaves_no_process(tmp_path):
+    import psutil
+
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    result = sweep("simulate", GRID, out=tmp_path / "dask", workers=2, show_progress=False)
+    assert result.ran == 8 and result.dashboard and result.dashboard.startswith("http://127.0.0.1:")
+    with _serial() as ex:
+        sweep("simulate", GRID, out=tmp_path / "serial", executor=ex, show_progress=False)
+    assert _rows(tmp_path / "dask").equals(_rows(tmp_path / "serial"))
+    time.sleep(0.5)
+    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before and p.is_running()
+            and p.status() != psutil.STATUS_ZOMBIE]
+    assert not left, left
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+def test_a_killed_driver_resumes_to_the_uninterrupted_table(tmp_path, sig):
+    """`hardmax sweep` killed mid-run (Ctrl-C, or kill -9 of the driver): the same command again runs only the missing
+    cells, and the table is the uninterrupted one."""
+    spec = tmp_path / "s.toml"
+    spec.write_text('task = "noop"\n[grid]\nx = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]\nsleep = [0.3]\n'
+                    '[options]\nbatch = 1\nworkers = 2\n')
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "hardmax", "sweep", str(spec), "--out", str(out)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list(out.glob("part-*.parquet"))) < 2:
+        time.sleep(0.1)
+    assert len(list(out.glob("part-*.parquet"))) >= 2, proc.communicate(timeout=60)[0]
+    os.killpg(proc.pid, sig) if sig == signal.SIGKILL else proc.send_signal(sig)
+    proc.wait(timeout=60)
+    if sig == signal.SIGKILL:  # the workers of a killed driver: gone with its session
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    done = len(read_table(out))
+    assert 2 <= done < 12
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"{12 - done} run now, {done} found done" in again.stdout
+    with _serial() as ex:
+        sweep("noop", {"x": [float(x) for x in range(1, 13)], "sleep": [0.3]}, out=tmp_path / "whole", executor=ex,
+              show_progress=False)
+    assert _rows(out).drop_columns(["version"]).equals(_rows(tmp_path / "whole").drop_columns(["version"]))
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_cell_loses_nothing(tmp_path):
+    """kill -9 of one worker process of the local cluster while its cells run: Dask runs them again elsewhere, and
+    the table is complete, each cell once."""
+    import threading
+
+    import psutil
+
+    me = psutil.Process()
+    killed = []
+
+    def kill_one():
+        deadline = time.time() + 60
+        while time.time() < deadline and not killed:
+            workers = [p for p in me.children(recursive=True) if "spawn_main" in " ".join(p.cmdline())]
+            if len(list((tmp_path / "out").glob("part-*.parquet"))) >= 1 and workers:
+                workers[0].kill()
+                killed.append(workers[0].pid)
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=kill_one)
+    thread.start()
+    result = sweep("noop", {"x": [float(x) for x in range(16)], "sleep": [0.25]}, out=tmp_path / "out", workers=2,
+                   batch=1, show_progress=False)
+    thread.join()
+    assert killed, "no worker process was found to kill"
+    table = read_table(tmp_path / "out").to_pylist()
+    assert result.failed == 0 and sorted(r["x"] for r in table) == [float(x) for x in range(16)]
+
+
+def test_the_cli_says_what_a_sweep_holds_and_refuses_bad_input(tmp_path, capsys):
+    from hardmax.cli import main
+
+    spec = tmp_path / "s.toml"
+    spec.write_text('task = "noop"\n[[cells]]\nx = 1.0\n[[cells]]\nx = 2.0\nfail = true\n')
+    code = main(["sweep", str(spec), "--out", str(tmp_path / "o"), "--workers", "1"])
+    assert code == 1  # a cell failed: recorded, and said
+    assert main(["sweep", "--status", str(tmp_path / "o")]) == 0
+    out = capsys.readouterr().out
+    assert "2 cells: 1 done, 1 failed, 0 remaining" in out and "fails on purpose" in out
+    spec.write_text('task = "noop"\n[grid]\nx = [1]\nzz = [2]\n')
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "never")]) == 2
+    assert "takes no parameter 'zz'" in capsys.readouterr().err and not (tmp_path / "never").exists()
+    assert main(["sweep", "--status", str(tmp_path / "nothing")]) == 2
