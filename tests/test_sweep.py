@@ -208,3 +208,38 @@ def test_the_cli_says_what_a_sweep_holds_and_refuses_bad_input(tmp_path, capsys)
     assert main(["sweep", str(spec), "--out", str(tmp_path / "never")]) == 2
     assert "takes no parameter 'zz'" in capsys.readouterr().err and not (tmp_path / "never").exists()
     assert main(["sweep", "--status", str(tmp_path / "nothing")]) == 2
+
+
+def test_a_phase_diagram_from_a_sweep_is_the_cells_diagrams_and_draws(tmp_path):
+    """`phase_cell` rows back into the PhaseDiagram `hardmax particles` draws: each β's row is phase_diagram([β])."""
+    import torch
+
+    from hardmax.experiments.particles import phase_diagram, phase_table
+    from hardmax.sweep.plots import curve, phase_diagram_of, phase_heatmap
+
+    grid = {"beta": [0.0, 2.0, 6.0], "starts": [6], "n": [8], "steps": [40], "seed": [3]}
+    with _serial() as ex:
+        sweep("phase_cell", grid, out=tmp_path, executor=ex, show_progress=False)
+    diagram = phase_diagram_of(read_table(tmp_path))
+    for i, beta in enumerate(grid["beta"]):
+        alone = phase_diagram([beta], starts=6, n=8, d=3, steps=40, seed=3)
+        assert torch.equal(diagram.single[i], alone.single[0]) and torch.equal(diagram.times, alone.times)
+        assert torch.equal(diagram.mean_clusters[i], alone.mean_clusters[0])
+    assert "β \\ t" in phase_table(diagram)
+    assert phase_heatmap(read_table(tmp_path)).axes and curve(read_table(tmp_path), "beta", "single_final").axes
+    with pytest.raises(ValueError, match="no column 'nope'"):
+        curve(read_table(tmp_path), "beta", "nope")
+
+
+@pytest.mark.slow
+def test_hardmax_particles_runs_its_phase_diagrams_as_resumable_sweeps(tmp_path, capsys):
+    from hardmax.cli import main
+
+    args = ["particles", "--quick", "--no-gif", "--scheduler", "local", "--workers", "2", "--out", str(tmp_path)]
+    assert main(args) == 0
+    first = capsys.readouterr().out
+    assert (tmp_path / "phase_diagram_S2.png").exists() and len(read_table(tmp_path / "sweep_S2")) == 20
+    assert sweep_status(tmp_path / "sweep_S1")["done"] == 20
+    assert main(args) == 0  # again: every cell found done, the same tables printed
+    assert capsys.readouterr().out.split("## phase S1")[1] == first.split("## phase S1")[1]
+    assert main(["particles", "--workers", "2", "--out", str(tmp_path)]) == 2  # --workers needs a local cluster

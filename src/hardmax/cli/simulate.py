@@ -85,6 +85,27 @@ def add_particles(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the clustering pictures' tokens and the phase diagrams' starts; the metastability "
                         "picture keeps its own (default: 0)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run the phase diagrams as sweeps (one cell per β, OUT/sweep_S1, OUT/sweep_S2: resumable) on "
+                        "this Dask scheduler; 'local' for a local cluster")
+    p.add_argument("--workers", type=int, metavar="N", help="processes of the local cluster (--scheduler local)")
+
+
+def _diagram_by_sweep(out: str, scheduler: str, workers: int | None):
+    """A `reproduce(diagram=...)` that runs each phase diagram as a sweep of phase_cell cells (one per β) into
+    OUT/sweep_S{d−1} — rerun to finish an interrupted one — and reads the diagram back from its table."""
+    from pathlib import Path
+
+    from hardmax.sweep import read_table, sweep
+    from hardmax.sweep.plots import phase_diagram_of
+
+    def diagram(betas, *, starts: int, d: int, seed: int):
+        folder = Path(out) / f"sweep_S{d - 1}"
+        sweep("phase_cell", {"beta": [float(b) for b in betas], "starts": [starts], "d": [d], "seed": [seed]},
+              out=folder, scheduler=None if scheduler == "local" else scheduler, workers=workers)
+        return phase_diagram_of(read_table(folder))
+
+    return diagram
 
 
 def run_particles(args: argparse.Namespace) -> int:
@@ -95,7 +116,10 @@ def run_particles(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     if args.seed < 0:
         raise ValueError(f"--seed must be ≥ 0, got {args.seed}")
-    result = reproduce(args.out, quick=args.quick, gifs=args.gif, seed=args.seed, progress=say)
+    if args.workers is not None and args.scheduler != "local":
+        raise ValueError("--workers is the size of a local cluster: give it with --scheduler local")
+    diagram = None if args.scheduler is None else _diagram_by_sweep(args.out, args.scheduler, args.workers)
+    result = reproduce(args.out, quick=args.quick, gifs=args.gif, seed=args.seed, progress=say, diagram=diagram)
     for name, table in result.tables.items():
         print(f"\n## {name}\n\n{table}")
     say(summary(list(result.files), start))

@@ -159,19 +159,23 @@ class Reproduction:
     tables: dict[str, str]
 
 
-def reproduce(out, *, quick: bool = False, gifs: bool = True, seed: int = 0, progress=None) -> Reproduction:
+def reproduce(out, *, quick: bool = False, gifs: bool = True, seed: int = 0, progress=None,
+              diagram=None) -> Reproduction:
     """Write the particle-system papers' pictures into `out`: the 2023 clustering pictures (PNG and GIF), the
     metastability picture, and the phase diagrams on S¹ and S² (n = 32, 20 β values, 1,000 starts per β;
     `quick`: 50 starts), with `check_flow` tables of each clustering picture. `seed` draws the clustering pictures'
     tokens and the phase diagrams' starts; the metastability picture keeps METASTABLE_SEED.
 
     progress: called with a line of text per step (None: silent).
+    diagram: computes a phase diagram, ``diagram(betas, starts=..., d=..., seed=...) -> PhaseDiagram`` (None:
+        `phase_diagram` in this process; `hardmax particles --scheduler` passes one that runs a sweep).
     """
     from hardmax.plots.flows import animate_flow, flow_figure, metastability_figure, phase_figure
     from hardmax.plots.save import save_figure
     from hardmax.theory import check_flow
 
     say = progress or (lambda line: None)
+    diagram_of = diagram
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     files: list[Path] = []
@@ -190,7 +194,7 @@ def reproduce(out, *, quick: bool = False, gifs: bool = True, seed: int = 0, pro
     say(f"metastability: clusters {meta.clusters[0]} -> {meta.clusters[-1]} by t = {float(meta.solution.times[-1]):g}")
     betas = torch.linspace(0.0, 9.5, 20)
     for d in (2, 3):
-        diagram = phase_diagram(betas, starts=50 if quick else 1000, d=d, seed=seed)
+        diagram = (diagram_of or phase_diagram)(betas, starts=50 if quick else 1000, d=d, seed=seed)
         files += save_figure(phase_figure(diagram), out / f"phase_diagram_S{d - 1}", ("png",))
         tables[f"phase S{d - 1}"] = phase_table(diagram)
         say(f"phase diagram on S^{d - 1}: {diagram.starts} starts x {len(betas)} β in {diagram.seconds:.1f} s")

@@ -11,7 +11,7 @@ import re
 import numpy as np
 from matplotlib.figure import Figure
 
-__all__ = ["curve", "phase_heatmap"]
+__all__ = ["curve", "phase_diagram_of", "phase_heatmap"]
 
 
 def _rows(table) -> list[dict]:
@@ -37,6 +37,29 @@ def phase_heatmap(table, *, title: str | None = None) -> Figure:
     ax.set_ylabel("β")
     ax.set_title(title or f"{rows[0]['starts']} starts per β, n = {rows[0]['n']}, d = {rows[0]['d']}")
     return fig
+
+
+def phase_diagram_of(table):
+    """The `hardmax.experiments.particles.PhaseDiagram` a table of `phase_cell` rows holds (rows sorted by β; one
+    starts, n and d among them): what `hardmax particles` draws and tabulates, from a sweep."""
+    import torch
+
+    from hardmax.experiments.particles import PhaseDiagram
+
+    rows = sorted((r for r in _rows(table) if r.get("task") == "phase_cell"), key=lambda r: r["beta"])
+    if not rows:
+        raise ValueError("the table holds no phase_cell rows")
+    for name in ("starts", "n", "d"):
+        if len({r[name] for r in rows}) != 1:
+            raise ValueError(f"the table's phase_cell rows have several values of {name}: one diagram needs one")
+    times = sorted(float(m.group(1)) for k in rows[0] for m in [re.fullmatch(r"single_t(.+)", k)] if m)
+    single = torch.tensor([[r[f"single_t{t:g}"] for t in times] for r in rows], dtype=torch.float64)
+    clusters = torch.tensor([[r.get(f"clusters_t{t:g}", float("nan")) for t in times] for r in rows],
+                            dtype=torch.float64)
+    return PhaseDiagram(betas=torch.tensor([r["beta"] for r in rows], dtype=torch.float64),
+                        times=torch.tensor(times, dtype=torch.float64), single=single, mean_clusters=clusters,
+                        starts=rows[0]["starts"], n=rows[0]["n"], d=rows[0]["d"],
+                        seconds=sum(r["seconds"] for r in rows), solve_seconds=sum(r["solve_seconds"] for r in rows))
 
 
 def curve(table, x: str, y: str, *, by: str | None = None, title: str | None = None) -> Figure:

@@ -114,9 +114,11 @@ def phase_cell(beta: float, starts: int, n: int, d: int, steps: int, dt: float, 
         raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
     result = phase_diagram([beta], starts=starts, n=n, d=d, steps=steps, dt=dt, seed=seed, tol=tol,
                            dtype=getattr(torch, dtype))
-    single = result.single[0].tolist()
-    return {"single_final": single[-1], "t_final": float(result.times[-1]), "solve_seconds": result.solve_seconds,
-            **{f"single_t{float(t):g}": p for t, p in zip(result.times.tolist(), single, strict=True)}}
+    single, mean = result.single[0].tolist(), result.mean_clusters[0].tolist()
+    times = result.times.tolist()
+    return {"single_final": single[-1], "t_final": float(times[-1]), "solve_seconds": result.solve_seconds,
+            **{f"single_t{float(t):g}": p for t, p in zip(times, single, strict=True)},
+            **{f"clusters_t{float(t):g}": c for t, c in zip(times, mean, strict=True)}}
 
 
 @register("simulate", n=(int, REQUIRED), d=(int, 2), layers=(int, 30), alpha=(float, 0.5), seed=(int, REQUIRED),
