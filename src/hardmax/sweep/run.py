@@ -51,14 +51,12 @@ class SweepResult:
                 f"{self.seconds:.1f} s; table in {self.out}")
 
 
-def _pin_threads() -> None:
-    """One thread for torch, numba and the BLAS in a worker process (never in the driver's own process)."""
-    import multiprocessing
-
-    if multiprocessing.current_process().name == "MainProcess" and not _in_dask_worker():
+def _pin_threads(driver: int) -> None:
+    """One thread for torch and numba in a worker process (never in the driver's own process, whose settings are
+    its caller's: a serial executor runs batches there). The environment (OMP, MKL, OpenBLAS, numba) of the local
+    cluster's workers is set before they start (`_local_cluster`)."""
+    if os.getpid() == driver:
         return
-    for name in _THREADS:
-        os.environ.setdefault(name, "1")
     import numba
     import torch
 
@@ -66,22 +64,12 @@ def _pin_threads() -> None:
     numba.set_num_threads(1)
 
 
-def _in_dask_worker() -> bool:
-    try:
-        from distributed import get_worker
-
-        get_worker()
-        return True
-    except (ImportError, ValueError):
-        return False
-
-
-def run_batch(task_name: str, batch: list[dict]) -> list[dict]:
+def run_batch(task_name: str, batch: list[dict], driver: int = -1) -> list[dict]:
     """The rows of a batch of cells: each cell's parameters, its result (or its one-line error), its seconds, the
-    library version and when it finished. Runs in the worker."""
+    library version and when it finished. Runs in the worker (driver: the driver's process id)."""
     from hardmax.sweep.tasks import TASKS
 
-    _pin_threads()
+    _pin_threads(driver)
     task = TASKS[task_name]
     rows = []
     for cell in batch:
@@ -161,8 +149,9 @@ def sweep(task: str | Task, grid, *, out: str | Path, executor=None, scheduler: 
         batches = [pending[i:i + size] for i in range(0, len(pending), size)]
         if dashboard and show_progress:
             print(f"hardmax sweep: the Dask dashboard is at {dashboard}", flush=True)
-        futures = [submit(run_batch, task.name, b, pure=False) if _is_client_submit(submit) else
-                   submit(run_batch, task.name, b) for b in batches]
+        me = os.getpid()
+        futures = [submit(run_batch, task.name, b, me, pure=False) if _is_client_submit(submit) else
+                   submit(run_batch, task.name, b, me) for b in batches]
         ran = failed_now = 0
         bar = progress(total=len(pending), desc=f"sweep {task.name}", unit="cell", initial=0) if show_progress else None
         try:
