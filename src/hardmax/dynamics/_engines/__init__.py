@@ -99,26 +99,30 @@ def serves(name: str, case: Case) -> str:
     if not case.field.paper:
         return "the field is not the paper's (hardmax or softmax, V = I, one fixed symmetric A, R^d)"
     if name in ("compiled", "causal"):
-        import torch
-
         from hardmax.dynamics.rules import Hardmax
         if not isinstance(case.field.rule, Hardmax):
             return "it runs hardmax attention only"
-        if case.attention:
-            return "it does not return attention matrices"
-        if case.grad:
-            return "it does not compute gradients"
-        if case.device != "cpu":
-            return f"it runs on the CPU, the tokens are on {case.device}"
-        if case.dtype not in (torch.float32, torch.float64):
-            return f"it runs float32 and float64, the tokens are {case.dtype}"
+        return _compiled_limits(case)
+    return ""
+
+
+def _compiled_limits(case: Case) -> str:
+    """What every compiled (numba) engine needs: no attention matrices kept, no gradients, a CPU, float32/64."""
+    import torch
+
+    if case.attention:
+        return "it does not return attention matrices"
+    if case.grad:
+        return "it does not compute gradients"
+    if case.device != "cpu":
+        return f"it runs on the CPU, the tokens are on {case.device}"
+    if case.dtype not in (torch.float32, torch.float64):
+        return f"it runs float32 and float64, the tokens are {case.dtype}"
     return ""
 
 
 def _softmax_serves(case: Case, causal) -> str:
     """Why the compiled softmax flows do not serve `case` ("" when they do)."""
-    import torch
-
     from hardmax.dynamics.field import Bilinear
     from hardmax.dynamics.rules import Softmax
     from hardmax.dynamics.solvers import RK4, Euler
@@ -133,15 +137,7 @@ def _softmax_serves(case: Case, causal) -> str:
         return "it runs Euler and RK4 steps only"
     if case.pairs is not None and not isinstance(case.pairs, causal):
         return "it runs token masks and Causal(window) only"
-    if case.attention:
-        return "it does not return attention matrices"
-    if case.grad:
-        return "it does not compute gradients"
-    if case.device != "cpu":
-        return f"it runs on the CPU, the tokens are on {case.device}"
-    if case.dtype not in (torch.float32, torch.float64):
-        return f"it runs float32 and float64, the tokens are {case.dtype}"
-    return ""
+    return _compiled_limits(case)
 
 
 def choose(case: Case) -> str:
