@@ -117,7 +117,19 @@ def test_a_failing_cell_is_recorded_with_its_error_and_the_sweep_goes_on(tmp_pat
 def test_a_local_dask_cluster_of_two_workers_writes_the_same_table_and_leaves_no_process(tmp_path):
     import psutil
 
+    from hardmax.sweep.run import _local_cluster
+
     before = {p.pid for p in psutil.Process().children(recursive=True)}
+    client, link = _local_cluster(1)  # the embedded cluster listens on the loopback interface only
+    try:
+        me = psutil.Process()
+        listening = {c.laddr.ip for p in [me, *me.children(recursive=True)]
+                     for c in p.net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN}
+        assert listening == {"127.0.0.1"} and link.startswith("http://127.0.0.1:")
+    finally:
+        cluster = client.cluster
+        client.close()
+        cluster.close()
     result = sweep("simulate", GRID, out=tmp_path / "dask", workers=2, show_progress=False)
     assert result.ran == 8 and result.dashboard and result.dashboard.startswith("http://127.0.0.1:")
     with _serial() as ex:
@@ -125,7 +137,8 @@ def test_a_local_dask_cluster_of_two_workers_writes_the_same_table_and_leaves_no
     assert _rows(tmp_path / "dask").equals(_rows(tmp_path / "serial"))
     time.sleep(0.5)
     left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before and p.is_running()
-            and p.status() != psutil.STATUS_ZOMBIE]
+            and p.status() != psutil.STATUS_ZOMBIE
+            and "resource_tracker" not in " ".join(p.cmdline())]  # (multiprocessing's, for the test process's life)
     assert not left, left
 
 

@@ -210,8 +210,9 @@ def _local_cluster(workers: int | None):
     n = workers or os.cpu_count() or 1
     with dask.config.set({"distributed.nanny.pre-spawn-environ": {name: "1" for name in _THREADS},
                           "distributed.worker.daemon": False}):
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
-                               silence_logs=40)
+        # everything on the loopback interface: scheduler, workers, nannies and the dashboard (127.0.0.1 only)
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+                               dashboard_address="127.0.0.1:0", silence_logs=40)
     client = Client(cluster)
     return client, client.dashboard_link
 
