@@ -30,7 +30,7 @@ from hardmax.experiments.particles import phase_diagram
 def timed(grid, task: str, **options) -> float:
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
-        result = hardmax.sweep(task, grid, out=out, show_progress=False, **options)
+        result = hardmax.sweep(task, grid, out=out, progress=False, **options)
         seconds = time.perf_counter() - start
         assert result.failed == 0 and result.ran == result.cells
     return seconds

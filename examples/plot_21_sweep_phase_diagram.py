@@ -19,7 +19,7 @@ from hardmax.sweep.plots import phase_heatmap
 out = tempfile.mkdtemp()
 grid = {"beta": [0.0, 1.0, 2.0, 4.0, 6.0, 9.0], "starts": [24], "n": [16], "steps": [120]}
 with concurrent.futures.ThreadPoolExecutor(1) as executor:
-    result = hardmax.sweep("phase_cell", grid, out=out, executor=executor, show_progress=False)
+    result = hardmax.sweep("phase_cell", grid, out=out, executor=executor, progress=False)
 print(result.describe())
 table = read_table(out)
 for row in sorted(table.select(["beta", "single_final", "solve_seconds"]).to_pylist(), key=lambda r: r["beta"]):

@@ -50,7 +50,7 @@ def test_cells_are_typed_keyed_and_seeded_by_their_parameters():
 ])
 def test_a_bad_grid_is_refused_in_one_line_before_any_work(tmp_path, grid, message):
     with pytest.raises(ValueError, match=message):
-        sweep("simulate", grid, out=tmp_path / "never", executor=_serial(), show_progress=False)
+        sweep("simulate", grid, out=tmp_path / "never", executor=_serial(), progress=False)
     assert not (tmp_path / "never").exists()
     with pytest.raises(ValueError, match="unknown task 'nope'"):
         sweep("nope", {}, out=tmp_path, executor=_serial())
@@ -70,10 +70,10 @@ def test_a_spec_is_read_and_checked(tmp_path):
 
 def test_the_serial_executor_and_a_process_pool_write_the_same_table(tmp_path):
     with _serial() as ex:
-        first = sweep("simulate", GRID, out=tmp_path / "serial", executor=ex, show_progress=False)
+        first = sweep("simulate", GRID, out=tmp_path / "serial", executor=ex, progress=False)
     spawn = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(2, mp_context=spawn) as ex:
-        second = sweep(hardmax.sweep.TASKS["simulate"], GRID, out=tmp_path / "pool", executor=ex, show_progress=False)
+        second = sweep(hardmax.sweep.TASKS["simulate"], GRID, out=tmp_path / "pool", executor=ex, progress=False)
     assert (first.ran, second.ran, first.failed) == (8, 8, 0)
     assert _rows(tmp_path / "serial").equals(_rows(tmp_path / "pool"))
     table = _rows(tmp_path / "serial").to_pylist()
@@ -86,12 +86,12 @@ def test_the_serial_executor_and_a_process_pool_write_the_same_table(tmp_path):
 
 def test_resume_runs_only_the_missing_cells_and_ends_with_the_same_table(tmp_path):
     with _serial() as ex:
-        sweep("simulate", GRID, out=tmp_path / "whole", executor=ex, show_progress=False)
+        sweep("simulate", GRID, out=tmp_path / "whole", executor=ex, progress=False)
         part = [c for c in cells(TASKS["simulate"], GRID)][:3]
-        sweep("simulate", part, out=tmp_path / "resumed", executor=ex, show_progress=False)
-        again = sweep("simulate", GRID, out=tmp_path / "resumed", executor=ex, show_progress=False, batch=2)
+        sweep("simulate", part, out=tmp_path / "resumed", executor=ex, progress=False)
+        again = sweep("simulate", GRID, out=tmp_path / "resumed", executor=ex, progress=False, batch=2)
         assert (again.ran, again.skipped) == (5, 3)
-        twice = sweep("simulate", GRID, out=tmp_path / "resumed", executor=ex, show_progress=False)
+        twice = sweep("simulate", GRID, out=tmp_path / "resumed", executor=ex, progress=False)
     assert twice.ran == 0 and twice.skipped == 8
     assert _rows(tmp_path / "whole").equals(_rows(tmp_path / "resumed"))
     assert sweep_status(tmp_path / "resumed") == {"task": "simulate", "cells": 8, "done": 8, "failed": 0,
@@ -103,7 +103,7 @@ def test_resume_runs_only_the_missing_cells_and_ends_with_the_same_table(tmp_pat
 def test_a_failing_cell_is_recorded_with_its_error_and_the_sweep_goes_on(tmp_path):
     with _serial() as ex:
         result = sweep("noop", {"x": [1.0, 2.0], "fail": [False, True]}, out=tmp_path, executor=ex,
-                       show_progress=False)
+                       progress=False)
     assert (result.ran, result.failed) == (4, 2)
     rows = read_table(tmp_path).to_pylist()
     failed = [r for r in rows if r["fail"]]
@@ -130,10 +130,10 @@ def test_a_local_dask_cluster_of_two_workers_writes_the_same_table_and_leaves_no
         cluster = client.cluster
         client.close()
         cluster.close()
-    result = sweep("simulate", GRID, out=tmp_path / "dask", workers=2, show_progress=False)
+    result = sweep("simulate", GRID, out=tmp_path / "dask", workers=2, progress=False)
     assert result.ran == 8 and result.dashboard and result.dashboard.startswith("http://127.0.0.1:")
     with _serial() as ex:
-        sweep("simulate", GRID, out=tmp_path / "serial", executor=ex, show_progress=False)
+        sweep("simulate", GRID, out=tmp_path / "serial", executor=ex, progress=False)
     assert _rows(tmp_path / "dask").equals(_rows(tmp_path / "serial"))
     time.sleep(0.5)
     left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before and p.is_running()
@@ -173,7 +173,7 @@ def test_a_killed_driver_resumes_to_the_uninterrupted_table(tmp_path, sig):
     assert f"{12 - done} run now, {done} found done" in again.stdout
     with _serial() as ex:
         sweep("noop", {"x": [float(x) for x in range(1, 13)], "sleep": [0.3]}, out=tmp_path / "whole", executor=ex,
-              show_progress=False)
+              progress=False)
     assert _rows(out).drop_columns(["version"]).equals(_rows(tmp_path / "whole").drop_columns(["version"]))
 
 
@@ -200,7 +200,7 @@ def test_a_worker_killed_mid_cell_loses_nothing(tmp_path):
     thread = threading.Thread(target=kill_one)
     thread.start()
     result = sweep("noop", {"x": [float(x) for x in range(16)], "sleep": [0.25]}, out=tmp_path / "out", workers=2,
-                   batch=1, show_progress=False)
+                   batch=1, progress=False)
     thread.join()
     assert killed, "no worker process was found to kill"
     table = read_table(tmp_path / "out").to_pylist()
@@ -232,7 +232,7 @@ def test_a_phase_diagram_from_a_sweep_is_the_cells_diagrams_and_draws(tmp_path):
 
     grid = {"beta": [0.0, 2.0, 6.0], "starts": [6], "n": [8], "steps": [40], "seed": [3]}
     with _serial() as ex:
-        sweep("phase_cell", grid, out=tmp_path, executor=ex, show_progress=False)
+        sweep("phase_cell", grid, out=tmp_path, executor=ex, progress=False)
     diagram = phase_diagram_of(read_table(tmp_path))
     for i, beta in enumerate(grid["beta"]):
         alone = phase_diagram([beta], starts=6, n=8, d=3, steps=40, seed=3)

@@ -13,6 +13,7 @@ import math
 from pathlib import Path
 
 from hardmax.cli.options import HelpFormatter, add_options, config_from_args, given
+from hardmax.cli.sweep import add_scheduler_options, sweep_options
 
 __all__ = ["add_evaluate", "add_explain", "add_predict", "add_reproduce", "add_train", "run_evaluate", "run_explain",
            "run_predict", "run_reproduce", "run_train"]
@@ -309,6 +310,27 @@ def add_reproduce(subparsers) -> None:
     p.add_argument("--data", metavar="PATH", help="the reviews (default: $HARDMAX_IMDB, the cache's record, download)")
     p.add_argument("--epochs", type=int, help="maximum epochs per d (default: 12; --quick: 4)")
     _add_machine_options(p)
+    add_scheduler_options(p, "the candidate runs (one training run per d × stop-word list × learning rate, into "
+                             "OUT/sweep; the workers need the run directories' filesystem)")
+
+
+def _train_by_sweep(config, where: dict) -> None:
+    """Train every candidate run of `config` as a sweep cell (`train_candidate`) into out_dir/sweep, so that the
+    pipeline then finds them finished and reuses them; the data cached first, here, so that workers only read it."""
+    from hardmax.data import load_imdb
+    from hardmax.experiments.reproduce import candidates
+    from hardmax.sweep import sweep
+
+    for stop in config.stopwords:
+        load_imdb(dataclasses.replace(config.data, stopwords=stop), progress=config.progress)
+    # Absolute run directories: a worker's working directory need not be this one.
+    settings = dataclasses.replace(config, out_dir=str(Path(config.out_dir).resolve())).to_json()
+    result = sweep("train_candidate", [{"config": settings, "d": d, "stopwords": stop, "lr": lr}
+                                       for d, stop, lr in candidates(config)],
+                   out=Path(config.out_dir) / "sweep", progress=config.progress, **where)
+    if result.failed:
+        raise ValueError(f"{result.failed} candidate run(s) failed in the sweep: hardmax sweep --status "
+                         f"{result.out} says why")
 
 
 def run_reproduce(args: argparse.Namespace) -> int:
@@ -316,6 +338,7 @@ def run_reproduce(args: argparse.Namespace) -> int:
     from hardmax.experiments.pipeline import reproduce
     from hardmax.experiments.reproduce import ReproduceConfig, quick
 
+    where = sweep_options(args)
     base = quick() if args.quick else ReproduceConfig()
     changes: dict = {}
     if args.data:
@@ -330,6 +353,8 @@ def run_reproduce(args: argparse.Namespace) -> int:
                              config.train, config.data, d_option="--dims")
     if "report_dir" not in given(ReproduceConfig, args) and "out_dir" in given(ReproduceConfig, args):
         config = dataclasses.replace(config, report_dir=config.out_dir)  # the report beside its runs
+    if args.scheduler is not None:
+        _train_by_sweep(config, where)
     results = reproduce(config)
     print(f"wrote {Path(config.report_dir) / 'results.md'} and results.json ({len(results)} dimensions)")
     return 0

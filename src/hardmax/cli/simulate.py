@@ -11,6 +11,7 @@ import argparse
 import time
 
 from hardmax.cli.options import HelpFormatter, add_options, config_from_args
+from hardmax.cli.sweep import add_scheduler_options, sweep_options
 from hardmax.experiments.dynamics import SimulateConfig
 
 __all__ = ["add_particles", "add_simulate", "run_particles", "run_simulate"]
@@ -85,15 +86,13 @@ def add_particles(subparsers) -> None:
     p.add_argument("--seed", type=int, default=0,
                    help="seed of the clustering pictures' tokens and the phase diagrams' starts; the metastability "
                         "picture keeps its own (default: 0)")
-    p.add_argument("--scheduler", metavar="ADDRESS",
-                   help="run the phase diagrams as sweeps (one cell per β, OUT/sweep_S1, OUT/sweep_S2: resumable) on "
-                        "this Dask scheduler; 'local' for a local cluster")
-    p.add_argument("--workers", type=int, metavar="N", help="processes of the local cluster (--scheduler local)")
+    add_scheduler_options(p, "the phase diagrams (one cell per β, into OUT/sweep_S1 and OUT/sweep_S2)")
 
 
-def _diagram_by_sweep(out: str, scheduler: str, workers: int | None):
-    """A `reproduce(diagram=...)` that runs each phase diagram as a sweep of phase_cell cells (one per β) into
-    OUT/sweep_S{d−1} — rerun to finish an interrupted one — and reads the diagram back from its table."""
+def _diagram_by_sweep(out: str, where: dict):
+    """A `reproduce(diagram=...)` that runs each phase diagram as a sweep of phase_cell cells (one per β, each with the
+    starts it has in the one-batch diagram) into OUT/sweep_S{d−1} — rerun to finish an interrupted one — and reads the
+    diagram back from its table."""
     from pathlib import Path
 
     from hardmax.sweep import read_table, sweep
@@ -101,8 +100,9 @@ def _diagram_by_sweep(out: str, scheduler: str, workers: int | None):
 
     def diagram(betas, *, starts: int, d: int, seed: int):
         folder = Path(out) / f"sweep_S{d - 1}"
-        sweep("phase_cell", {"beta": [float(b) for b in betas], "starts": [starts], "d": [d], "seed": [seed]},
-              out=folder, scheduler=None if scheduler == "local" else scheduler, workers=workers)
+        cells = [{"beta": float(b), "index": i, "of": len(betas), "starts": starts, "d": d, "seed": seed,
+                  "dtype": "float32"} for i, b in enumerate(betas)]  # the starts and dtype of the one-batch run
+        sweep("phase_cell", cells, out=folder, **where)
         return phase_diagram_of(read_table(folder))
 
     return diagram
@@ -116,9 +116,8 @@ def run_particles(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     if args.seed < 0:
         raise ValueError(f"--seed must be ≥ 0, got {args.seed}")
-    if args.workers is not None and args.scheduler != "local":
-        raise ValueError("--workers is the size of a local cluster: give it with --scheduler local")
-    diagram = None if args.scheduler is None else _diagram_by_sweep(args.out, args.scheduler, args.workers)
+    where = sweep_options(args)
+    diagram = None if args.scheduler is None else _diagram_by_sweep(args.out, where)
     result = reproduce(args.out, quick=args.quick, gifs=args.gif, seed=args.seed, progress=say, diagram=diagram)
     for name, table in result.tables.items():
         print(f"\n## {name}\n\n{table}")

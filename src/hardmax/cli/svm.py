@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from hardmax.cli.sweep import add_scheduler_options, sweep_options
+
 __all__ = ["add_svm", "run_svm"]
 
 
@@ -35,6 +37,8 @@ def add_svm(subparsers) -> None:
     p.add_argument("--imdb-iterations", type=int, default=1000,
                    help="descent steps of the IMDb join (default 1000)")
     p.add_argument("--no-figures", dest="figures", action="store_false", help="skip the figures")
+    add_scheduler_options(p, "the Att-SVMs of the seeds (one cell per seed, into OUT/sweep and OUT/sweep_join; the "
+                             "descent stays one batch here)")
 
 
 # Integer options and their smallest values; --seed is bounded on both sides (`_check_options`).
@@ -83,9 +87,40 @@ def _load_imdb_run(args: argparse.Namespace):
     return run, run.load_data(args.data)
 
 
+def _svms_by_sweep(folder: Path, where: dict):
+    """A `run_synthetic(svms=...)` that solves each seed's Att-SVMs as a sweep cell (`att_svm_solve`) into `folder` —
+    rerun to finish an interrupted one — and reads them back from its table, seed by seed."""
+    def svms(config, selections):
+        import torch
+
+        from hardmax.experiments.svm import SeedSVMs
+        from hardmax.sweep import TASKS, cells, key, read_table, sweep
+
+        task = TASKS["att_svm_solve"]
+        grid = cells(task, [{"n": config.n, "T": config.T, "d": config.d, "seeds": config.seeds, "seed": config.seed,
+                             "self_attention": config.self_attention, "index": s,
+                             **{f"selection_{p}": ",".join(map(str, sel[s].tolist())) for p, sel in selections.items()}}
+                            for s in range(config.seeds)])
+        sweep(task, grid, out=folder, **where)
+        rows = {row["key"]: row for row in read_table(folder).to_pylist()}
+        for cell in grid:
+            row = rows[key(task, cell)]
+            if row["error"] is not None:
+                raise ValueError(f"the Att-SVMs of seed {cell['index']} raised in the sweep ({row['error']})")
+            solved = [(p, norm) for p in selections for norm in ("fro", "nuc") if row.get(f"W_{p}_{norm}") is not None]
+            yield SeedSVMs(
+                W={k: torch.tensor(row[f"W_{k[0]}_{k[1]}"], dtype=torch.float64).reshape(config.d, config.d)
+                   for k in solved},
+                support={k: torch.tensor(row[f"support_{k[0]}_{k[1]}"]).reshape(config.n, config.T) for k in solved},
+                solves=row["solves"], failure=row["failure"])
+
+    return svms
+
+
 def run_svm(args: argparse.Namespace) -> int:
     """Run `hardmax svm` with the parsed `args`; returns the exit code."""
     _check_options(args)
+    where = sweep_options(args)
     import dataclasses
     import time
 
@@ -114,7 +149,8 @@ def run_svm(args: argparse.Namespace) -> int:
                          "both parameterisations kept for the curves)")
     imdb_run = _load_imdb_run(args) if args.imdb_run is not None else None
     say(f"synthetic: {config.seeds} seeds, n = {config.n}, T = {config.T}, d = {config.d}, {config.iterations} steps")
-    synthetic = run_synthetic(config)
+    by_sweep = args.scheduler is not None
+    synthetic = run_synthetic(config, svms=_svms_by_sweep(args.out / "sweep", where) if by_sweep else None)
     for line in synthetic.failure_lines():
         say(f"not reported: {line}")
     say(f"descent {synthetic.seconds['descent']:.1f} s, {int(synthetic.seconds['solves'])} SVM solves "
@@ -122,7 +158,8 @@ def run_svm(args: argparse.Namespace) -> int:
     join = join_skipped = None
     if join_config is not None:
         try:
-            join = join_hardmax(run_synthetic(join_config))
+            join = join_hardmax(run_synthetic(join_config, svms=_svms_by_sweep(args.out / "sweep_join", where)
+                                              if by_sweep else None))
         except NoSolvableSeedError as e:
             join_skipped = str(e)
             say(f"join to hardmax skipped: {e}")

@@ -9,7 +9,35 @@ from pathlib import Path
 
 from hardmax.cli.options import HelpFormatter
 
-__all__ = ["add_sweep", "run_sweep"]
+__all__ = ["add_scheduler_options", "add_sweep", "run_sweep", "sweep_options"]
+
+# --------------------------------------------------------------------------------------------
+# --scheduler / --workers, for every command whose grid runs as a sweep
+# --------------------------------------------------------------------------------------------
+
+
+def add_scheduler_options(p: argparse.ArgumentParser, what: str) -> None:
+    """`--scheduler ADDRESS|local` and `--workers N` on the parser `p` of a command that runs `what` as a sweep."""
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help=f"run {what} as a resumable sweep (rerun the command to finish an interrupted one) on this "
+                        "Dask scheduler (tcp://host:8786); 'local' for a local cluster of processes (default: no "
+                        "sweep, all in this process)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="processes of the local cluster (--scheduler local; default: one per core)")
+
+
+def sweep_options(args: argparse.Namespace, *, local_by_default: bool = False) -> dict:
+    """The `hardmax.sweep.sweep` keywords of `--scheduler` and `--workers` ({"scheduler", "workers"}); ValueError (one
+    line) for --workers below 1, or without a local cluster (`local_by_default`: no --scheduler means one; otherwise
+    the command runs in its own process then, and --workers needs --scheduler local)."""
+    local = args.scheduler == "local" or (args.scheduler is None and local_by_default)
+    if args.workers is not None and not local:
+        raise ValueError("--workers is the size of a local cluster: give it with --scheduler local, not "
+                         + ("without --scheduler" if args.scheduler is None else "with a scheduler's address"))
+    if args.workers is not None and args.workers < 1:
+        raise ValueError(f"--workers must be ≥ 1, got {args.workers}")
+    return {"scheduler": None if args.scheduler in (None, "local") else args.scheduler, "workers": args.workers}
+
 
 # --------------------------------------------------------------------------------------------
 # hardmax sweep
@@ -27,13 +55,15 @@ def add_sweep(subparsers) -> None:
                     "(or [[cells]] tables, one per cell). Without --scheduler the cells run on a local Dask cluster "
                     "of --workers processes; with --scheduler tcp://HOST:8786 on that cluster (dask-jobqueue, "
                     "Kubernetes, ...). Rerun the same command to finish an interrupted sweep: only the missing "
-                    "cells run. Tasks: noop, spin, phase_cell, simulate (hardmax.sweep.TASKS).\n\n"
+                    "cells run. Tasks (hardmax.sweep.TASKS): phase_cell, simulate, solve, rate, att_svm_seed, "
+                    "train_candidate, noop, spin.\n\n"
                     "examples: hardmax sweep grid.toml --out runs/sweep;  hardmax sweep --status runs/sweep")
     p.add_argument("spec", nargs="?", type=Path, metavar="SPEC.toml", help="the sweep's spec")
     p.add_argument("--out", type=Path, metavar="DIR", help="the sweep's folder (its Parquet table)")
     p.add_argument("--status", type=Path, metavar="DIR", help="say what a sweep folder holds, and stop")
-    p.add_argument("--scheduler", metavar="ADDRESS", help="a Dask scheduler's address (default: a local cluster)")
-    p.add_argument("--workers", type=int, metavar="N", help="processes of the local cluster (default: the cores)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="a Dask scheduler's address, tcp://host:8786 (default, or 'local': a local cluster)")
+    p.add_argument("--workers", type=int, metavar="N", help="processes of the local cluster (default: one per core)")
     p.add_argument("--batch", type=int, metavar="K", help="cells per task (default: chosen from the grid's size)")
 
 
@@ -52,10 +82,15 @@ def run_sweep(args: argparse.Namespace) -> int:
         return 0
     if args.spec is None or args.out is None:
         raise ValueError("give a spec and --out DIR (or --status DIR)")
+    where = sweep_options(args, local_by_default=True)
+    if args.batch is not None and args.batch < 1:
+        raise ValueError(f"--batch must be ≥ 1, got {args.batch}")
     task, cells, options = load_spec(args.spec)
-    workers = args.workers if args.workers is not None else options.get("workers")
+    if where["workers"] is None and where["scheduler"] is None:
+        where["workers"] = options.get("workers")
     batch = args.batch if args.batch is not None else options.get("batch")
-    result = sweep(task, cells, out=args.out, scheduler=args.scheduler, workers=workers, batch=batch)
+    result = sweep(task, cells, out=args.out, batch=batch, **where)
     print(result.describe())
-    print(json.dumps({"cells": result.cells, "ran": result.ran, "failed": result.failed, "skipped": result.skipped}))
+    print(json.dumps({"cells": result.cells, "done": result.done, "failed": result.failed, "ran": result.ran,
+                      "skipped": result.skipped}))
     return 1 if result.failed else 0

@@ -94,7 +94,7 @@ class PhaseDiagram:
 
 def phase_diagram(betas, *, starts: int = 1000, n: int = 32, d: int = 3, steps: int = 300, dt: float = 0.1,
                   save_every: int = 10, seed: int = 0, dtype: torch.dtype = torch.float32, device=None,
-                  tol: float = 1e-2) -> PhaseDiagram:
+                  tol: float = 1e-2, block: tuple[int, int] = (0, 1)) -> PhaseDiagram:
     """The phase diagram of a single cluster for SA on S^{d−1}: every (β, start) pair in one batch.
 
     Tokens start uniform on the sphere (Gaussian, normalised); β enters as the scores A = β I, one per sequence,
@@ -104,6 +104,8 @@ def phase_diagram(betas, *, starts: int = 1000, n: int = 32, d: int = 3, steps: 
     Args:
         betas: the β values (≥ 0). starts: random starts per β. n, d: tokens and dimension (d ≥ 2).
         steps, dt: RK4 steps and their size (t1 = steps · dt). dtype, device: of the run.
+        block: (i, blocks): these β are block i of a diagram of `blocks` blocks of as many β, and get the starts that
+            block gets there (the same seed): a sweep cell per β reproduces the one-batch diagram exactly.
     """
     import time
 
@@ -117,11 +119,15 @@ def phase_diagram(betas, *, starts: int = 1000, n: int = 32, d: int = 3, steps: 
             raise ValueError(f"phase_diagram: {name} must be an integer, got {value!r}")
     if starts < 1 or n < 1 or d < 2:
         raise ValueError(f"phase_diagram needs starts ≥ 1, n ≥ 1 and d ≥ 2, got {starts}, {n}, {d}")
+    index, blocks = block
+    if not (isinstance(index, int) and isinstance(blocks, int) and 0 <= index < blocks):
+        raise ValueError(f"phase_diagram: block must be (i, blocks) with 0 ≤ i < blocks, got {block!r}")
     device = None if device is None else resolve_device(device)  # a device this machine has, or one line
     require_memory(float(betas.numel()) * starts * n * d * 8 * (4 + steps // max(save_every, 1)),
                    f"phase_diagram of {betas.numel()} β × {starts:,} starts × {n} tokens", device=device)
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(betas.numel() * starts, n, d, dtype=torch.float64, generator=g)
+    x = torch.randn(blocks * betas.numel() * starts, n, d, dtype=torch.float64, generator=g)
+    x = x[index * betas.numel() * starts:(index + 1) * betas.numel() * starts]
     x = torch.nn.functional.normalize(x, dim=-1).to(dtype=dtype, device=device)
     A = betas.repeat_interleave(starts).reshape(-1, 1, 1) * torch.eye(d, dtype=torch.float64)
     field = Field(Softmax(1.0), scores=Bilinear(A.to(dtype=dtype, device=device)), manifold=Sphere())

@@ -22,7 +22,7 @@ import torch
 from hardmax.data import ImdbData, load_imdb
 from hardmax.dynamics import Hardmax
 from hardmax.experiments.report import benchmarks_link, candidate_name, read_benchmarks, render_report
-from hardmax.experiments.reproduce import ReproduceConfig
+from hardmax.experiments.reproduce import ReproduceConfig, candidate_dir
 from hardmax.explain import evaluate_with_leaders, explain_ids, leader_word_counts
 from hardmax.io import CheckpointError, read_json, write_json, write_text
 from hardmax.models import HardmaxClassifier, ModelConfig
@@ -179,7 +179,7 @@ def select_candidate(d: int, datasets: dict[str, ImdbData], config: ReproduceCon
     candidates = []
     for stop, lr in settings:
         one = dataclasses.replace(config, train=dataclasses.replace(config.train, lr=lr))
-        run_dir = final_dir if len(settings) == 1 else Path(config.out_dir) / "candidates" / f"d{d}-{stop}-lr{lr:g}"
+        run_dir = candidate_dir(config, d, stop, lr)
         candidate = Candidate(stopwords=stop, lr=lr, run=train_or_load(d, datasets[stop], one, run_dir))
         if config.progress:
             what = f"d = {d}" + (f", stop words {stop}, learning rate {lr:g}" if len(settings) > 1 else "")

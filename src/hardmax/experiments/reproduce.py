@@ -13,13 +13,16 @@ imports no torch, so that the command line reads its options quickly. The work i
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from hardmax.data.config import STOP_LISTS, DataConfig
 from hardmax.training.config import TrainConfig
 
-__all__ = ["PAPER_ACCURACY", "QUICK_ACCURACY", "TARGET_ACCURACY", "ReproduceConfig", "quick"]
+__all__ = ["PAPER_ACCURACY", "QUICK_ACCURACY", "TARGET_ACCURACY", "ReproduceConfig", "candidate_dir", "candidates",
+           "quick"]
 
 PAPER_ACCURACY = {2: 0.791, 4: 0.823, 8: 0.850, 16: 0.882}  #: 70/30 split, best epoch picked on test
 TARGET_ACCURACY = {2: 0.80, 4: 0.84, 8: 0.85, 16: 0.86}  #: standard split, chosen on validation (revised)
@@ -71,6 +74,35 @@ class ReproduceConfig:
             raise ValueError(f"decisive must be a finite number ≥ 0 (a decoder logit), got {self.decisive}")
         if self.example_review is not None and self.example_review < 0:
             raise ValueError(f"example_review must be a test row ≥ 0, got {self.example_review}")
+
+
+    def to_json(self) -> str:
+        """The settings as one line of JSON (sorted keys): `from_json` reads it back; a sweep cell carries it."""
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> ReproduceConfig:
+        """The settings `to_json` wrote; ValueError (one line) for text that is not such settings."""
+        try:
+            fields = json.loads(text)
+            data, train = DataConfig(**fields.pop("data")), TrainConfig(**fields.pop("train"))
+            tuples = {k: tuple(fields.pop(k)) for k in ("dims", "lrs", "stopwords")}
+            return cls(data=data, train=train, **tuples, **fields)
+        except (json.JSONDecodeError, TypeError, KeyError, AttributeError) as e:
+            raise ValueError(f"not the settings of hardmax reproduce ({e})") from None
+
+
+def candidates(config: ReproduceConfig) -> list[tuple[int, str, float]]:
+    """(d, stop-word list, learning rate) of every candidate run `reproduce` trains, in its order."""
+    return [(d, stop, lr) for d in config.dims for stop in config.stopwords for lr in config.lrs]
+
+
+def candidate_dir(config: ReproduceConfig, d: int, stopwords: str, lr: float) -> Path:
+    """Where a candidate is trained: out_dir/d{d} when it is d's only one, else out_dir/candidates/d{d}-{list}-lr{lr}
+    (the chosen one is copied to out_dir/d{d})."""
+    if len(config.stopwords) * len(config.lrs) == 1:
+        return Path(config.out_dir) / f"d{d}"
+    return Path(config.out_dir) / "candidates" / f"d{d}-{stopwords}-lr{lr:g}"
 
 
 def quick(**overrides) -> ReproduceConfig:

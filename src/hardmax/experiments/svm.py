@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import torch
@@ -34,8 +35,9 @@ from hardmax.tables import markdown_table
 from hardmax.theory import attention_sets
 
 __all__ = ["CURVES", "MAX_RECORDS", "MAX_SEED", "ImdbJoin", "JoinResult", "NoSolvableSeedError", "PlaneResult",
-           "SyntheticConfig", "SyntheticResult", "check_seed", "imdb_join", "join_hardmax", "plane_problem",
-           "render_report", "run_plane", "run_synthetic", "synthetic_memory", "synthetic_problems"]
+           "SeedSVMs", "SeedSolver", "SyntheticConfig", "SyntheticResult", "check_seed", "imdb_join", "join_hardmax",
+           "plane_problem", "render_report", "run_plane", "run_synthetic", "solve_seed", "synthetic_memory",
+           "synthetic_problems"]
 
 #: Curve label -> (parameterisation descended, norm of the SVM compared with). The first two are the
 #: paper's claims; the last two are controls (each parameterisation against the other's SVM), which
@@ -227,41 +229,73 @@ def _spread(t: Tensor, spec: str) -> str:
     return format(float(t.std()), spec) if t.numel() > 1 else "—"
 
 
-def _solve_all(X: Tensor, z: Tensor, selections: dict[str, Tensor]
+@dataclass(frozen=True)
+class SeedSVMs:
+    """The Att-SVMs of one seed's selections (`solve_seed`): W[(parameterisation, norm)] (d, d) and support[...]
+    (n, T) bool, the number of convex programs solved, and why the seed failed (None: every SVM solved)."""
+
+    W: dict[tuple[str, str], Tensor]
+    support: dict[tuple[str, str], Tensor]
+    solves: int
+    failure: str | None = None
+
+
+def solve_seed(X: Tensor, z: Tensor, selections: dict[str, Tensor]) -> SeedSVMs:
+    """Both Att-SVMs (Frobenius, nuclear) of each parameterisation's selection of one seed: X (n, T, d), z (n, d),
+    selections: parameterisation -> (n,) the selected token of each input. A selection shared by two
+    parameterisations is solved once; the first SVM that cannot be solved (infeasible, a failed solve) ends the
+    seed, its reason in `failure`. One convex program at a time: Clarabel has no batch axis."""
+    W: dict[tuple[str, str], Tensor] = {}
+    support: dict[tuple[str, str], Tensor] = {}
+    solved_by: dict[tuple[tuple[int, ...], str], str] = {}  # (selection, norm) -> parameterisation
+    for p, sel in selections.items():
+        for norm in ("fro", "nuc"):
+            key = (tuple(sel.tolist()), norm)
+            if key in solved_by:
+                W[(p, norm)], support[(p, norm)] = W[(solved_by[key], norm)], support[(solved_by[key], norm)]
+                continue
+            try:
+                solution = att_svm(X, z, sel, norm=norm)
+            except ValueError as e:
+                failure = f"{p} selection, {'Frobenius' if norm == 'fro' else 'nuclear'} norm: {e}"
+                return SeedSVMs(W, support, len(solved_by), failure)
+            W[(p, norm)], support[(p, norm)] = solution.W, solution.support
+            solved_by[key] = p
+    return SeedSVMs(W, support, len(solved_by))
+
+
+#: ``svms(config, selections) -> one SeedSVMs per seed, in order``: how `run_synthetic` may have its Att-SVMs solved
+#: elsewhere (`hardmax svm --scheduler` runs `solve_seed` as sweep cells); None: `solve_seed` here, seed by seed.
+SeedSolver = Callable[[SyntheticConfig, dict[str, Tensor]], Iterable[SeedSVMs]]
+
+
+def _solve_all(X: Tensor, z: Tensor, selections: dict[str, Tensor], config: SyntheticConfig,
+               svms: SeedSolver | None = None
                ) -> tuple[dict[tuple[str, str], Tensor], dict[tuple[str, str], Tensor], int, dict[int, str]]:
-    """Both SVMs of every parameterisation's selection; a selection shared by both is solved once.
+    """Both SVMs of every parameterisation's selection of every seed (`solve_seed`, or `svms`).
 
     Returns W: (parameterisation, norm) -> (S, d, d), support: the same keys -> (S, n, T) bool (the
     solutions' support tokens), the number of solves, and failures: seed -> why, for a seed whose solve
     raised (an infeasible selection, a failed solve); that seed is not solved further (its rows are NaN).
-    The solutions are written into these tensors, not kept: thousands of small objects kept between
-    Clarabel's large temporary buffers made glibc's heap grow by ~2.5 MB per nuclear-norm solve at d = 40.
+    The solutions are written into these tensors as each seed's come, not kept: thousands of small objects kept
+    between Clarabel's large temporary buffers made glibc's heap grow by ~2.5 MB per nuclear-norm solve at d = 40.
     """
     S, n, T, d = X.shape
     keys = [(p, norm) for p in selections for norm in ("fro", "nuc")]
     W = {key: torch.full((S, d, d), float("nan"), dtype=torch.float64) for key in keys}
     support = {key: torch.zeros(S, n, T, dtype=torch.bool) for key in keys}
-    solved_by: dict[tuple[int, tuple[int, ...], str], str] = {}  # (seed, selection, norm) -> parameterisation
     failures: dict[int, str] = {}
-    for p, norm in keys:
-        sel = selections[p]
-        for s in range(S):  # one convex program per seed: Clarabel has no batch axis
-            if s in failures:
-                continue
-            key = (s, tuple(sel[s].tolist()), norm)
-            if key in solved_by:
-                W[(p, norm)][s] = W[(solved_by[key], norm)][s]
-                support[(p, norm)][s] = support[(solved_by[key], norm)][s]
-                continue
-            try:
-                solution = att_svm(X[s], z[s], sel[s], norm=norm)
-            except ValueError as e:
-                failures[s] = f"{p} selection, {'Frobenius' if norm == 'fro' else 'nuclear'} norm: {e}"
-                continue
-            W[(p, norm)][s] = solution.W
-            support[(p, norm)][s] = solution.support
-            solved_by[key] = p
-    return W, support, len(solved_by), failures
+    solves = 0
+    seeds = svms(config, selections) if svms is not None else (
+        solve_seed(X[s], z[s], {p: sel[s] for p, sel in selections.items()}) for s in range(S))
+    for s, one in enumerate(seeds):
+        solves += one.solves
+        if one.failure is not None:
+            failures[s] = one.failure
+            continue
+        for key in keys:
+            W[key][s], support[key][s] = one.W[key], one.support[key]
+    return W, support, solves, failures
 
 
 def _config_text(config: SyntheticConfig) -> str:
@@ -269,10 +303,11 @@ def _config_text(config: SyntheticConfig) -> str:
             f"record_every={config.record_every}")
 
 
-def run_synthetic(config: SyntheticConfig = SyntheticConfig()) -> SyntheticResult:
+def run_synthetic(config: SyntheticConfig = SyntheticConfig(), *, svms: SeedSolver | None = None) -> SyntheticResult:
     """The paper's synthetic experiment, all seeds as one batch per parameterisation (see module docstring).
 
-    Seeds whose Att-SVMs cannot be solved are left out of the result and listed in `failures`.
+    Seeds whose Att-SVMs cannot be solved are left out of the result and listed in `failures`. svms: who solves
+    the Att-SVMs of each seed's selections (`SeedSolver`; None: `solve_seed` in this process, one seed after the other).
 
     Raises:
         MemoryBudgetError: the run would need more memory than is available (`synthetic_memory`).
@@ -291,7 +326,7 @@ def run_synthetic(config: SyntheticConfig = SyntheticConfig()) -> SyntheticResul
                                 record_every=config.stride)
         paths[p] = descend(X, z, y, v, init, descent)
     t_descent = time.perf_counter() - start
-    svm, support, solves, failures = _solve_all(X, z, {p: path.selection for p, path in paths.items()})
+    svm, support, solves, failures = _solve_all(X, z, {p: path.selection for p, path in paths.items()}, config, svms)
     t_svm = time.perf_counter() - start - t_descent
     keep = [s for s in range(config.seeds) if s not in failures]
     if not keep:

@@ -14,33 +14,38 @@ restarted with the same grid runs only the cells missing and ends with the table
 from __future__ import annotations
 
 import concurrent.futures
+import math
 import os
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from hardmax.progress import progress
+from hardmax.progress import LineProgress
+from hardmax.progress import progress as progress_bar
 from hardmax.sweep import store
 from hardmax.sweep.grid import cells as grid_cells
 from hardmax.sweep.grid import key, task_named
 from hardmax.sweep.tasks import Task
 from hardmax.version import __version__
 
-__all__ = ["SweepResult", "sweep", "sweep_status"]
+__all__ = ["SweepResult", "run_batch", "sweep", "sweep_status"]
 
 _THREADS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 
 
 @dataclass(frozen=True)
 class SweepResult:
-    """What a sweep did: where its table is, how many cells the grid has, how many were run now, failed (ever,
-    recorded with their error), and were found done from an earlier run; seconds of this run; the dashboard link
-    of the cluster when one was used."""
+    """What a sweep did. out: its folder (the Parquet dataset, `read_table(out)`); cells: the grid's; done and
+    failed: the grid's cells recorded in the table without and with an error (from this run or an earlier one);
+    ran: cells run now; skipped: cells found recorded by an earlier run; seconds: this run's; dashboard: the Dask
+    dashboard's link when a cluster was used."""
 
     out: Path
     cells: int
-    ran: int
+    done: int
     failed: int
+    ran: int
     skipped: int
     seconds: float
     dashboard: str | None = None
@@ -54,19 +59,22 @@ class SweepResult:
 def _pin_threads(driver: int) -> None:
     """One thread for torch and numba in a worker process (never in the driver's own process, whose settings are
     its caller's: a serial executor runs batches there). The environment (OMP, MKL, OpenBLAS, numba) of the local
-    cluster's workers is set before they start (`_local_cluster`)."""
+    cluster's workers is set before they start (`_local_cluster`); numba's and torch's pools are set here, in the
+    worker, because a worker does not read them from its environment once started (dask/distributed#9075)."""
     if os.getpid() == driver:
         return
     import numba
     import torch
 
-    torch.set_num_threads(1)
-    numba.set_num_threads(1)
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+    if numba.get_num_threads() != 1:
+        numba.set_num_threads(1)
 
 
 def run_batch(task_name: str, batch: list[dict], driver: int = -1) -> list[dict]:
-    """The rows of a batch of cells: each cell's parameters, its result (or its one-line error), its seconds, the
-    library version and when it finished. Runs in the worker (driver: the driver's process id)."""
+    """The rows of a batch of cells: each cell's key and parameters, its result (or its one-line error), its seconds,
+    the library version and when it finished. Runs in the worker (driver: the driver's process id)."""
     from hardmax.sweep.tasks import TASKS
 
     _pin_threads(driver)
@@ -80,7 +88,7 @@ def run_batch(task_name: str, batch: list[dict], driver: int = -1) -> list[dict]
             row.update({f"result_{k}" if k in row else k: v for k, v in result.items()})
             row["error"] = None
         except Exception as e:  # a failing cell is recorded with its one-line error; the sweep goes on
-            row["error"] = f"{type(e).__name__}: {' '.join(str(e).split())}"[:300]
+            row["error"] = _one_line(e)
         row["seconds"] = time.perf_counter() - start
         row["version"] = __version__
         row["finished"] = time.time()
@@ -88,8 +96,18 @@ def run_batch(task_name: str, batch: list[dict], driver: int = -1) -> list[dict]
     return rows
 
 
+def _one_line(e: BaseException) -> str:
+    return f"{type(e).__name__}: {' '.join(str(e).split())}"[:300]
+
+
+def _lost_rows(task: Task, batch: list[dict], error: BaseException) -> list[dict]:
+    """The rows of a batch whose worker died every time Dask ran it (a crash in native code, memory): failed."""
+    return [{"key": key(task, cell), "task": task.name, **cell, "error": _one_line(error), "seconds": math.nan,
+             "version": __version__, "finished": time.time()} for cell in batch]
+
+
 def sweep(task: str | Task, grid, *, out: str | Path, executor=None, scheduler: str | None = None,
-          workers: int | None = None, batch: int | None = None, show_progress: bool = True) -> SweepResult:
+          workers: int | None = None, batch: int | None = None, progress: bool = True) -> SweepResult:
     """Run `task` on every cell of `grid` not yet recorded in `out`; rows appended to out's Parquet table.
 
     Args:
@@ -100,131 +118,156 @@ def sweep(task: str | Task, grid, *, out: str | Path, executor=None, scheduler: 
             concurrent.futures.Executor. scheduler: a Dask scheduler's address (instead of an executor).
         workers: processes of the LocalCluster (default: the cores). batch: cells per task (default: about 8
             tasks per worker, at most 64 cells, so that per-cell overhead stays small and progress stays fine).
+        progress: a progress bar (cells done, failed, left, the time left) and the dashboard's link.
     Returns:
         `SweepResult`. Raises ValueError (one line) for a bad task, grid or option, before any work starts.
+        Interrupted (Ctrl-C), it cancels what it submitted, closes the cluster it started and re-raises: the batches
+        finished are in the table, and the same call finishes the sweep.
+
+    A script that runs a sweep on the local cluster calls it under ``if __name__ == "__main__":`` (the workers are
+    processes that import the script).
     """
     task = task_named(task) if isinstance(task, str) else task
     every = grid_cells(task, grid)  # checked before anything runs
     if executor is not None and scheduler is not None:
         raise ValueError("give an executor or a scheduler address, not both")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise ValueError(f"workers must be an integer ≥ 1, got {workers!r}")
-    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
-        raise ValueError(f"batch must be an integer ≥ 1, got {batch!r}")
+    if scheduler is not None and (not isinstance(scheduler, str) or not scheduler.strip()):
+        raise ValueError(f"scheduler must be a Dask scheduler's address (tcp://host:8786), got {scheduler!r}")
+    if executor is not None and not (_is_client(executor) or isinstance(executor, concurrent.futures.Executor)):
+        raise ValueError(f"executor must be a distributed.Client or a concurrent.futures.Executor, got "
+                         f"{type(executor).__name__}")
+    for name, value in (("workers", workers), ("batch", batch)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"{name} must be an integer ≥ 1, got {value!r}")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    store.clean(out)
-    meta = store.read_meta(out)
+    meta = store.read_meta(out) if out.is_dir() else None
     if meta is not None and meta.get("task") != task.name:
         raise ValueError(f"{out} holds a sweep of task {meta.get('task')!r}, not {task.name!r}: use another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    store.clean(out)
     store.write_meta(out, {"task": task.name, "cells": len(every), "version": __version__})
     start = time.perf_counter()
-    done = store.done_keys(out)
-    pending = [c for c in every if key(task, c) not in done]
+    keys = [key(task, c) for c in every]
+    recorded = store.outcomes(out)
+    pending = [c for c, k in zip(every, keys, strict=True) if k not in recorded]
     skipped = len(every) - len(pending)
-    if not pending:
-        failed = _failed(out)
-        return SweepResult(out, len(every), 0, failed, skipped, time.perf_counter() - start)
-    owned, dashboard, client = None, None, None
+    dashboard = None
+    ran = 0
+    if pending:
+        dashboard, ran = _run(task, pending, out, executor, scheduler, workers, batch, progress)
+    recorded = store.outcomes(out)
+    errors = [recorded[k] for k in keys if k in recorded]
+    failed = sum(e is not None for e in errors)
+    return SweepResult(out, len(every), len(errors) - failed, failed, ran, skipped, time.perf_counter() - start,
+                       dashboard)
+
+
+def _run(task: Task, pending: list[dict], out: Path, executor, scheduler, workers, batch, show: bool):
+    """Submit the pending cells in batches and write each batch's rows as it finishes: (dashboard link, cells run)."""
+    client = owned = dashboard = None
+    futures: dict = {}
     try:
         if executor is None and scheduler is None:
-            owned = _local_cluster(workers)
-            client, dashboard = owned
-            submit, slots = client.submit, len(client.scheduler_info()["workers"])
+            owned = client = _local_cluster(workers)
         elif scheduler is not None:
             from distributed import Client
 
             client = Client(scheduler)
-            dashboard = client.dashboard_link
-            submit, slots = client.submit, max(1, len(client.scheduler_info()["workers"]))
         elif _is_client(executor):
-            submit, slots = executor.submit, max(1, len(executor.scheduler_info()["workers"]))
-            dashboard = executor.dashboard_link
-        elif isinstance(executor, concurrent.futures.Executor):
-            submit, slots = executor.submit, max(1, getattr(executor, "_max_workers", 1) or 1)
+            client = executor
+        if client is not None:
+            dashboard = client.dashboard_link
+            slots = max(1, sum(w.get("nthreads", 1) for w in client.scheduler_info()["workers"].values()))
         else:
-            raise ValueError(f"executor must be a distributed.Client or a concurrent.futures.Executor, got "
-                             f"{type(executor).__name__}")
-        size = batch or max(1, min(64, len(pending) // (8 * slots) or 1))
+            slots = max(1, getattr(executor, "_max_workers", 1) or 1)
+        size = batch or max(1, min(64, len(pending) // (8 * slots)))
         batches = [pending[i:i + size] for i in range(0, len(pending), size)]
-        if dashboard and show_progress:
-            print(f"hardmax sweep: the Dask dashboard is at {dashboard}", flush=True)
+        if dashboard and show:
+            print(f"hardmax sweep: the Dask dashboard is at {dashboard}", file=sys.stderr, flush=True)
         me = os.getpid()
-        futures = [submit(run_batch, task.name, b, me, pure=False) if _is_client_submit(submit) else
-                   submit(run_batch, task.name, b, me) for b in batches]
-        ran = failed_now = 0
-        bar = progress(total=len(pending), desc=f"sweep {task.name}", unit="cell", initial=0) if show_progress else None
-        try:
-            for future in _as_completed(futures, client or executor):
-                rows = future.result()
-                store.write_part(out, rows)
-                ran += len(rows)
-                failed_now += sum(r["error"] is not None for r in rows)
-                if bar is not None:
-                    bar.update(len(rows))
-        finally:
-            if bar is not None:
-                bar.close()
+        if client is not None:
+            futures = {client.submit(run_batch, task.name, b, me, pure=False): b for b in batches}
+        else:
+            futures = {executor.submit(run_batch, task.name, b, me): b for b in batches}
+        return dashboard, _collect(task, futures, out, client, show)
+    except BaseException:
+        for future in futures:  # nothing more runs for this sweep (an executor the caller owns stays usable)
+            future.cancel()
+        raise
     finally:
         if owned is not None:
-            client, _ = owned
-            cluster = client.cluster
-            client.close()
+            cluster = owned.cluster
+            owned.close()
             cluster.close()
         elif scheduler is not None and client is not None:
             client.close()
-    return SweepResult(out, len(every), ran, _failed(out), skipped, time.perf_counter() - start, dashboard)
 
 
-def _failed(out: Path) -> int:
-    table = store.read_table(out)
-    return 0 if "error" not in table.column_names else sum(e is not None for e in table.column("error").to_pylist())
+def _collect(task: Task, futures: dict, out: Path, client, show: bool) -> int:
+    """Write each finished batch as one part file; a progress bar of cells done, failed and left. Cells run."""
+    total = sum(len(b) for b in futures.values())
+    bar = progress_bar(total=total, desc=f"sweep {task.name}", unit="cell") if show else None
+    ran = failed = 0
+    start = time.perf_counter()
+    if client is not None:
+        from distributed import KilledWorker, as_completed
+    else:
+        KilledWorker, as_completed = (), concurrent.futures.as_completed  # noqa: N806 (nothing to catch)
+    try:
+        for future in as_completed(list(futures)):
+            try:
+                rows = future.result()
+            except KilledWorker as e:  # the batch's worker died each time it ran it: its cells fail, the rest go on
+                rows = _lost_rows(task, futures[future], e)
+            store.write_part(out, rows)
+            ran += len(rows)
+            failed += sum(r["error"] is not None for r in rows)
+            if bar is not None:
+                left = total - ran
+                eta = (time.perf_counter() - start) / ran * left
+                bar.set_postfix_str(f"{failed:,} failed, {left:,} left"
+                                    + (f", about {eta:.0f} s to go" if isinstance(bar, LineProgress) else ""))
+                bar.update(len(rows))
+    finally:
+        if bar is not None:
+            bar.close()
+    return ran
 
 
 def _is_client(executor) -> bool:
-    try:
-        from distributed import Client
-    except ImportError:  # pragma: no cover
-        return False
+    from distributed import Client
+
     return isinstance(executor, Client)
 
 
-def _is_client_submit(submit) -> bool:
-    return getattr(submit, "__self__", None) is not None and _is_client(submit.__self__)
-
-
-def _as_completed(futures, executor):
-    if _is_client(executor):
-        from distributed import as_completed
-
-        return as_completed(futures)
-    return concurrent.futures.as_completed(futures)
-
-
 def _local_cluster(workers: int | None):
-    """(Client, dashboard link) of a LocalCluster of processes, one thread each, the numerical libraries' threads
-    pinned to one per worker before it starts (environment) and when it runs a batch (`_pin_threads`)."""
+    """A Client of a LocalCluster of processes on 127.0.0.1, one thread each, the numerical libraries' threads pinned
+    to one per worker before it starts (environment) and when it runs a batch (`_pin_threads`)."""
     import dask
     from distributed import Client, LocalCluster
 
     n = workers or os.cpu_count() or 1
     with dask.config.set({"distributed.nanny.pre-spawn-environ": {name: "1" for name in _THREADS},
                           "distributed.worker.daemon": False}):
-        # everything on the loopback interface: scheduler, workers, nannies and the dashboard (127.0.0.1 only)
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address="127.0.0.1:0", silence_logs=40)
-    client = Client(cluster)
-    return client, client.dashboard_link
+        try:
+            # everything on the loopback interface: scheduler, workers, nannies and the dashboard (127.0.0.1 only)
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                   dashboard_address="127.0.0.1:0", silence_logs=40)
+        except RuntimeError as e:
+            raise RuntimeError(f"the local Dask cluster could not start its workers ({e}); a script that runs a "
+                               "sweep on it must call it under `if __name__ == '__main__':` (the workers are new "
+                               "processes that import the script)") from None
+    return Client(cluster)
 
 
 def sweep_status(out: str | Path) -> dict:
     """What a sweep folder holds: {"task", "cells" (asked), "done", "failed", "remaining", "errors" (the first
     five one-line errors)}; ValueError (one line) for a folder that holds no sweep."""
     out = Path(out)
-    meta = store.read_meta(out)
+    meta = store.read_meta(out) if out.is_dir() else None
     if meta is None:
         raise ValueError(f"{out} holds no sweep (no {store.META})")
-    table = store.read_table(out)
-    errors = [e for e in (table.column("error").to_pylist() if "error" in table.column_names else []) if e]
-    return {"task": meta["task"], "cells": meta["cells"], "done": table.num_rows - len(errors),
-            "failed": len(errors), "remaining": max(0, meta["cells"] - table.num_rows), "errors": errors[:5]}
+    errors = [e for e in store.outcomes(out).values() if e is not None]
+    recorded = len(store.outcomes(out))
+    return {"task": meta["task"], "cells": meta["cells"], "done": recorded - len(errors), "failed": len(errors),
+            "remaining": max(0, meta["cells"] - recorded), "errors": errors[:5]}

@@ -19,14 +19,15 @@ import pyarrow.parquet as pq
 
 from hardmax.io import atomic_write, read_json, write_json
 
-__all__ = ["done_keys", "read_table", "write_part"]
+__all__ = ["outcomes", "read_table", "write_part"]
 
 META = "sweep.json"
 
 
 def write_part(out: Path, rows: list[dict]) -> Path:
     """Write `rows` (dicts with at least "key") as one part file, atomically; returns its path."""
-    table = pa.Table.from_pylist(rows)
+    names = dict.fromkeys(name for row in rows for name in row)  # every column of the batch (a failed cell has none
+    table = pa.table({name: [row.get(name) for row in rows] for name in names})  # of its results)
     name = f"part-{rows[0]['key']}-{len(rows)}.parquet"
     return atomic_write(out / name, lambda tmp: pq.write_table(table, tmp))
 
@@ -35,12 +36,15 @@ def _parts(out: Path) -> list[Path]:
     return sorted(p for p in Path(out).glob("part-*.parquet") if not p.name.startswith("."))
 
 
-def done_keys(out: Path) -> set[str]:
-    """The keys of the cells recorded in `out` (done or failed), from the part files' key columns."""
-    keys: set[str] = set()
+def outcomes(out: Path) -> dict[str, str | None]:
+    """key -> its one-line error (None: done) of every cell recorded in `out`, the first record of a key kept (as
+    `read_table`); read from the part files' key and error columns only."""
+    recorded: dict[str, str | None] = {}
     for part in _parts(out):
-        keys.update(pq.read_table(part, columns=["key"]).column("key").to_pylist())
-    return keys
+        columns = pq.read_table(part, columns=["key", "error"]).to_pydict()
+        for k, error in zip(columns["key"], columns["error"], strict=True):
+            recorded.setdefault(k, error)
+    return recorded
 
 
 def read_table(out: str | Path) -> pa.Table:
@@ -52,7 +56,7 @@ def read_table(out: str | Path) -> pa.Table:
     parts = _parts(out)
     if not parts:
         return pa.table({"key": pa.array([], pa.string())})
-    table = pa.concat_tables([pq.read_table(p) for p in parts], promote_options="default")
+    table = pa.concat_tables([pq.read_table(p) for p in parts], promote_options="permissive")
     keys = table.column("key").to_pylist()
     first = {}
     for i, k in enumerate(keys):

@@ -101,11 +101,15 @@ def spin(seconds: float, seed: int) -> dict:
 
 
 @register("phase_cell", beta=(float, REQUIRED), starts=(int, 100), n=(int, 32), d=(int, 3), steps=(int, 300),
-          dt=(float, 0.1), tol=(float, 1e-2), seed=(int, REQUIRED), dtype=(str, "float64"))
+          dt=(float, 0.1), tol=(float, 1e-2), seed=(int, REQUIRED), dtype=(str, "float64"), index=(int, 0),
+          of=(int, 1))
 def phase_cell(beta: float, starts: int, n: int, d: int, steps: int, dt: float, tol: float, seed: int,
-               dtype: str) -> dict:
+               dtype: str, index: int, of: int) -> dict:
     """One β of the phase diagram of `hardmax particles` (`experiments.particles.phase_diagram`): the fraction of
-    `starts` uniform starts on S^{d−1} in one cluster at every tenth step, and at the end."""
+    `starts` uniform starts on S^{d−1} in one cluster at every tenth step, and at the end. index, of: this β is the
+    index-th of a diagram of `of` β whose starts come from one draw of `seed` (`phase_diagram(..., block=...)`:
+    `hardmax particles --scheduler` gives them, so that its tables are those of the one-batch run); (0, 1): its own
+    starts."""
     import torch
 
     from hardmax.experiments.particles import phase_diagram
@@ -113,7 +117,7 @@ def phase_cell(beta: float, starts: int, n: int, d: int, steps: int, dt: float, 
     if dtype not in ("float32", "float64"):
         raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
     result = phase_diagram([beta], starts=starts, n=n, d=d, steps=steps, dt=dt, seed=seed, tol=tol,
-                           dtype=getattr(torch, dtype))
+                           dtype=getattr(torch, dtype), block=(index, of))
     single, mean = result.single[0].tolist(), result.mean_clusters[0].tolist()
     times = result.times.tolist()
     return {"single_final": single[-1], "t_final": float(times[-1]), "solve_seconds": result.solve_seconds,
@@ -138,3 +142,121 @@ def simulate_cell(n: int, d: int, layers: int, alpha: float, seed: int, causal: 
         return {"passed": check_flow(run).passed, "leaders": -1, "distinct_limits": distinct}
     return {"passed": check_theorem(run).passed, "leaders": int((leader_layers(run) >= 0).sum()),
             "distinct_limits": distinct}
+
+
+@register("solve", n=(int, REQUIRED), d=(int, 3), beta=(float, 1.0), steps=(int, 200), dt=(float, 0.1),
+          solver=(str, "rk4"), starts=(int, 1), tol=(float, 1e-2), seed=(int, REQUIRED))
+def solve_cell(n: int, d: int, beta: float, steps: int, dt: float, solver: str, starts: int, tol: float,
+               seed: int) -> dict:
+    """Self-attention on the sphere, ẋ_i = P_x(Σ_j softmax_j(β⟨x_i, x_j⟩) x_j) (`hardmax.dynamics.solve` with
+    `Field(Softmax(β), manifold=Sphere())`), from `starts` sets of n uniform tokens on S^{d−1}; what
+    `hardmax.theory.check_flow` says of it, the clusters at the end and the energy E_β at the start and end."""
+    import torch
+
+    from hardmax.dynamics import RK4, Euler, Field, Renormalised, Save, Softmax, Sphere, solve
+    from hardmax.theory import check_flow, cluster_counts, energy
+
+    solvers = {"rk4": RK4, "euler": Euler, "renormalised": Renormalised}
+    if solver not in solvers:
+        raise ValueError(f"solver must be one of {', '.join(solvers)}, got {solver!r}")
+    g = torch.Generator().manual_seed(seed)
+    x = torch.nn.functional.normalize(torch.randn(starts, n, d, dtype=torch.float64, generator=g), dim=-1)
+    run = solve(Field(Softmax(beta), manifold=Sphere()), solvers[solver](dt), x, steps=steps,
+                save=Save(every=max(1, steps // 20)))
+    report = check_flow(run, tol=tol)
+    clusters = cluster_counts(run.tokens[-1], tol).double()
+    E = energy(run.tokens[[0, -1]], beta)  # (2, starts)
+    return {"passed": report.passed, "verdict": report.verdict, "clusters_final": float(clusters.mean()),
+            "single_final": float((clusters == 1).double().mean()), "energy_start": float(E[0].mean()),
+            "energy_final": float(E[-1].mean()), "t_final": float(run.times[-1])}
+
+
+@register("rate", n=(int, REQUIRED), d=(int, 2), layers=(int, 30), alpha=(float, 0.5), eps=(float, 0.5),
+          seed=(int, REQUIRED))
+def rate_cell(n: int, d: int, layers: int, alpha: float, eps: float, seed: int) -> dict:
+    """The coding rate R(Z, ε) = ½ logdet(I + d/(n ε²) ZᵀZ) (`hardmax.measures.coding_rate`) of n standard normal
+    tokens in R^d before and after the paper's hardmax layers (`hardmax.simulate`): how much the dynamics compress."""
+    import numpy as np
+
+    from hardmax.dynamics import simulate
+    from hardmax.measures import coding_rate
+
+    tokens = np.random.default_rng(seed).standard_normal((n, d))
+    run = simulate(tokens, alpha=alpha, layers=layers)
+    rates = coding_rate(run.tokens[[0, -1]], eps)  # (2,)
+    return {"rate_start": float(rates[0]), "rate_final": float(rates[1]),
+            "rate_ratio": float(rates[1] / rates[0]) if float(rates[0]) > 0 else float("nan")}
+
+
+# The curves of `hardmax.experiments.svm.CURVES` under column names: (parameterisation, norm) -> column.
+_SVM_COLUMNS = {("W", "fro"): "corr_W_fro", ("KQ", "nuc"): "corr_KQ_nuc", ("W", "nuc"): "control_W_nuc",
+                ("KQ", "fro"): "control_KQ_fro"}
+
+
+@register("att_svm_seed", n=(int, 6), T=(int, 8), d=(int, 10), iterations=(int, 2000), lr=(float, 0.1),
+          self_attention=(bool, False), seed=(int, REQUIRED))
+def att_svm_seed(n: int, T: int, d: int, iterations: int, lr: float, self_attention: bool, seed: int) -> dict:
+    """One problem of the Att-SVM synthetic experiment (`hardmax.experiments.svm.run_synthetic` with one seed):
+    normalised gradient descent on W and on (K, Q), the Att-SVMs of the final selections; at the last step each
+    curve's correlation with its SVM, the softmax mass on the selected token, and whether the selections are
+    locally / globally optimal. A seed whose Att-SVM cannot be solved is a failed cell (its reason recorded)."""
+    from hardmax.experiments.svm import CURVES, SyntheticConfig, run_synthetic
+
+    result = run_synthetic(SyntheticConfig(n=n, T=T, d=d, seeds=1, iterations=iterations, lr=lr, seed=seed,
+                                           self_attention=self_attention))
+    row = {_SVM_COLUMNS[pair]: float(result.curves[label][0, -1]) for label, pair in CURVES.items()}
+    for p in ("W", "KQ"):
+        row[f"mass_{p}"] = float(result.selected_mass[p][0, -1])
+        row[f"locally_optimal_{p}"] = bool(result.locally_optimal[p][0])
+        row[f"globally_optimal_{p}"] = bool(result.globally_optimal[p][0])
+    row["same_selection"] = bool((result.paths["W"].selection == result.paths["KQ"].selection).all())
+    return row
+
+
+@register("train_candidate", config=(str, REQUIRED), d=(int, REQUIRED), stopwords=(str, REQUIRED),
+          lr=(float, REQUIRED))
+def train_candidate(config: str, d: int, stopwords: str, lr: float) -> dict:
+    """One candidate run of `hardmax reproduce` (a training run): the classifier of dimension d trained with this
+    stop-word list and learning rate (`hardmax.experiments.pipeline.train_or_load`, in the run directory
+    `candidate_dir` names: a finished run is reused, an interrupted one resumed). config: the settings
+    (`ReproduceConfig.to_json`). The row: its best validation accuracy (exact hardmax), best epoch, epochs run."""
+    import dataclasses
+
+    from hardmax.data import load_imdb
+    from hardmax.experiments.pipeline import train_or_load
+    from hardmax.experiments.reproduce import ReproduceConfig, candidate_dir
+
+    settings = ReproduceConfig.from_json(config)
+    one = dataclasses.replace(settings, progress=False, train=dataclasses.replace(settings.train, lr=lr))
+    data = load_imdb(dataclasses.replace(settings.data, stopwords=stopwords), progress=False)
+    run = train_or_load(d, data, one, candidate_dir(settings, d, stopwords, lr))
+    return {"best_val_accuracy": run.best_val_accuracy, "best_epoch": run.best_epoch, "epochs": len(run.history),
+            "reused": run.reused, "train_seconds": sum(h.train_seconds for h in run.history)}
+
+
+@register("att_svm_solve", n=(int, 6), T=(int, 8), d=(int, 10), seeds=(int, REQUIRED), seed=(int, REQUIRED),
+          self_attention=(bool, False), index=(int, REQUIRED), selection_W=(str, REQUIRED),
+          selection_KQ=(str, REQUIRED))
+def att_svm_solve(n: int, T: int, d: int, seeds: int, seed: int, self_attention: bool, index: int,
+                  selection_W: str, selection_KQ: str) -> dict:
+    """The Att-SVMs of one seed of a synthetic run (`hardmax.experiments.svm.solve_seed`): the problems of
+    SyntheticConfig(n, T, d, seeds, seed, self_attention) drawn again (the same generator), seed `index`'s taken,
+    with the selections of W and (K, Q) ("i,j,…": the selected token of each input). The row: each SVM's W (d·d
+    numbers) and support (n·T flags) by parameterisation and norm, the number of solves, and why the seed failed
+    (None when every SVM was solved). `hardmax svm --scheduler` runs its seeds' SVMs as these cells."""
+    import torch
+
+    from hardmax.experiments.svm import SyntheticConfig, solve_seed, synthetic_problems
+
+    config = SyntheticConfig(n=n, T=T, d=d, seeds=seeds, seed=seed, self_attention=self_attention)
+    if not 0 <= index < seeds:
+        raise ValueError(f"index must lie in [0, seeds), got {index}")
+    problems = synthetic_problems(config, torch.Generator().manual_seed(seed))
+    selections = {p: torch.tensor([int(i) for i in text.split(",")], dtype=torch.int64)
+                  for p, text in (("W", selection_W), ("KQ", selection_KQ))}
+    one = solve_seed(problems.X[index], problems.z[index], selections)
+    row = {"solves": one.solves, "failure": one.failure}
+    for (p, norm), W in one.W.items():
+        row[f"W_{p}_{norm}"] = W.reshape(-1).tolist()
+        row[f"support_{p}_{norm}"] = one.support[(p, norm)].reshape(-1).tolist()
+    return row
