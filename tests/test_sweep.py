@@ -120,7 +120,8 @@ def test_a_local_dask_cluster_of_two_workers_writes_the_same_table_and_leaves_no
     from hardmax.sweep.run import _local_cluster
 
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    client, link = _local_cluster(1)  # the embedded cluster listens on the loopback interface only
+    client = _local_cluster(1)  # the embedded cluster listens on the loopback interface only
+    link = client.dashboard_link
     try:
         me = psutil.Process()
         listening = {c.laddr.ip for p in [me, *me.children(recursive=True)]
@@ -244,15 +245,53 @@ def test_a_phase_diagram_from_a_sweep_is_the_cells_diagrams_and_draws(tmp_path):
         curve(read_table(tmp_path), "beta", "nope")
 
 
-@pytest.mark.slow
-def test_hardmax_particles_runs_its_phase_diagrams_as_resumable_sweeps(tmp_path, capsys):
-    from hardmax.cli import main
+def test_a_batch_whose_first_cell_fails_keeps_the_results_of_the_others(tmp_path):
+    with _serial() as ex:
+        result = sweep("noop", [{"x": 1.0, "fail": True}, {"x": 2.0}, {"x": 3.0}], out=tmp_path, executor=ex,
+                       batch=3, progress=False)
+    assert (result.done, result.failed, result.ran) == (2, 1, 3)
+    rows = {r["x"]: r for r in read_table(tmp_path).to_pylist()}
+    assert rows[2.0]["result_x"] == 2.0 and rows[3.0]["result_x"] == 3.0 and rows[1.0]["result_x"] is None
 
-    args = ["particles", "--quick", "--no-gif", "--scheduler", "local", "--workers", "2", "--out", str(tmp_path)]
-    assert main(args) == 0
-    first = capsys.readouterr().out
-    assert (tmp_path / "phase_diagram_S2.png").exists() and len(read_table(tmp_path / "sweep_S2")) == 20
-    assert sweep_status(tmp_path / "sweep_S1")["done"] == 20
-    assert main(args) == 0  # again: every cell found done, the same tables printed
-    assert capsys.readouterr().out.split("## phase S1")[1] == first.split("## phase S1")[1]
-    assert main(["particles", "--workers", "2", "--out", str(tmp_path)]) == 2  # --workers needs a local cluster
+
+def test_progress_says_failed_and_left(tmp_path, capsys):
+    with _serial() as ex:
+        sweep("noop", {"x": [1.0, 2.0, 3.0], "fail": [False, True]}, out=tmp_path, executor=ex, batch=2)
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("sweep noop: 6/6 cell (100 %)") and "3 failed, 0 left" in last, last
+
+
+def test_ctrl_c_cancels_what_was_submitted_and_the_same_call_finishes(tmp_path, monkeypatch):
+    """Ctrl-C (SIGINT to the driver) in the middle: the batches finished are in the table, the rest is cancelled (not
+    run behind the caller's back), and the same sweep again runs only what is missing."""
+    from hardmax.sweep.tasks import Task
+
+    ran = []
+
+    def interrupt(x: float) -> dict:
+        ran.append(x)
+        time.sleep(0.3)
+        if x == 3.0:
+            os.kill(os.getpid(), signal.SIGINT)  # the driver's Ctrl-C, while it waits for this batch
+            time.sleep(0.3)
+        return {"y": 2 * x}
+
+    monkeypatch.setitem(TASKS, "interrupt", Task("interrupt", interrupt, {"x": (float, 0.0)}))
+    grid = {"x": [float(x) for x in range(8)]}
+    with concurrent.futures.ThreadPoolExecutor(1) as ex, pytest.raises(KeyboardInterrupt):
+        sweep("interrupt", grid, out=tmp_path, executor=ex, batch=1, progress=False)
+    assert set(ran) <= {0.0, 1.0, 2.0, 3.0, 4.0}  # what was waiting was cancelled
+    assert {0.0, 1.0, 2.0} <= {r["x"] for r in read_table(tmp_path).to_pylist()} <= {0.0, 1.0, 2.0, 3.0}
+    monkeypatch.setitem(TASKS, "interrupt", Task("interrupt", lambda x: {"y": 2 * x}, {"x": (float, 0.0)}))
+    with _serial() as ex:
+        again = sweep("interrupt", grid, out=tmp_path, executor=ex, progress=False)
+    assert again.ran + again.skipped == 8 and again.skipped >= 3 and again.done == 8
+    assert sorted(r["y"] for r in read_table(tmp_path).to_pylist()) == [2 * x for x in grid["x"]]
+
+
+def test_an_executor_that_is_not_one_is_refused_in_one_line(tmp_path):
+    with pytest.raises(ValueError, match="executor must be a distributed.Client or a concurrent.futures.Executor"):
+        sweep("noop", {"x": [1.0]}, out=tmp_path / "never", executor=object())
+    with pytest.raises(ValueError, match="workers must be an integer ≥ 1"):
+        sweep("noop", {"x": [1.0]}, out=tmp_path / "never", workers=0)
+    assert not (tmp_path / "never").exists()

@@ -1,11 +1,13 @@
 """Sweeps: parameter grids as data, on Dask, resumable — `sweep(task, grid, out=DIR)`.
 
-- `tasks`: what a cell runs (`TASKS`: noop, spin, phase_cell, simulate; `register` adds one).
+- `tasks`: what a cell runs (`TASKS`: phase_cell, solve, simulate, rate, att_svm_seed, att_svm_solve,
+  train_candidate, noop, spin; `register` adds one).
 - `grid`: the cells of a product or a list, checked before any work; each keyed and seeded by its parameters;
   `load_spec` reads a TOML spec (`hardmax sweep SPEC.toml --out DIR`).
 - `store`: the Parquet table (one part file per finished batch, written whole), read back one row per cell.
-- `run`: `sweep` (a LocalCluster by default; any Dask scheduler by address; any concurrent.futures executor),
-  `sweep_status`.
+- `run`: `sweep` (a LocalCluster by default; any Dask scheduler by address; any concurrent.futures executor) →
+  `SweepResult`, `sweep_status`.
+- `plots`: the table as pictures (P(one cluster) over (t, β), the critical γ over n).
 
 Why Dask (`distributed`): the same sweep moves from this machine to a cluster by naming a scheduler (dask-jobqueue
 for SLURM/PBS, Kubernetes), with a dashboard, and the embedded LocalCluster needs no setup.

@@ -1,7 +1,9 @@
 """Pictures of a sweep's table: the field's heat maps and curves, from the rows as they are on disk.
 
     phase_heatmap(table)       P(one cluster) over (t, β) from `phase_cell` rows (columns single_t<time>)
-    curve(table, x, y, by)     y against x, one line per value of `by` (e.g. a critical γ against n)
+    critical_gamma(table)      n -> γ_c = β_c / log n, β_c where P(one cluster) falls through 1/2 (phase_cell rows)
+    critical_curve(table)      that γ_c against n: the critical temperature β_n = γ log n of the field
+    curve(table, x, y, by)     y against x, one line per value of `by`
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import re
 import numpy as np
 from matplotlib.figure import Figure
 
-__all__ = ["curve", "phase_diagram_of", "phase_heatmap"]
+__all__ = ["critical_curve", "critical_gamma", "curve", "phase_diagram_of", "phase_heatmap"]
 
 
 def _rows(table) -> list[dict]:
@@ -81,4 +83,50 @@ def curve(table, x: str, y: str, *, by: str | None = None, title: str | None = N
         ax.legend()
     if title:
         ax.set_title(title)
+    return fig
+
+
+def critical_gamma(table, *, level: float = 0.5, column: str = "single_final") -> dict[int, float]:
+    """n -> γ_c = β_c / log n from `phase_cell` rows over β and n (one row per (n, β); several seeds of a cell are
+    averaged): β_c is where P(one cluster) (`column`: at the end, or single_t<time>) first falls through `level` as β
+    grows, linearly interpolated between the two β around it; NaN when it never does in the grid's range.
+
+    The question is the field's critical temperature β_n = γ log n: γ_c roughly constant over n says that the
+    temperature at which one cluster stops forming within the time looked at grows like log n."""
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    rows = [r for r in _rows(table) if r.get("task") == "phase_cell"]
+    if not rows:
+        raise ValueError("the table holds no phase_cell rows (a sweep of task phase_cell over beta and n)")
+    if column not in rows[0]:
+        raise ValueError(f"the table has no column {column!r}")
+    out = {}
+    for n in sorted({r["n"] for r in rows}):
+        means: dict[float, list[float]] = {}
+        for r in rows:
+            if r["n"] == n:
+                means.setdefault(r["beta"], []).append(r[column])
+        betas = np.array(sorted(means))
+        P = np.array([np.mean(means[b]) for b in betas])
+        below = np.nonzero((P[1:] < level) & (P[:-1] >= level))[0]
+        if len(below) == 0 or n < 2:
+            out[n] = float("nan")
+            continue
+        i = below[0]
+        beta_c = betas[i] + (P[i] - level) / (P[i] - P[i + 1]) * (betas[i + 1] - betas[i])
+        out[n] = float(beta_c / np.log(n))
+    return out
+
+
+def critical_curve(table, *, level: float = 0.5, column: str = "single_final", title: str | None = None) -> Figure:
+    """γ_c = β_c / log n against n (log scale) from `phase_cell` rows over β and n (`critical_gamma`)."""
+    gamma = critical_gamma(table, level=level, column=column)
+    fig = Figure(figsize=(6.4, 4.2), layout="constrained")
+    ax = fig.add_subplot()
+    ns = list(gamma)
+    ax.plot(ns, [gamma[n] for n in ns], marker="o")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("tokens n")
+    ax.set_ylabel(f"γ_c = β_c / log n  (P(one cluster) = {level:g})")
+    ax.set_title(title or "critical inverse temperature over n")
     return fig
