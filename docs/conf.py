@@ -52,7 +52,8 @@ source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = ["_build", "auto_examples/*.ipynb", "auto_examples/*.py", "auto_examples/*.zip",
                     "auto_examples/*.md5", "auto_examples/*.json", "sg_execution_times.rst",
                     "auto_examples/sg_execution_times.rst",  # not written any more (below); an old build's copy
-                    "reports/_*.md"]  # drafts of a report (docs/reports/_name.md), not pages
+                    "reports/_*.md",  # drafts of a report (docs/reports/_name.md), not pages
+                    "claims/*.md"]  # the sections of dynamics.md's "results as checks", one file per paper
 templates_path = ["_templates"]
 
 # `name` in a docstring is code, not a cross-reference to guess at.
