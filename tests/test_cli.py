@@ -504,3 +504,61 @@ def test_simulate_causal_runs_decoder_attention_and_reports_what_holds(tmp_path,
     want = simulate(tokens, alpha=0.5, layers=8, mask=Causal()).tokens.numpy()
     np.testing.assert_array_equal(np.load(tmp_path / "solution.npy"), want)
     assert "causal attention" in capsys.readouterr().out
+
+
+def test_simulate_alibi_biases_the_rule_and_saves_what_solve_gives(tmp_path):
+    """Issue #43: `hardmax simulate --alibi M` (and "λ/n") wraps the rule in `Positional(rule, ALiBi(...))` through
+    `solve`; the saved states are the library's, and a different slope gives different states."""
+    import numpy as np
+
+    from hardmax.cli import main
+    from hardmax.dynamics import RK4, ALiBi, Causal, Field, Positional, Save, Softmax, Sphere, Unnormalised, solve
+
+    tokens = np.random.default_rng(4).standard_normal((7, 2))
+    on_sphere = tokens / np.linalg.norm(tokens, axis=1, keepdims=True)
+    for alibi, bias, rule, name, sphere in (("0.75", ALiBi(0.75), Softmax(1.5), "softmax", []),
+                                            ("2/n", ALiBi(2.0, per_length=True), Unnormalised(1.5), "unnormalised",
+                                             ["--sphere"])):  # the lost-in-the-middle model's rule, on the circle
+        out = tmp_path / name
+        assert main(["simulate", "--random", "7", "--seed", "4", "--rule", name, "--beta", "1.5", "--alibi", alibi,
+                     "--causal", "--solver", "rk4", "--dt", "0.05", "--layers", "12", *sphere, "--no-gif",
+                     "--out", str(out)]) == 0
+        field = Field(Positional(rule, bias), manifold=Sphere()) if sphere else Field(Positional(rule, bias))
+        start = on_sphere if sphere else tokens
+        want = solve(field, RK4(0.05), start, steps=12, save=Save(), mask=Causal())
+        np.testing.assert_allclose(np.load(out / "solution.npy"), want.tokens.numpy(), rtol=0, atol=1e-14)
+        plain = solve(Field(rule, manifold=field.manifold), RK4(0.05), start, steps=12, save=Save(), mask=Causal())
+        assert np.abs(plain.tokens.numpy() - want.tokens.numpy()).max() > 1e-6  # the bias moved them
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--alibi", "0.5"], "--alibi biases a softmax or unnormalised rule"),
+    (["--rule", "softmax", "--beta", "1", "--alibi", "-1"], "--alibi's slope must be a finite number ≥ 0"),
+    (["--rule", "softmax", "--beta", "1", "--alibi", "steep"], "--alibi must be a slope m ≥ 0"),
+    (["--rule", "softmax", "--beta", "1", "--solver", "pre-ln", "--sphere"], "runs in R^d"),
+])
+def test_simulate_alibi_and_normalisation_refuse_bad_options_in_one_line(tmp_path, capsys, argv, message):
+    code, out, err = _run(capsys, "--random", "5", *argv, "--no-gif", "--out", str(tmp_path / "run"))
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("scheme", ["post-ln", "pre-ln", "peri-ln", "ngpt", "mix-ln"])
+def test_simulate_normalisation_schemes_are_the_library_solvers(tmp_path, scheme):
+    """Issue #43: `--solver post-ln|pre-ln|peri-ln|ngpt|mix-ln` runs that scheme's layers (`SCHEMES`); the report
+    checks what the scheme promises and leaves the flow's claims untested (Pre-LN leaves the tokens' hull)."""
+    import json
+
+    import numpy as np
+
+    from hardmax.cli import main
+    from hardmax.dynamics import SCHEMES, Field, Save, Softmax, solve
+
+    assert main(["simulate", "--random", "6", "--dim", "3", "--seed", "2", "--rule", "softmax", "--beta", "3",
+                 "--solver", scheme, "--dt", "0.2", "--layers", "15", "--no-gif", "--out", str(tmp_path)]) == 0
+    tokens = np.random.default_rng(2).standard_normal((6, 3))
+    want = solve(Field(Softmax(3.0)), SCHEMES[scheme](0.2), tokens, steps=15, save=Save())
+    np.testing.assert_allclose(np.load(tmp_path / "solution.npy"), want.tokens.numpy(), rtol=0, atol=1e-14)
+    claims = {c["name"]: c["status"] for c in json.loads((tmp_path / "report.json").read_text())["claims"]["tokens"]}
+    assert claims["finite"] == "passed" and claims["hull"] == "not tested"
+    assert claims.get("unit_tokens") == ("passed" if scheme in ("post-ln", "ngpt") else None)

@@ -19,6 +19,10 @@ Public files, in order of dependence:
   `Rescaled(scores, V)` or any `Scores`.
 - `solvers`: `Euler(dt)` (`Euler.layers(α)` = the paper's layer), `RK4`, `Renormalised`, `Adaptive`; the step
   z + γ(T − z) (`euler_update`) and γ = α/(1+α) (`layer_step`) are written here and nowhere else.
+- `positional`: positional biases, `ALiBi(slope, per_length)` and `Positional(rule, bias)`; the lost-in-the-middle
+  model on the circle (`lost_in_the_middle`, `circle_flow`) and its closed-form retrieval profile.
+- `normalisation`: how a residual stream adds and normalises each layer, as solvers: `PostLN`, `PreLN`, `PeriLN`,
+  `NGPT`, `MixLN` (`SCHEMES` by name).
 - `save`: `Save`, what a run keeps. `solution`: `Solution`, the one result (tokens, times, steps, the field and
   solver that made them, P when kept). `flow`: `solve`. `simulator`: `simulate`.
 
@@ -48,6 +52,8 @@ from hardmax.dynamics.field import QK, Bilinear, Field, Flat, Manifold, Rescaled
 from hardmax.dynamics.flow import solve
 from hardmax.dynamics.inputs import as_floating, as_tensor, validate_A, validate_alpha
 from hardmax.dynamics.masks import Causal, Intersection, Mask, Pairs, Tokens
+from hardmax.dynamics.normalisation import NGPT, SCHEMES, MixLN, PeriLN, PostLN, PreLN
+from hardmax.dynamics.positional import ALiBi, Positional
 from hardmax.dynamics.rules import (
            RULES,
            AttentionRule,
@@ -64,8 +70,9 @@ from hardmax.dynamics.solution import Solution
 from hardmax.dynamics.solvers import RK4, Adaptive, Euler, Renormalised
 from hardmax.dynamics.step import HARDMAX, attention_matrix, attention_step, scores
 
-__all__ = ["HARDMAX", "QK", "RK4", "RULES", "Adaptive", "AttentionRule", "Bilinear", "Causal", "Deduplicated", "Euler",
-           "Field", "Flat", "Hardmax", "Intersection", "Localmax", "Manifold", "Mask", "Pairs", "Renormalised",
+__all__ = ["HARDMAX", "NGPT", "QK", "RK4", "RULES", "SCHEMES", "ALiBi", "Adaptive", "AttentionRule", "Bilinear",
+           "Causal", "Deduplicated", "Euler", "Field", "Flat", "Hardmax", "Intersection", "Localmax", "Manifold",
+           "Mask", "MixLN", "Pairs", "PeriLN", "Positional", "PostLN", "PreLN", "Renormalised",
            "Rescaled", "Save", "Scores", "Softmax", "Solution", "Sphere", "Tokens", "Unnormalised", "as_floating",
            "as_tensor", "attention_matrix", "attention_step", "deduplicate", "default_tie_rtol", "rule_from_dict",
            "rule_to_dict", "scores", "simulate", "solve", "validate_A", "validate_alpha"]

@@ -30,6 +30,10 @@ MAX_FPS = 50  #: hardmax.plots.save.MAX_FPS (not imported: matplotlib would load
 #: given by its option (--beta, --theta); a rule with a required field of another name needs a field added here.
 RULE_OPTIONS = ("beta", "theta")
 
+#: The normalisation schemes `--solver` names (`hardmax.dynamics.normalisation.SCHEMES`, spelled here so that the
+#: parser needs no torch).
+NORMALISATIONS = ("post-ln", "pre-ln", "peri-ln", "ngpt", "mix-ln")
+
 
 def _either(names: list[str]) -> str:
     """"a", "a or b", "a, b or c"."""
@@ -58,12 +62,16 @@ class SimulateConfig:
     theta: float | None = None  # alignment sensitivity θ > 0 of a rule with a theta (localmax)
     value: str | None = None  # value matrix V: .npy/.csv file or literal "1,0;0,-0.5"; None = identity
     sphere: bool = False  # tokens on the unit sphere (normalised first): SA / USA, ẋ = P⊥(V Σ P x)
-    solver: Literal["layers", "euler", "rk4", "renormalised", "adaptive"] = "layers"  # layers: the paper's
-    # layer (α); euler / rk4 / renormalised: --layers steps of --dt; adaptive: dopri5 up to --time
+    solver: Literal["layers", "euler", "rk4", "renormalised", "adaptive", "post-ln", "pre-ln", "peri-ln", "ngpt",
+                    "mix-ln"] = "layers"  # layers: the paper's layer (α); euler / rk4 / renormalised: --layers steps
+    # of --dt; adaptive: dopri5 up to --time; post-ln / pre-ln / peri-ln / ngpt / mix-ln: a residual stream that
+    # normalises each layer as that scheme does (hardmax.dynamics.normalisation), --layers layers of --dt, in R^d
     dt: float | None = None  # step of the euler, rk4 and renormalised solvers (default 0.1)
     time: float | None = None  # final time of the adaptive solver (default 10)
     causal: bool = False  # decoder attention: token i attends only to tokens j ≤ i (a Causal() pair mask), in
     # every rule; Theorem 2.1 is about full attention, so the run goes through `solve` and `check_flow`
+    alibi: str | None = None  # ALiBi positional bias b_ij = −m |i − j| on a softmax or unnormalised rule: a slope
+    # m ≥ 0 ("0.5"), or "λ/n" ("1/n": m = λ / n, the lost-in-the-middle paper's weights)
 
     def __post_init__(self) -> None:
         if self.tokens is not None and self.random is not None:
@@ -87,7 +95,12 @@ class SimulateConfig:
             raise ValueError(f"configurations must be 'paper' or 'dyadic', got {self.configurations!r}")
         self.attention_rule()  # a registered rule, its options given exactly when it takes them, valid values
         if self.dt is not None and self.solver in ("layers", "adaptive"):
-            raise ValueError(f"--dt is for the euler, rk4 and renormalised solvers, not {self.solver}")
+            raise ValueError(f"--dt is for the fixed-step solvers (euler, rk4, renormalised and the normalisation "
+                             f"schemes), not {self.solver}")
+        if self.solver in NORMALISATIONS and self.sphere:
+            raise ValueError(f"--solver {self.solver} runs in R^d (the tokens' norms are what the scheme regulates): "
+                             "drop --sphere")
+        self.positional_bias()  # a slope, and a rule that takes it
         if self.time is not None and self.solver != "adaptive":
             raise ValueError("--time is for --solver adaptive (fixed-step solvers run --layers steps of --dt)")
         if self.solver == "renormalised" and not self.sphere:
@@ -141,11 +154,31 @@ class SimulateConfig:
 
         return rule_from_dict(self.rule_record())
 
+    def positional_bias(self):
+        """`ALiBi` for --alibi ("0.5": slope 0.5; "1/n": λ/n with λ = 1), or None; ValueError (one line) for a slope
+        that is not a number ≥ 0 or a rule with no β to bias (hardmax, localmax)."""
+        if self.alibi is None:
+            return None
+        from hardmax.dynamics.positional import ALiBi
+
+        text = str(self.alibi).strip()
+        per_length = text.endswith("/n")
+        try:
+            slope = float(text[:-2] if per_length else text)
+        except ValueError:
+            raise ValueError(f"--alibi must be a slope m ≥ 0 (\"0.5\") or λ/n (\"1/n\"), got {self.alibi!r}") from None
+        if not (math.isfinite(slope) and slope >= 0):
+            raise ValueError(f"--alibi's slope must be a finite number ≥ 0, got {self.alibi!r}")
+        if self.rule not in ("softmax", "unnormalised"):
+            raise ValueError(f"--alibi biases a softmax or unnormalised rule (--rule softmax --beta B), "
+                             f"not {self.rule}")
+        return ALiBi(slope, per_length=per_length)
+
     @property
     def flow(self) -> bool:
         """True when anything but the paper's layer is asked for: the run goes through `dynamics.solve`."""
         return (self.rule != "hardmax" or self.value is not None or self.sphere or self.solver != "layers"
-                or self.causal)
+                or self.causal or self.alibi is not None)
 
     @property
     def figure2(self) -> bool:
@@ -198,7 +231,7 @@ class SimulationResult:
             n, d = first.tokens.shape[-2:]
             return (f"solved {len(self.solutions)} configuration(s) of n = {n} tokens "
                     f"{'on S^' + str(d - 1) if c.sphere else 'in R^' + str(d)}, {c.rule}"
-                    f"{' causal' if c.causal else ''} attention, "
+                    f"{' causal' if c.causal else ''}{f' ALiBi ({c.alibi})' if c.alibi else ''} attention, "
                     f"{'V given' if c.value else 'V = I'}, {c.solver} solver, up to t = {float(first.times[-1]):g}: "
                     f"{self.seconds:.2f} s")
         if self.config.figure2:
@@ -275,10 +308,14 @@ def run_simulation(config: SimulateConfig) -> SimulationResult:
 
 def flow_parts(config: SimulateConfig, A=None, V=None):
     """The `Field` and solver a config asks for (`hardmax.dynamics`): the options as library objects."""
-    from hardmax.dynamics import RK4, Adaptive, Bilinear, Euler, Field, Flat, Renormalised, Sphere
+    from hardmax.dynamics import RK4, SCHEMES, Adaptive, Bilinear, Euler, Field, Flat, Positional, Renormalised, Sphere
 
-    field = Field(config.attention_rule(), scores=Bilinear(A), value=V, manifold=Sphere() if config.sphere else Flat())
+    rule, bias = config.attention_rule(), config.positional_bias()
+    field = Field(rule if bias is None else Positional(rule, bias), scores=Bilinear(A), value=V,
+                  manifold=Sphere() if config.sphere else Flat())
     dt = 0.1 if config.dt is None else config.dt
+    if config.solver in SCHEMES:
+        return field, SCHEMES[config.solver](dt)
     solver = {"layers": lambda: Euler.layers(config.alpha), "euler": lambda: Euler(dt), "rk4": lambda: RK4(dt),
               "renormalised": lambda: Renormalised(dt), "adaptive": lambda: Adaptive()}[config.solver]()
     return field, solver

@@ -52,7 +52,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from hardmax.dynamics import Bilinear, Field, Manifold, Rescaled, Solution
+from hardmax.dynamics import NGPT, SCHEMES, Bilinear, Causal, Field, Manifold, PostLN, Rescaled, Solution
 from hardmax.dynamics.rules import particle_model, row_stochastic
 from hardmax.tables import markdown_table
 from hardmax.theory.check import Check
@@ -186,6 +186,19 @@ class FlowReport:
                           *[f"- {m}" for c in self.checks for m in c.messages]])
 
 
+#: Each claim `check_flow` reports, by name, in words.
+CLAIMS = {
+    "finite": "every saved state is finite",
+    "norms": "on the sphere, every token keeps norm 1",
+    "hull": "V = I in R^d: the convex hull of the tokens is nested in time and converges to a polytope",
+    "polytope": "V = I, A ≻ 0 (rescaled, 2023): every token converges to 0 or to the boundary of a convex polytope",
+    "hyperplanes": "V with a simple positive dominant eigenvalue (rescaled, 2023): at most three parallel hyperplanes",
+    "boolean": "d = 1, V > 0 (rescaled, 2023): the attention matrix becomes Boolean (every P_ij → 0 or 1)",
+    "single_cluster": "sphere, V = I: one cluster for β = 0, and for d ≥ 3 for every β (almost every start)",
+    "energy": "sphere, V = I: the energy E_β never decreases",
+}
+
+
 def check_flow(solution: Solution, *, tol: float | None = None) -> FlowReport:
     """Check the claims that apply to `solution`'s field (see the module docstring).
 
@@ -212,12 +225,14 @@ def check_flow(solution: Solution, *, tol: float | None = None) -> FlowReport:
         raise ValueError("check_flow checks sequences without padding; pass the real tokens only")
     field = solution.field
     finite = _finite(Z, solution.times)
+    if isinstance(solution.solver, tuple(SCHEMES.values())):  # a residual stream, not the field's flow
+        return _normalised(solution, Z, finite)
     if solution.pairs is not None:  # its claims are theorems of full attention
         return _masked(solution, Z, finite)
     if not finite.passed:  # nothing else can be measured on NaN or inf: every other claim is "not tested"
         others = ("norms", "hull", "polytope", "hyperplanes", "boolean", "single_cluster", "energy")
-        return FlowReport(checks=(finite, *(Check(name, "", "not tested", "the saved states are not finite", "")
-                                            for name in others)), sequences=Z.shape[1], saved=Z.shape[0])
+        return FlowReport(checks=(finite, *(Check(name, CLAIMS[name], "not tested", "the saved states are not finite",
+                                                  "") for name in others)), sequences=Z.shape[1], saved=Z.shape[0])
     diam = float(torch.cdist(Z[0], Z[0]).amax()) or 1.0
     tol = field.manifold.cluster_tolerance(diam) if tol is None else float(tol)
     settled, velocity = _at_rest(field, Z[-1], float(solution.times[-1]), double)
@@ -226,6 +241,35 @@ def check_flow(solution: Solution, *, tol: float | None = None) -> FlowReport:
               _hyperplanes(Z, field, tol, settled, velocity), _boolean(solution, field, settled, slow),
               _single_cluster(Z, field, tol, settled), _energy(Z, field, double))
     return FlowReport(checks=checks, sequences=Z.shape[1], saved=Z.shape[0])
+
+
+def _normalised(solution: Solution, Z: Tensor, finite: Check) -> FlowReport:
+    """The report of a normalisation scheme's run (`hardmax.dynamics.normalisation`): its layers are not the field's
+    flow (Pre-LN and Peri-LN grow the tokens' norms), so the flow's claims are "not tested"; what each scheme
+    promises is checked: finiteness, unit tokens after every layer of Post-LN and nGPT, and under `Causal` the first
+    token's direction, which sees only itself (a = V θ_1), fixed by every scheme when V = I."""
+    scheme = type(solution.solver).__name__
+    checks = [finite]
+    rounding = (1e3 * torch.finfo(torch.float64).eps if solution.tokens.dtype == torch.float64 else 1e-4)
+    if finite.passed and isinstance(solution.solver, PostLN | NGPT) and Z.shape[0] > 1:
+        worst = float((Z[1:].norm(dim=-1) - 1).abs().amax())
+        ok = worst <= rounding
+        checks.append(Check("unit_tokens", f"{scheme} normalises every layer's output: unit tokens after layer 1",
+                            "passed" if ok else "failed", f"max |‖x‖ − 1| = {worst:.1e}", f"≤ {rounding:.1e}",
+                            () if ok else (f"a token's norm is off 1 by {worst:.2g}",)))
+    if (finite.passed and isinstance(solution.pairs, Causal) and solution.field.value is None
+            and solution.field.manifold.name == "R^d"):
+        first = Z[:, :, 0] / Z[:, :, 0].norm(dim=-1, keepdim=True)
+        turned = float((first - first[:1]).abs().amax())
+        ok = turned <= rounding
+        checks.append(Check("first_direction", "under causal attention the first token sees only itself: its "
+                            "direction never turns (the schemes change its norm at most)", "passed" if ok else "failed",
+                            f"largest turn {turned:.3g}", f"≤ {rounding:.1e} (rounding)",
+                            () if ok else (f"the first token's direction moved by {turned:.3g}",)))
+    why = f"a claim of the field's flow; this solution is a {scheme} residual stream, whose layers are not that flow"
+    checks += [Check(name, CLAIMS[name], "not tested", why, "") for name in
+               ("norms", "hull", "polytope", "hyperplanes", "boolean", "single_cluster", "energy")]
+    return FlowReport(checks=tuple(checks), sequences=Z.shape[1], saved=Z.shape[0])
 
 
 def _masked(solution: Solution, Z: Tensor, finite: Check) -> FlowReport:
@@ -243,14 +287,14 @@ def _masked(solution: Solution, Z: Tensor, finite: Check) -> FlowReport:
         checks.append(Check("first_token", "under causal attention the first token sees only itself: it never moves",
                             "passed" if ok else "failed", f"largest move {moved:.3g}", f"≤ {bound:.2g} (rounding)",
                             () if ok else (f"the first token moved by {moved:.3g}",)))
-    checks += [Check(name, "", "not tested", why, "") for name in
+    checks += [Check(name, CLAIMS[name], "not tested", why, "") for name in
                ("norms", "hull", "polytope", "hyperplanes", "boolean", "single_cluster", "energy")]
     return FlowReport(checks=tuple(checks), sequences=Z.shape[1], saved=Z.shape[0])
 
 
 def _finite(Z: Tensor, times: Tensor) -> Check:
     """Every saved state finite; else "failed", naming the first saved state (and its time) that is not."""
-    claim = "every saved state is finite"
+    claim = CLAIMS["finite"]
     ok = torch.isfinite(Z).flatten(1).all(1)  # (saved,)
     if bool(ok.all()):
         return Check("finite", claim, "passed", f"{Z.shape[0]} saved states finite", "finite")
@@ -296,7 +340,7 @@ def _scaled_identity(field: Field) -> Tensor | None:
 
 
 def _norms(Z: Tensor, manifold: Manifold, double: bool) -> Check:
-    claim = "on the sphere, every token keeps norm 1"
+    claim = CLAIMS["norms"]
     if not manifold.unit_sphere:
         return Check("norms", claim, "not tested", f"tokens in {manifold.name}", "norm 1")
     worst = float((Z.norm(dim=-1) - 1).abs().amax())
@@ -306,7 +350,7 @@ def _norms(Z: Tensor, manifold: Manifold, double: bool) -> Check:
 
 
 def _hull(Z: Tensor, field: Field, tol: float) -> Check:
-    claim = "V = I in R^d: the convex hull of the tokens is nested in time and converges to a polytope"
+    claim = CLAIMS["hull"]
     stochastic = row_stochastic(field.rule)
     if not (field.manifold.euclidean and _identity_value(field) and stochastic):
         return Check("hull", claim, "not tested", "the field is not V = I, flat, row-stochastic", "nested hulls")
@@ -372,7 +416,7 @@ def _boundary_distance(points: np.ndarray) -> np.ndarray:
 
 
 def _polytope(Z: Tensor, field: Field, tol: float, settled: Tensor, slow: Tensor) -> Check:
-    claim = "V = I, A ≻ 0 (rescaled, 2023): every token converges to 0 or to the boundary of a convex polytope"
+    claim = CLAIMS["polytope"]
     V = _rescaled_V(field)
     if V is None or not torch.equal(V, torch.eye(V.shape[0], dtype=V.dtype)):
         return Check("polytope", claim, "not tested", "not the 2023 paper's field with V = I and A ≻ 0", "")
@@ -406,7 +450,7 @@ def _dominant(V: Tensor) -> Tensor | None:
 
 
 def _hyperplanes(Z: Tensor, field: Field, tol: float, settled: Tensor, velocity: Tensor) -> Check:
-    claim = "V with a simple positive dominant eigenvalue (rescaled, 2023): at most three parallel hyperplanes"
+    claim = CLAIMS["hyperplanes"]
     V = _rescaled_V(field)
     phi = None if V is None or Z.shape[-1] < 2 else _dominant(V)
     if phi is None:
@@ -427,7 +471,7 @@ def _hyperplanes(Z: Tensor, field: Field, tol: float, settled: Tensor, velocity:
 
 
 def _boolean(solution: Solution, field: Field, settled: Tensor, slow: Tensor) -> Check:
-    claim = "d = 1, V > 0 (rescaled, 2023): the attention matrix becomes Boolean (every P_ij → 0 or 1)"
+    claim = CLAIMS["boolean"]
     V = _rescaled_V(field)
     if V is None or V.shape != (1, 1) or float(V[0, 0]) <= 0:
         return Check("boolean", claim, "not tested", "not the 2023 paper's field with d = 1 and V > 0", "")
@@ -460,7 +504,7 @@ def _sphere_beta(field: Field) -> Tensor | None:
 
 
 def _single_cluster(Z: Tensor, field: Field, tol: float, settled: Tensor) -> Check:
-    claim = "sphere, V = I: one cluster for β = 0, and for d ≥ 3 for every β (almost every start)"
+    claim = CLAIMS["single_cluster"]
     beta = _sphere_beta(field)
     if beta is None:
         return Check("single_cluster", claim, "not tested", "not SA or USA on the sphere with A = β I", "1 cluster")
@@ -486,7 +530,7 @@ def _single_cluster(Z: Tensor, field: Field, tol: float, settled: Tensor) -> Che
 
 
 def _energy(Z: Tensor, field: Field, double: bool) -> Check:
-    claim = "sphere, V = I: the energy E_β never decreases"
+    claim = CLAIMS["energy"]
     beta = _sphere_beta(field)
     if beta is None:
         return Check("energy", claim, "not tested", "not SA or USA on the sphere with A = β I", "non-decreasing")
