@@ -117,11 +117,15 @@ def test_a_failing_cell_is_recorded_with_its_error_and_the_sweep_goes_on(tmp_pat
 def test_a_local_dask_cluster_of_two_workers_writes_the_same_table_and_leaves_no_process(tmp_path):
     import psutil
 
-    from hardmax.sweep.run import _local_cluster
+    from hardmax.sweep.run import _THREADS, _local_cluster
 
     before = {p.pid for p in psutil.Process().children(recursive=True)}
+    environment = {name: os.environ.get(name) for name in _THREADS}
     client = _local_cluster(1)  # the embedded cluster listens on the loopback interface only
     link = client.dashboard_link
+    # distributed writes the workers' pre-spawn environment into this process's: the caller's is put back (a
+    # NUMBA_NUM_THREADS left at 1 broke every later numba compilation of the process, 67 tests of a CI run)
+    assert {name: os.environ.get(name) for name in _THREADS} == environment
     try:
         me = psutil.Process()
         listening = {c.laddr.ip for p in [me, *me.children(recursive=True)]

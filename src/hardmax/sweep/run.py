@@ -247,8 +247,13 @@ def _local_cluster(workers: int | None):
     from distributed import Client, LocalCluster
 
     n = workers or os.cpu_count() or 1
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": {name: "1" for name in _THREADS},
-                          "distributed.worker.daemon": False}):
+    # distributed sets the pre-spawn environment in *this* process's os.environ and leaves it there: put the caller's
+    # back once the workers are up (a NUMBA_NUM_THREADS left at 1 makes the driver's next numba compilation raise
+    # "Cannot set NUMBA_NUM_THREADS ... once the threads have been launched"), and leave numba's out of it: a worker
+    # that the nanny restarts later would set it again here; its pool is pinned in the worker (`_pin_threads`).
+    pinned = {name: "1" for name in _THREADS if name != "NUMBA_NUM_THREADS"}
+    saved = {name: os.environ.get(name) for name in pinned}
+    with dask.config.set({"distributed.nanny.pre-spawn-environ": pinned, "distributed.worker.daemon": False}):
         try:
             # everything on the loopback interface: scheduler, workers, nannies and the dashboard (127.0.0.1 only)
             cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
@@ -257,6 +262,12 @@ def _local_cluster(workers: int | None):
             raise RuntimeError(f"the local Dask cluster could not start its workers ({e}); a script that runs a "
                                "sweep on it must call it under `if __name__ == '__main__':` (the workers are new "
                                "processes that import the script)") from None
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
     return Client(cluster)
 
 
