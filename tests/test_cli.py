@@ -446,7 +446,7 @@ def test_simulate_with_a_value_matrix_and_localmax(tmp_path, capsys):
     (["--rule", "softmax"], "--beta goes with --rule softmax"),
     (["--beta", "2"], "--beta is for --rule softmax"),
     (["--rule", "localmax"], "needs --theta"),
-    (["--dt", "0.1"], "--dt is for the euler"),
+    (["--dt", "0.1"], "--dt is for the fixed-step solvers"),
     (["--solver", "rk4", "--time", "3"], "--time is for --solver adaptive"),
     (["--solver", "renormalised"], "add --sphere"),
     (["--rule", "softmax", "--beta", "1", "--value", "1,2,3"], "value"),

@@ -21,6 +21,7 @@ from hardmax.pretrained import (
     selection,
     value_subspaces,
 )
+from hardmax.theory import cluster_counts
 
 
 @pytest.fixture(scope="module", params=["bert", "gpt2"])
@@ -53,6 +54,7 @@ def test_clustering_and_selection_equal_a_direct_computation_text_by_text(model)
     hist = torch.zeros_like(c.histogram)
     cosine = torch.zeros(p.layers + 1, dtype=torch.float64)
     rank = torch.zeros_like(cosine)
+    clusters = torch.zeros_like(cosine)
     leaders = torch.zeros(p.layers, p.heads, dtype=torch.float64)
     mass, entropy, margin, rows = (torch.zeros_like(leaders) for _ in range(4))
     selected = torch.zeros_like(c.selected)
@@ -67,6 +69,7 @@ def test_clustering_and_selection_equal_a_direct_computation_text_by_text(model)
             sv = torch.linalg.svdvals(u)
             q = sv / sv.sum()
             rank[layer] += torch.exp(-(q * torch.log(q)).sum())
+            clusters[layer] += cluster_counts(u, math.sqrt(2 - 2 * config.threshold))  # groups within the chord
         for layer in range(p.layers):
             w = weights[layer]
             x = inputs[layer]
@@ -90,7 +93,7 @@ def test_clustering_and_selection_equal_a_direct_computation_text_by_text(model)
                         rows[layer, h] += 1
     assert torch.equal(c.histogram, hist)
     assert torch.allclose(c.cosine, cosine, atol=1e-10)
-    assert torch.allclose(c.rank, rank, atol=1e-8)
+    assert torch.allclose(c.rank, rank, atol=1e-8) and torch.equal(c.clusters, clusters)
     assert torch.allclose(c.leaders, leaders) and torch.allclose(c.mass, mass, atol=1e-12)
     assert torch.allclose(c.entropy, entropy, atol=1e-10)
     assert torch.equal(c.selected, selected)

@@ -169,10 +169,15 @@ class SimulateConfig:
             raise ValueError(f"--alibi must be a slope m ≥ 0 (\"0.5\") or λ/n (\"1/n\"), got {self.alibi!r}") from None
         if not (math.isfinite(slope) and slope >= 0):
             raise ValueError(f"--alibi's slope must be a finite number ≥ 0, got {self.alibi!r}")
-        if self.rule not in ("softmax", "unnormalised"):
+        from hardmax.dynamics.positional import Positional
+
+        bias = ALiBi(slope, per_length=per_length)
+        try:  # the rules a positional bias rides on are Positional's to say
+            Positional(self.attention_rule(), bias)
+        except ValueError:
             raise ValueError(f"--alibi biases a softmax or unnormalised rule (--rule softmax --beta B), "
-                             f"not {self.rule}")
-        return ALiBi(slope, per_length=per_length)
+                             f"not {self.rule}") from None
+        return bias
 
     @property
     def flow(self) -> bool:

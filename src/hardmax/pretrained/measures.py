@@ -156,7 +156,10 @@ def clustering(record: Record, config: ViewConfig | None = None, vocabulary: int
     npairs = pairs.sum((-2, -1)).clamp_min(1)  # (B,)
     cosine = ((cos * pairs).sum((-2, -1)) / npairs).sum(-1)
     tol = math.sqrt(2 - 2 * config.threshold)
-    clusters = cluster_counts(u, tol, mask.expand(depth, B, n)).sum(-1).double()
+    # the chord distances of unit tokens from their cosines (|u_i − u_j|² = 2 − 2 cos_ij): no second n × n product
+    chord = (2 - 2 * cos).clamp_min_(0).sqrt_()
+    clusters = cluster_counts(u, tol, mask.expand(depth, B, n), distances=chord).sum(-1).double()
+    del chord
     # σ_k² are the eigenvalues of the Gram matrix of the real tokens, which is cos on them (n × n: cheaper than an
     # SVD). Padding gets the eigenvalue −1 (clamped to 0 below) rather than a block of zeros: LAPACK's eigensolver
     # takes seconds on a degenerate zero block (27 s for one batch of MiniLM here, 0.06 s with −1).

@@ -65,7 +65,8 @@ _NNLS_BUDGET = 20_000  # tokens measured by NNLS in one hull check (d > 6); beyo
 _COUNT_BLOCK = 1 << 22  # pairs per block of cluster_counts (32 MiB of labels)
 
 
-def cluster_counts(tokens: Tensor, tol: float, mask: Tensor | None = None) -> Tensor:
+def cluster_counts(tokens: Tensor, tol: float, mask: Tensor | None = None, *,
+                   distances: Tensor | None = None) -> Tensor:
     """Number of clusters of each sequence: groups of diameter ≤ tol, batched.
 
     A cluster is a connected component of the graph |z_i − z_j| ≤ tol whose diameter (its largest pairwise
@@ -78,6 +79,9 @@ def cluster_counts(tokens: Tensor, tol: float, mask: Tensor | None = None) -> Te
     Args:
         tokens: (..., n, d). tol: distance ≥ 0 below which two tokens are in one cluster.
         mask: (..., n) bool, True for real tokens (None: all).
+        distances: (..., n, n) the pairwise distances |z_i − z_j| when the caller has them already (unit tokens:
+            √(2 − 2 cos_ij) from their cosines), instead of computing them from `tokens` (then only its shape
+            is read).
     Returns:
         (...) int64 counts. Labels spread by min over neighbours until nothing changes (at most n rounds
         of one batched product each), a wide component is split in one batched round per ball: there is no
@@ -89,15 +93,18 @@ def cluster_counts(tokens: Tensor, tol: float, mask: Tensor | None = None) -> Te
     z = z if z.dtype in (torch.float32, torch.float64) else z.to(torch.float64)
     m = torch.ones(z.shape[:2], dtype=torch.bool, device=z.device) if mask is None else \
         torch.as_tensor(mask, device=z.device).expand(*shape, n).reshape(-1, n)
+    D = None if distances is None else torch.as_tensor(distances, device=z.device).reshape(-1, n, n)
     block = max(1, _COUNT_BLOCK // (n * n))  # sequences per block: bounded memory for any batch
-    counts = [_clusters(z[s:s + block], m[s:s + block], tol) for s in range(0, z.shape[0], block)]
+    counts = [_clusters(z[s:s + block], m[s:s + block], tol, None if D is None else D[s:s + block])
+              for s in range(0, z.shape[0], block)]
     return (torch.cat(counts) if counts else torch.zeros(0, dtype=torch.long, device=z.device)).reshape(shape)
 
 
-def _clusters(z: Tensor, m: Tensor, tol: float) -> Tensor:
-    """(b,) clusters of diameter ≤ tol among real tokens (`cluster_counts`); z (b, n, d), m (b, n)."""
+def _clusters(z: Tensor, m: Tensor, tol: float, dist: Tensor | None = None) -> Tensor:
+    """(b,) clusters of diameter ≤ tol among real tokens (`cluster_counts`); z (b, n, d), m (b, n), dist (b, n, n)
+    their distances (None: computed)."""
     b, n = m.shape
-    dist = torch.cdist(z, z)
+    dist = torch.cdist(z, z) if dist is None else dist
     near = (dist <= tol) & m.unsqueeze(1) & m.unsqueeze(2)
     near.diagonal(dim1=1, dim2=2).copy_(m)
     kind = torch.uint8 if n < 255 else (torch.int16 if n < 32767 else torch.int32)
