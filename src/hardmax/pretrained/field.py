@@ -191,8 +191,8 @@ def head_contribution(pretrained: Pretrained, record: Record, layer: int, head: 
     residual stream in the model's forward pass: W_O^h Σ_j P_ij v_j^h, from the model's own attention weights P and
     values v (the `Record`)."""
     w = pretrained.family.weights(pretrained.family.layers(pretrained.model)[layer - 1], pretrained.heads)
-    P = record.attention[layer - 1]
-    context = P @ record.values[layer - 1]  # (B, H, n, d_h)
+    P = record.per_layer["attention"][layer - 1]
+    context = P @ record.per_layer["values"][layer - 1]  # (B, H, n, d_h)
     out = torch.einsum("hdk,bhnk->bhnd", w.Wo.to(context), context)
     return out[:, head] if head is not None else out.sum(1) + w.bo.to(out)
 

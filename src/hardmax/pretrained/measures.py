@@ -18,6 +18,7 @@ Geshkovski et al., "A mathematical perspective on Transformers" (the cosine hist
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass, fields
 
 import torch
@@ -168,48 +169,86 @@ def clustering(record: Record, config: ViewConfig | None = None, vocabulary: int
     sv = torch.linalg.eigvalsh(gram).double().clamp_min(0).sqrt()  # (L+1, B, n)
     p = sv / sv.sum(-1, keepdim=True)
     rank = torch.exp(-torch.special.xlogy(p, p).sum(-1)).sum(-1)
-    L, H = record.queries.shape[0], record.queries.shape[2]
+    heads = _heads(record)
     V = int(record.ids.max()) + 1 if vocabulary is None else int(vocabulary)
+    L, H = record.layers, record.heads
+    real = mask[:, None, :]  # (B, 1, n) real query rows
+    slot = ((torch.arange(L, device=mask.device).view(L, 1, 1, 1) * H
+             + torch.arange(H, device=mask.device).view(1, 1, H, 1)) * V + heads.first)  # (L, B, H, n)
+    selected = torch.bincount(slot[real.expand(L, *heads.first.shape[1:])], minlength=L * H * V)
+    return Clustering(histogram=histogram, cosine=cosine.double(), clusters=clusters, rank=rank, texts=B,
+                      rows=heads.rows, leaders=heads.leaders, set_size=heads.set_size, mass=heads.mass,
+                      entropy=heads.entropy, selected=selected.view(L, H, V))
+
+
+@dataclass(frozen=True)
+class _Heads:
+    """What one pass over each layer's (B, H, n, n) scores gives both head views (sums over real query rows, (L, H)
+    float64): rows, leaders, Σ |C_i|, Σ P mass on C_i, Σ entropy, Σ margin and its rows, the smallest margin; first
+    (L, B, H, n) int64, the id of each row's first selected token."""
+
+    rows: Tensor
+    leaders: Tensor
+    set_size: Tensor
+    mass: Tensor
+    entropy: Tensor
+    margin: Tensor
+    margin_rows: Tensor
+    smallest: Tensor
+    first: Tensor
+
+
+_HEADS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # Record -> _Heads: one pass serves both views
+
+
+def _heads(record: Record) -> _Heads:
+    """The head measures of a record, computed once (one layer's scores at a time: memory is one (B, H, n, n)
+    tensor) and kept while the record lives."""
+    if record in _HEADS:
+        return _HEADS[record]
+    mask = record.mask
+    L, H = record.layers, record.heads
     rows = torch.zeros(L, H, dtype=torch.float64, device=mask.device)
-    leaders, set_size, mass, entropy = (torch.zeros_like(rows) for _ in range(4))
-    selected = torch.zeros(L * H * V, dtype=torch.int64, device=mask.device)
+    leaders, set_size, mass, entropy, margin, margin_rows = (torch.zeros_like(rows) for _ in range(6))
+    smallest = torch.full_like(rows, math.inf)
+    first_ids = []
     real = mask[:, None, :]  # (B, 1, n) real query rows
     allowed = record.allowed
-    for layer in range(L):  # one layer's scores at a time: memory is one (B, H, n, n) tensor
+    for layer in range(L):
         s = record.scores(layer)
-        top, first = s.max(-1, keepdim=True)  # the first selected key (torch returns the first maximal index)
-        C = (s == top) & allowed
+        top2, where = s.topk(min(2, s.shape[-1]), dim=-1)  # (B, H, n, 2): the largest score and the runner-up
+        top = top2[..., :1]
+        C = (s == top) & allowed  # C_i = argmax_j s_ij, ties kept
+        del s
         size = C.sum(-1)
-        P = record.attention[layer]  # in the model's dtype; sums of ≤ n terms, accumulated in float64 below
-        rows[layer] = real.sum((0, 2))
         own = C.diagonal(dim1=-2, dim2=-1)  # (B, H, n): i ∈ C_i
+        # the first selected key: topk returns a maximal index, not always the first of a tie; C's first True is
+        first = C.to(torch.uint8).argmax(-1, keepdim=True) if bool((size > 1).any()) else where[..., :1]
+        P = record.per_layer["attention"][layer]  # the model's weights, in its dtype; sums accumulated in float64
+        rows[layer] = real.sum((0, 2))
         leaders[layer] = ((size == 1) & own & real).sum((0, 2))
         set_size[layer] = (size * real).sum((0, 2))
-        mass[layer] = torch.where(C, P, 0).sum(-1).mul_(real).double().sum((0, 2))
-        entropy[layer] = (-torch.special.xlogy(P, P).sum(-1)).mul_(real).double().sum((0, 2))
-        word = record.ids.gather(1, first.flatten(1)).view(first.shape[:-1])
-        slot = (layer * H + torch.arange(H, device=mask.device).view(1, H, 1)) * V + word
-        selected += torch.bincount(slot[real.expand_as(slot)], minlength=L * H * V)
-    return Clustering(histogram=histogram, cosine=cosine.double(), clusters=clusters, rank=rank, texts=B, rows=rows,
-                      leaders=leaders, set_size=set_size, mass=mass, entropy=entropy, selected=selected.view(L, H, V))
+        # every key of C_i has the same score, so the same weight: Σ_{j ∈ C_i} P_ij = |C_i| P_{i, first}
+        mass[layer] = (P.gather(-1, first).squeeze(-1) * size).mul_(real).double().sum((0, 2))
+        entropy[layer] = torch.special.entr(P).sum(-1).mul_(real).double().sum((0, 2))
+        if top2.shape[-1] == 2:
+            gap = (top2[..., 0] - top2[..., 1]).double()
+            ok = real & torch.isfinite(gap)
+            margin[layer] = torch.where(ok, gap, 0).sum((0, 2))
+            margin_rows[layer] = ok.sum((0, 2))
+            smallest[layer] = torch.where(ok, gap, math.inf).amin((0, 2))
+        first_ids.append(record.ids.gather(1, first.flatten(1)).view(first.shape[:-1]))
+    heads = _Heads(rows=rows, leaders=leaders, set_size=set_size, mass=mass, entropy=entropy, margin=margin,
+                   margin_rows=margin_rows, smallest=smallest, first=torch.stack(first_ids))
+    _HEADS[record] = heads
+    return heads
 
 
 def selection(record: Record) -> Selection:
     """The selection view of one batch: per head Σ of the margin s_{i,α_i} − s_{i,(2)} between the top two scores of
     each real query row that has at least two keys (a tie gives 0), and the smallest margin."""
-    L, H = record.queries.shape[0], record.queries.shape[2]
-    real = record.mask[:, None, :]
-    margin = torch.zeros(L, H, dtype=torch.float64, device=real.device)
-    rows = torch.zeros_like(margin)
-    smallest = torch.full_like(margin, math.inf)
-    for layer in range(L):
-        top = record.scores(layer).topk(2, dim=-1).values  # (B, H, n, 2)
-        gap = (top[..., 0] - top[..., 1]).double()
-        ok = real & torch.isfinite(gap)
-        margin[layer] = torch.where(ok, gap, 0).sum((0, 2))
-        rows[layer] = ok.sum((0, 2))
-        smallest[layer] = torch.where(ok, gap, math.inf).amin((0, 2))
-    return Selection(margin=margin, rows=rows, smallest=smallest)
+    heads = _heads(record)
+    return Selection(margin=heads.margin, rows=heads.margin_rows, smallest=heads.smallest)
 
 
 def value_subspaces(weights: list[HeadWeights]) -> Tensor:
@@ -234,10 +273,12 @@ def coding(record: Record, subspaces: Tensor, config: ViewConfig | None = None) 
     projected = torch.einsum("lbnd,lhdp->lbhnp", u, U)  # (L, B, H, n, d_h)
     heads = U.shape[1]
     compression = coding_rate(projected, config.eps, mask=mask[None, :, None].expand(L, -1, heads, -1)).sum((1, 2))
-    a = record.mlp[:, mask]  # (L, tokens, d_ff): the real tokens' activations
-    width = a.shape[-1]
-    # counted as uint8 sums (twice the speed of count_nonzero on bool here)
-    inactive = (a <= 0).view(torch.uint8).sum((1, 2), dtype=torch.int64).double() / width
-    zero = (a == 0).view(torch.uint8).sum((1, 2), dtype=torch.int64).double() / width
+    real = mask.to(torch.float64)
+    inactive, zero = torch.zeros(L, dtype=torch.float64, device=u.device), torch.zeros(L, dtype=torch.float64,
+                                                                                         device=u.device)
+    for layer, a in enumerate(record.per_layer["mlp"]):  # (B, n, d_ff); per token, then its real tokens summed
+        width = a.shape[-1]  # counted as uint8 sums into int32 (twice the speed of bool sums or count_nonzero)
+        inactive[layer] = ((a <= 0).view(torch.uint8).sum(-1, dtype=torch.int32) * real).sum() / width
+        zero[layer] = ((a == 0).view(torch.uint8).sum(-1, dtype=torch.int32) * real).sum() / width
     return Coding(rate=rate, compression=compression, texts=mask.shape[0], inactive=inactive, zero=zero,
                   tokens=int(mask.sum()))

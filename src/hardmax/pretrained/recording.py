@@ -1,7 +1,7 @@
 """What one forward pass of a batch of texts records, through the model's own modules.
 
     record(pretrained, texts) -> Record: hidden states (L+1, B, n, d), per layer the attention's input x (L, B, n, d),
-        queries, keys, values (L, B, H, n, d_h), attention weights (L, B, H, n, n), MLP activations (L, B, n, d_ff),
+        queries, keys, values (B, H, n, d_h), attention weights (B, H, n, n), MLP activations (B, n, d_ff),
         the padding mask (B, n) and the token strings; scores(l) = scaling · q kᵀ (−inf off the mask) on demand.
 
 The queries, keys and values are the outputs of the model's projection modules (forward hooks on the q/k/v `Linear`
@@ -13,6 +13,7 @@ model's positions are truncated, and the record says which (`truncated`). Reduct
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Sequence
@@ -40,9 +41,11 @@ class Record:
         per text (real tokens only). truncated: (B,) bool, the texts cut at `max_length`.
         hidden: (L+1, B, n, d) hidden states (embeddings, then each layer's output).
         inputs: (L, B, n, d) each layer's attention input x (BERT: the layer's input; GPT-2: ln_1 of it).
-        queries, keys, values: (L, B, H, n, d_h). attention: (L, B, H, n, n) the model's attention weights.
-        mlp: (L, B, n, d_ff) the MLP's activations. scaling: (L,) each layer's score factor. causal: decoder
-        attention (GPT-2).
+        per_layer: {"queries", "keys", "values": L × (B, H, n, d_h), "attention": L × (B, H, n, n) the model's
+        attention weights, "mlp": L × (B, n, d_ff) the MLP's activations}, as the model made them (one layer at a
+        time: the views read them so, and stacking them would copy half a gigabyte per MiniLM batch);
+        `queries`, `keys`, `values`, `attention`, `mlp` are those stacked (L, ...), made on first use.
+        scaling: (L,) each layer's score factor. causal: decoder attention (GPT-2).
     """
 
     ids: Tensor
@@ -51,13 +54,44 @@ class Record:
     truncated: Tensor
     hidden: Tensor
     inputs: Tensor
-    queries: Tensor
-    keys: Tensor
-    values: Tensor
-    attention: Tensor
-    mlp: Tensor
+    per_layer: dict[str, tuple[Tensor, ...]]
     scaling: tuple[float, ...]
     causal: bool
+
+    @property
+    def layers(self) -> int:
+        """L, the layers recorded."""
+        return len(self.scaling)
+
+    @property
+    def heads(self) -> int:
+        """H, the heads of a layer."""
+        return self.per_layer["queries"][0].shape[1]
+
+    @functools.cached_property
+    def queries(self) -> Tensor:
+        """(L, B, H, n, d_h) the queries, stacked."""
+        return torch.stack(self.per_layer["queries"])
+
+    @functools.cached_property
+    def keys(self) -> Tensor:
+        """(L, B, H, n, d_h) the keys, stacked."""
+        return torch.stack(self.per_layer["keys"])
+
+    @functools.cached_property
+    def values(self) -> Tensor:
+        """(L, B, H, n, d_h) the values, stacked."""
+        return torch.stack(self.per_layer["values"])
+
+    @functools.cached_property
+    def attention(self) -> Tensor:
+        """(L, B, H, n, n) the model's attention weights, stacked."""
+        return torch.stack(self.per_layer["attention"])
+
+    @functools.cached_property
+    def mlp(self) -> Tensor:
+        """(L, B, n, d_ff) the MLP's activations, stacked."""
+        return torch.stack(self.per_layer["mlp"])
 
     @property
     def allowed(self) -> Tensor:
@@ -69,9 +103,10 @@ class Record:
         return m
 
     def scores(self, layer: int) -> Tensor:
-        """(B, H, n, n) the scores s_ij = scaling · ⟨q_i, k_j⟩ of layer `layer` (0-based), −inf where not allowed."""
-        s = torch.einsum("bhid,bhjd->bhij", self.queries[layer], self.keys[layer]) * self.scaling[layer]
-        return s.masked_fill(~self.allowed, -math.inf)
+        """(B, H, n, n) the scores s_ij = scaling · ⟨q_i, k_j⟩ of layer `layer` (0-based), −inf where not allowed
+        (the model's own order of operations: q kᵀ, then the scaling)."""
+        s = torch.matmul(self.per_layer["queries"][layer], self.per_layer["keys"][layer].transpose(-1, -2))
+        return s.mul_(self.scaling[layer]).masked_fill_(~self.allowed, -math.inf)
 
 
 @contextmanager
@@ -159,7 +194,7 @@ def record(pretrained: Pretrained, texts: Sequence[str], *, max_length: int | No
         scaling.append(float(attention.scaling))
     convert = pretrained.tokenizer.convert_ids_to_tokens
     tokens = [convert(row[m].tolist()) for row, m in zip(ids.cpu(), mask.cpu(), strict=True)]
+    per_layer = {"queries": tuple(queries), "keys": tuple(keys), "values": tuple(values),
+                 "attention": tuple(out.attentions), "mlp": tuple(mlp)}
     return Record(ids=ids, mask=mask, tokens=tokens, truncated=truncated, hidden=torch.stack(out.hidden_states),
-                  inputs=torch.stack(inputs), queries=torch.stack(queries), keys=torch.stack(keys),
-                  values=torch.stack(values), attention=torch.stack(out.attentions), mlp=torch.stack(mlp),
-                  scaling=tuple(scaling), causal=family.causal)
+                  inputs=torch.stack(inputs), per_layer=per_layer, scaling=tuple(scaling), causal=family.causal)
