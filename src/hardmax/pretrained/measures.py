@@ -153,7 +153,9 @@ def clustering(record: Record, config: ViewConfig | None = None, vocabulary: int
     bins = config.bins
     index = ((cos + 1) * (bins / 2)).long().clamp_(0, bins - 1)
     index = index + (torch.arange(depth, device=cos.device) * bins).view(-1, 1, 1, 1)
-    histogram = torch.bincount(index[:, pairs].flatten(), minlength=depth * bins).view(depth, bins)
+    # the pairs that are not (padding, i = j) go to one extra bin, dropped: no gather of the pairs
+    index.masked_fill_(~pairs, depth * bins)
+    histogram = torch.bincount(index.flatten(), minlength=depth * bins + 1)[:-1].view(depth, bins)
     npairs = pairs.sum((-2, -1)).clamp_min(1)  # (B,)
     cosine = ((cos * pairs).sum((-2, -1)) / npairs).sum(-1)
     tol = math.sqrt(2 - 2 * config.threshold)
@@ -220,7 +222,7 @@ def _heads(record: Record) -> _Heads:
         top = top2[..., :1]
         C = (s == top) & allowed  # C_i = argmax_j s_ij, ties kept
         del s
-        size = C.sum(-1)
+        size = C.view(torch.uint8).sum(-1, dtype=torch.int32)  # (a bool sum widens every entry to int64 first)
         own = C.diagonal(dim1=-2, dim2=-1)  # (B, H, n): i ∈ C_i
         # the first selected key: topk returns a maximal index, not always the first of a tie; C's first True is
         first = C.to(torch.uint8).argmax(-1, keepdim=True) if bool((size > 1).any()) else where[..., :1]
