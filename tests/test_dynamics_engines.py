@@ -237,6 +237,36 @@ def test_the_compiled_softmax_flows_agree_with_the_reference_loop(case, dtype):
     assert torch.equal(fast.tokens[:, ~present], z[~present].expand(len(fast.steps), -1, -1))
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("rk4, value", [(True, False), (False, True)])
+def test_many_sphere_sequences_side_by_side_in_the_lanes_are_the_reference_loop(dtype, rk4, value):
+    """A batch of at least W sequences of the symmetric case (A = β_b I per sequence, the sphere, every key) runs W
+    of them side by side in the vector lanes (the last group padded): the reference loop's states to rounding, as the
+    one-sequence-per-core path, padding included; the lanes past the batch are dropped."""
+    from hardmax.dynamics._engines.softmax import W, softmax_flow
+
+    batch = W + 7  # a full group and a partial one
+    z = _sphere(batch, 6, 3, 9).to(dtype)
+    present = torch.ones(batch, 6, dtype=torch.bool)
+    present[3, 2] = present[W + 5, [0, 4]] = False
+    A = torch.linspace(0, 8, batch, dtype=torch.float64).view(-1, 1, 1) * torch.eye(3, dtype=torch.float64)
+    V = torch.tensor([[1.0, 0.5, 0], [0, 1, 0], [0, 0, -0.5]], dtype=torch.float64) if value else None
+    field = Field(Softmax(1.5), Bilinear(A.to(dtype)), value=None if V is None else V.to(dtype), manifold=Sphere())
+    solver = RK4(0.1) if rk4 else Euler(0.05)
+    fast = solve(field, solver, z, steps=30, mask=present, save=Save(every=6))
+    slow = solve_on("reference", field, solver, z, steps=30, mask=present, save=Save(every=6))
+    tol = 1e-12 if dtype == torch.float64 else 2e-5
+    assert fast.engine == "softmax"
+    torch.testing.assert_close(fast.tokens, slow.tokens, rtol=0, atol=tol)
+    dts = np.full(30, 0.1 if rk4 else 0.05, dtype=z.numpy().dtype)
+    kept = tuple(range(0, 31, 6))
+    args = (z.numpy(), present.numpy(), A.to(dtype).numpy(), 1.5, None if V is None else V.to(dtype).numpy(), True,
+            None, False, dts, rk4, kept, 2)
+    lanes, rows = softmax_flow(*args, lanes=True), softmax_flow(*args, lanes=False)
+    np.testing.assert_allclose(lanes, rows, rtol=0, atol=tol)
+    np.testing.assert_array_equal(lanes, fast.tokens.numpy())  # solve took the lanes (batch ≥ W)
+
+
 def test_the_compiled_softmax_flows_serve_their_cases_only():
     z = _sphere(2, 5, 3, 6)
     assert solve(Field(Softmax(1.0), manifold=Sphere()), RK4(0.1), z, steps=2).engine == "softmax"
