@@ -14,7 +14,8 @@ The diagram: SA on S² (softmax, A = β I, V = I), n = 32 tokens, 20 values of �
   attention matrix from a triple Python loop, RK4 token by token with the attention frozen over the step, in
   NumPy. Timed on one start for a few steps and extrapolated to the diagram (it would take days).
 
-Targets (the issue): hardmax's diagram < 60 s here, ≥ 200× the per-token loop, faster than the batched scheme.
+Targets: hardmax's diagram < 60 s here (#27), ≤ 30 s in float64 with its integration ≥ 3× the batched scheme's (#43),
+≥ 200× the per-token loop.
 This script measures and states each target as met or not; it asserts nothing.
 
     .venv/bin/python benchmarks/bench_flows.py --quick                 # a smoke run, ~30 s
@@ -144,11 +145,14 @@ def main() -> None:
         results[name] = {"hardmax_s": ours_s, "hardmax_solve_s": ours_solve, "batched_scheme_s": scheme,
                          "batched_scheme_counting_s": counting,
                          "single_at_end": ours.single[:, -1].tolist()}
-        rows += [(f"hardmax `phase_diagram` ({name}, counts included)", f"{ours_s:.1f} s", "< 60 s",
-                  "✓" if ours_s < 60 else "✗"),
+        limit = 30 if name == "float64" else 60  # issue #43: ≤ 30 s in float64 (#27: < 60 s)
+        rows += [(f"hardmax `phase_diagram` ({name}, counts included)", f"{ours_s:.1f} s", f"≤ {limit} s",
+                  "✓" if ours_s <= limit else "✗"),
                  (f"  of which solving ({name})", f"{ours_solve:.1f} s", "", ""),
                  (f"batched scheme of rotf/phase-diagrams.py ({name}, integration only)", f"{scheme:.1f} s",
-                  "slower than hardmax's solving", "✓" if scheme > ours_solve else "✗"),
+                  "", ""),
+                 (f"  the integration, rotf's scheme / hardmax's solving ({name})", f"{scheme / ours_solve:.1f}×",
+                  "≥ 3× (#43)", "✓" if scheme >= 3 * ours_solve else "✗"),
                  ("  its per-start cluster counts (31 checkpoints, extrapolated from 200)", f"{counting:.0f} s",
                   "", ""),
                  (f"  the diagram with its counts, rotf / hardmax ({name})", f"{(scheme + counting) / ours_s:.1f}×",
