@@ -32,7 +32,8 @@ def _tokenizer(kind: str):
 
 
 def build(kind: str, folder: Path, *, seed: int = 0, positions: int = 32) -> Path:
-    """Save a tiny random model of family `kind` ("bert", "gpt2", "distilbert", "roberta") with its tokenizer."""
+    """Save a tiny random model of family `kind` ("bert", "gpt2", "distilbert", "roberta", "albert") with its
+    tokenizer."""
     import transformers as t
 
     tokenizer, vocab = _tokenizer(kind)
@@ -49,6 +50,10 @@ def build(kind: str, folder: Path, *, seed: int = 0, positions: int = 32) -> Pat
         config = t.DistilBertConfig(vocab_size=vocab, dim=16, n_layers=2, n_heads=4, hidden_dim=32,
                                     max_position_embeddings=positions)
         model = t.DistilBertModel(config)
+    elif kind == "albert":  # one layer shared by every depth, embeddings narrower than the hidden width
+        config = t.AlbertConfig(vocab_size=vocab, embedding_size=8, hidden_size=16, num_hidden_layers=2,
+                                num_attention_heads=4, intermediate_size=32, max_position_embeddings=positions)
+        model = t.AlbertModel(config, add_pooling_layer=False)
     elif kind == "gpt2":
         config = t.GPT2Config(vocab_size=vocab, n_embd=16, n_layer=2, n_head=4, n_positions=positions,
                               bos_token_id=0, eos_token_id=0, layer_norm_epsilon=1e-12)

@@ -11,7 +11,7 @@ from hardmax.dynamics import Renormalised, Save, solve
 from hardmax.pretrained import head_contribution, head_field, load, record, run_head
 
 
-@pytest.fixture(scope="module", params=["bert", "gpt2", "distilbert"])
+@pytest.fixture(scope="module", params=["bert", "gpt2", "distilbert", "albert"])
 def model(request, tmp_path_factory):
     return load(build(request.param, tmp_path_factory.mktemp("f")), dtype=torch.float64)
 
@@ -28,7 +28,7 @@ def _forward_contributions(p, texts, layer):
             p.model(**enc)
     finally:
         handle.remove()
-    context = got[0]
+    context = got[layer - 1] if len(got) == p.layers else got[0]  # ALBERT: one module, called once per layer
     B, n, _ = context.shape
     context = context.view(B, n, p.heads, p.head_dim)
     w = p.family.weights(p.family.layers(p.model)[layer - 1], p.heads)
@@ -45,6 +45,11 @@ def test_first_step_equals_the_heads_contribution_in_the_forward_pass(model, lay
     for text in (0, 3):
         for head in (0, 2, None):
             hf = head_field(p, r, layer, head, text=text)
+            if p.family.name == "albert" and layer == 1:
+                # ALBERT's first layer reads a linear map of the normalised embeddings, not a layer norm's output:
+                # the tokens' norms differ, the field is not exact there, and it says so
+                assert hf.norm_spread > 1e-6
+                continue
             # a fresh model's layer norms have unit gain and no bias: every token has norm ρ
             assert hf.norm_spread < 1e-9
             m = hf.mask

@@ -15,7 +15,7 @@ from pretrained_models import TEXTS, build
 import hardmax.pretrained.loader as loader
 from hardmax.pretrained import TruncationWarning, load, record
 
-FAMILIES = ("bert", "gpt2", "distilbert", "roberta")
+FAMILIES = ("bert", "gpt2", "distilbert", "roberta", "albert")
 
 
 @pytest.fixture(scope="module")

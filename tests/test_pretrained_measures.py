@@ -24,7 +24,7 @@ from hardmax.pretrained import (
 from hardmax.theory import cluster_counts
 
 
-@pytest.fixture(scope="module", params=["bert", "gpt2"])
+@pytest.fixture(scope="module", params=["bert", "gpt2", "albert"])
 def model(request, tmp_path_factory):
     return load(build(request.param, tmp_path_factory.mktemp("m")), dtype=torch.float64)
 
@@ -127,7 +127,8 @@ def test_coding_rates_and_mlp_sparsity_equal_a_direct_computation(model):
     assert torch.allclose(k.rate, rate, atol=1e-9) and torch.allclose(k.compression, comp, atol=1e-9)
     assert torch.allclose(coding_rate(torch.nn.functional.normalize(r.inputs[0], dim=-1), eps, mask=r.mask).sum(),
                           k.rate[0])
-    # MLP activations recomputed from the layer's modules (BERT: intermediate(attention(x)); GPT-2: act(c_fc(ln_2)))
+    # MLP activations recomputed from the layer's modules (BERT: intermediate(attention(x)); GPT-2: act(c_fc(ln_2));
+    # ALBERT: activation(ffn(attention(x))))
     inactive = torch.zeros(p.layers, dtype=torch.float64)
     for layer, module in enumerate(p.family.layers(p.model)):
         for _, hidden, *_ in _direct(p, TEXTS):
@@ -136,6 +137,8 @@ def test_coding_rates_and_mlp_sparsity_equal_a_direct_computation(model):
                 if p.family.name == "gpt2":
                     a = h + module.attn(module.ln_1(h))[0]
                     act = module.mlp.act(module.mlp.c_fc(module.ln_2(a)))
+                elif p.family.name == "albert":  # the one shared layer: activation(ffn(attention(h)))
+                    act = module.activation(module.ffn(module.attention(h)[0]))
                 else:
                     act = module.intermediate(module.attention(h)[0])
             inactive[layer] += (act <= 0).double().mean(-1).sum()
