@@ -3,8 +3,9 @@
 - parallel: 200 cells of the `spin` task (≈ 50 ms of one core each) on a local Dask cluster of 2 workers against 1
   (target: ≤ 0.55× the time);
 - overhead: per-cell cost of the machinery with the `noop` task (target ≤ 20 ms), on 1 local worker;
-- memory: the driver's resident memory sampled through a sweep of 100,000 `noop` cells (the serial executor, batches
-  of 1,000): its growth from 10 % of the run to the end, flat (the rows go to disk as batches finish);
+- memory: the driver's resident memory as each part file of a sweep of 100,000 `noop` cells is written (the serial
+  executor, batches of 1,000): flat from the first to the last (the rows go to disk as batches finish), and the
+  grid's own memory (its cells and keys, held while the sweep runs);
 - the phase diagram of `hardmax particles` (20 β × starts, its cells as `--scheduler` makes them) through the sweep on
   1 and 2 local workers (cluster start included), against `phase_diagram` in one process with 1 and 2 threads.
 
@@ -17,7 +18,6 @@ import argparse
 import concurrent.futures
 import json
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -37,27 +37,28 @@ def timed(grid, task: str, **options) -> float:
     return seconds
 
 
-def rss_while(work) -> dict:
-    """Run `work()` while a thread samples the driver's resident memory: its growth from 10 % of the run's samples to
-    the end (rows streamed to disk: flat), and the memory at 10 % (the grid built), in MiB."""
+def rss_through(work) -> dict:
+    """Run `work()` (one sweep) and read the driver's resident memory before it, as each batch's part file is written
+    and at the end, in MiB: the grid's own memory (before → the first part file: the cells and their keys, held while
+    the sweep runs) and the growth from the first part file to the last (rows streamed to disk: flat)."""
+    import hardmax.sweep.store as store
+
     process = psutil.Process()
-    samples: list[float] = []
-    done = threading.Event()
+    marks: list[float] = []
+    write = store.write_part
 
-    def sample() -> None:
-        while not done.is_set():
-            samples.append(process.memory_info().rss)
-            time.sleep(0.005)
+    def counted(out, rows):
+        write(out, rows)
+        marks.append(process.memory_info().rss / 2**20)
 
-    thread = threading.Thread(target=sample)
-    thread.start()
+    before = process.memory_info().rss / 2**20
+    store.write_part = counted
     try:
         work()
     finally:
-        done.set()
-        thread.join()
-    tenth = samples[len(samples) // 10]
-    return {"rss_at_10pct_mib": tenth / 2**20, "growth_mib": (max(samples[len(samples) // 10:]) - tenth) / 2**20}
+        store.write_part = write
+    return {"rss_before_mib": before, "grid_mib": marks[0] - before, "growth_mib": marks[-1] - marks[0],
+            "growth_from_10pct_mib": marks[-1] - marks[len(marks) // 10], "parts": len(marks)}
 
 
 def main() -> None:
@@ -89,9 +90,9 @@ def main() -> None:
         timed({"x": [float(i) for i in range(2000)]}, "noop", executor=ex, batch=1000)
     with concurrent.futures.ThreadPoolExecutor(1) as ex:
         start = time.perf_counter()
-        memory = rss_while(lambda: timed({"x": [float(i) for i in range(big)]}, "noop", executor=ex, batch=1000))
+        memory = rss_through(lambda: timed({"x": [float(i) for i in range(big)]}, "noop", executor=ex, batch=1000))
         big_s = time.perf_counter() - start
-    starts = 20 if args.quick else 100
+    starts = 100 if args.quick else 1000  # hardmax particles: 1,000 starts per β (--quick: 50)
     betas = torch.linspace(0.0, 9.5, 20)
     cells = [{"beta": float(b), "index": i, "of": len(betas), "starts": starts, "d": 3, "seed": 0, "dtype": "float32"}
              for i, b in enumerate(betas)]  # hardmax particles --scheduler's cells: the one-batch run's starts
@@ -118,8 +119,11 @@ def main() -> None:
     print(f"| {cells_n} spin cells, 2 workers / 1 worker | {two:.1f} s / {one:.1f} s = {two / one:.2f} | ≤ 0.55 |")
     print(f"| a local cluster's start (2 workers) | {seconds['start_2']:.1f} s | |")
     print(f"| machinery per cell (noop, {noops} cells, 1 worker) | {overhead * 1e3:.2f} ms | ≤ 20 ms |")
-    print(f"| driver memory through {big:,} noop cells ({big_s:.0f} s): growth from 10 % of the run to the end | "
-          f"{memory['growth_mib']:+.1f} MiB (RSS {memory['rss_at_10pct_mib']:.0f} MiB, the grid built) | flat |")
+    print(f"| driver memory through {big:,} noop cells ({big_s:.0f} s, {memory['parts']} part files): from the first "
+          f"part file to the last | {memory['growth_mib']:+.1f} MiB (from 10 % of them: "
+          f"{memory['growth_from_10pct_mib']:+.1f} MiB) | flat |")
+    print(f"| the grid's own memory ({big:,} cells and their keys, held while the sweep runs) | "
+          f"{memory['grid_mib']:.0f} MiB | |")
     print(f"| phase diagram 20 β × {starts} starts, 1 core: sweep on 1 worker / phase_diagram with 1 thread | "
           f"{through[1]:.1f} s / {direct[1]:.1f} s (cells' own seconds {cell_seconds[1]:.1f} s) | ≤ 1× |")
     print(f"| the same on 2 cores: sweep on 2 workers / phase_diagram with 2 threads (hardmax particles today) | "

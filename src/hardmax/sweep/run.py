@@ -215,10 +215,14 @@ def _collect(task: Task, futures: dict, out: Path, client, show: bool) -> int:
         KilledWorker, as_completed = (), concurrent.futures.as_completed  # noqa: N806 (nothing to catch)
     try:
         for future in as_completed(list(futures)):
+            # the future leaves the map once its batch is on disk: a finished future holds its rows (and a Dask one
+            # its result on a worker), so keeping them all made the driver grow by every row of the sweep
+            cells = futures.pop(future)
             try:
                 rows = future.result()
             except KilledWorker as e:  # the batch's worker died each time it ran it: its cells fail, the rest go on
-                rows = _lost_rows(task, futures[future], e)
+                rows = _lost_rows(task, cells, e)
+            del future
             store.write_part(out, rows)
             ran += len(rows)
             failed += sum(r["error"] is not None for r in rows)
