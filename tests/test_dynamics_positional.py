@@ -1,7 +1,7 @@
 """`hardmax.dynamics.positional`: ALiBi and the positional rules against their formulas, the lost-in-the-middle model
 through `solve` and `circle_flow` against a transcription of the paper's per-token loop (borjanG/2026-lost-in-the-
-middle, generate_alibi_particle_circle_dynamics.py), and the closed-form profile against the paper's own series
-(generate_u_shape_numerology_data.py, transcribed below)."""
+middle, generate_alibi_particle_circle_dynamics.py: tests/transcriptions.py), and the closed-form profile against the
+paper's own series (generate_u_shape_numerology_data.py, transcribed below)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from transcriptions import alibi_run as _their_run
 
 from hardmax.dynamics import RK4, Causal, Hardmax, Save, Softmax, Unnormalised, solve
 from hardmax.dynamics.positional import (
@@ -23,35 +24,7 @@ from hardmax.dynamics.positional import (
     u_profile,
 )
 
-# --- the paper's scripts, transcribed (their loops, their order of operations) ---------------------------------
-
-
-def _their_weights(n, lam):
-    weights = np.zeros((n, n))
-    for j in range(1, n):
-        k = np.arange(j)
-        coeffs = np.exp(-(lam / n) * (j - k))
-        weights[j, :j] = coeffs / coeffs.sum()
-    return weights
-
-
-def _their_force(theta, beta, weights):
-    out = np.zeros_like(theta)
-    for j in range(1, theta.size):
-        diff = theta[j] - theta[:j]
-        out[j] = np.dot(weights[j, :j], -beta * np.sin(diff) * np.exp(beta * np.cos(diff)))
-    return out
-
-
-def _their_run(theta, beta, lam, dt, steps):
-    w = _their_weights(theta.size, lam)
-    for _ in range(steps):
-        k1 = _their_force(theta, beta, w)
-        k2 = _their_force(theta + 0.5 * dt * k1, beta, w)
-        k3 = _their_force(theta + 0.5 * dt * k2, beta, w)
-        k4 = _their_force(theta + dt * k3, beta, w)
-        theta = theta + (dt / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
-    return theta
+# --- the paper's series, transcribed (their loops, their order of operations; the particle loop: transcriptions.py)
 
 
 def _bessel_i_int(n, x, tol=1e-15):
