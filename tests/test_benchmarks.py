@@ -179,3 +179,17 @@ def test_bench_scale_naive_loop_is_the_layer_and_the_quick_run_writes_json(tmp_p
     assert (tmp_path / "s.png").stat().st_size > 0
     out = capsys.readouterr().out
     assert "| compiled engine |" in out and "slope in layers" in out
+
+
+@pytest.mark.slow
+def test_bench_claims_quick_run_agrees_with_the_authors_loop_and_writes_json(tmp_path, capsys):
+    bench = load_script(SCRIPT.parent / "bench_claims.py")
+    start = bench.clusters_start()
+    assert start.shape == (64,) and np.all((start >= 0) & (start < 2 * np.pi))
+    assert bench.main(["--quick", "--json", str(tmp_path / "c.json")]) == 0
+    results = json.loads((tmp_path / "c.json").read_text())
+    lim = results["lost_in_the_middle"]
+    assert lim["steps"] == 400 and lim["max_angle_difference"] <= 1e-10 and lim["speedup"] > 1
+    assert results["causal_figure2"]["check"] == results["causal_clustering"]["check"] == "passed"
+    assert results["normalisation"]["check"] == "passed"
+    assert "their loop / `circle_flow` | " in capsys.readouterr().out
