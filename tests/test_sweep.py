@@ -299,3 +299,34 @@ def test_an_executor_that_is_not_one_is_refused_in_one_line(tmp_path):
     with pytest.raises(ValueError, match="workers must be an integer ≥ 1"):
         sweep("noop", {"x": [1.0]}, out=tmp_path / "never", workers=0)
     assert not (tmp_path / "never").exists()
+
+
+def test_batches_are_submitted_a_window_at_a_time_and_the_table_is_whole(tmp_path):
+    """The driver keeps two batches per worker and two more in flight, submitting the next as one is written: it
+    never holds the rows of every finished batch (a cheap task's 100,000 rows did), and every cell still runs once."""
+    outstanding, most = set(), [0]
+
+    class Counting(concurrent.futures.ThreadPoolExecutor):
+        def submit(self, fn, *args, **kwargs):
+            future = super().submit(fn, *args, **kwargs)
+            outstanding.add(future)  # submitted, and not yet written
+            most[0] = max(most[0], len(outstanding))
+            return future
+
+    import hardmax.sweep.store as store
+
+    write = store.write_part
+
+    def written(out, rows):  # a batch is on disk: it is no longer the driver's
+        write(out, rows)
+        outstanding.difference_update({f for f in outstanding if f.done()})
+
+    grid = {"x": [float(x) for x in range(40)]}
+    with Counting(1) as ex:
+        store.write_part = written
+        try:
+            result = sweep("noop", grid, out=tmp_path, executor=ex, batch=2, progress=False)
+        finally:
+            store.write_part = write
+    assert result.ran == 40 and most[0] <= 2 * 1 + 2 + 1  # the window, and the one submitted as one is written
+    assert sorted(r["x"] for r in read_table(tmp_path).to_pylist()) == grid["x"]

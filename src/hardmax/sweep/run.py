@@ -14,6 +14,7 @@ restarted with the same grid runs only the cells missing and ends with the table
 from __future__ import annotations
 
 import concurrent.futures
+import itertools
 import math
 import os
 import sys
@@ -185,11 +186,16 @@ def _run(task: Task, pending: list[dict], out: Path, executor, scheduler, worker
         if dashboard and show:
             print(f"hardmax sweep: the Dask dashboard is at {dashboard}", file=sys.stderr, flush=True)
         me = os.getpid()
-        if client is not None:
-            futures = {client.submit(run_batch, task.name, b, me, pure=False): b for b in batches}
-        else:
-            futures = {executor.submit(run_batch, task.name, b, me): b for b in batches}
-        return dashboard, _collect(task, futures, out, client, show)
+
+        def submit(cells: list[dict]):
+            if client is not None:
+                return client.submit(run_batch, task.name, cells, me, pure=False)
+            return executor.submit(run_batch, task.name, cells, me)
+
+        # a window of batches in flight (two per worker, and two more), the next submitted as one is written: the
+        # workers never wait, and the driver never holds the rows of batches that finished ahead of the writer (all
+        # submitted at once, a cheap task's 100,000 rows sat in finished futures: +36 MiB)
+        return dashboard, _collect(task, batches, submit, 2 * slots + 2, futures, out, client, show)
     except BaseException:
         for future in futures:  # nothing more runs for this sweep (an executor the caller owns stays usable)
             future.cancel()
@@ -203,35 +209,45 @@ def _run(task: Task, pending: list[dict], out: Path, executor, scheduler, worker
             client.close()
 
 
-def _collect(task: Task, futures: dict, out: Path, client, show: bool) -> int:
-    """Write each finished batch as one part file; a progress bar of cells done, failed and left. Cells run."""
-    total = sum(len(b) for b in futures.values())
+def _collect(task: Task, batches: list[list[dict]], submit, window: int, futures: dict, out: Path, client,
+             show: bool) -> int:
+    """Keep `window` batches in flight (`futures`: future -> its cells, filled here), write each finished batch as
+    one part file and submit the next; a progress bar of cells done, failed and left. Cells run."""
+    total = sum(len(b) for b in batches)
     bar = progress_bar(total=total, desc=f"sweep {task.name}", unit="cell") if show else None
     ran = failed = 0
     start = time.perf_counter()
     if client is not None:
-        from distributed import KilledWorker, as_completed
+        from distributed import KilledWorker
+        from distributed import wait as wait_for
     else:
-        KilledWorker, as_completed = (), concurrent.futures.as_completed  # noqa: N806 (nothing to catch)
+        KilledWorker, wait_for = (), concurrent.futures.wait  # noqa: N806 (nothing to catch)
+    queue = iter(batches)
+    for cells in itertools.islice(queue, window):
+        futures[submit(cells)] = cells
     try:
-        for future in as_completed(list(futures)):
-            # the future leaves the map once its batch is on disk: a finished future holds its rows (and a Dask one
-            # its result on a worker), so keeping them all made the driver grow by every row of the sweep
-            cells = futures.pop(future)
-            try:
-                rows = future.result()
-            except KilledWorker as e:  # the batch's worker died each time it ran it: its cells fail, the rest go on
-                rows = _lost_rows(task, cells, e)
-            del future
-            store.write_part(out, rows)
-            ran += len(rows)
-            failed += sum(r["error"] is not None for r in rows)
-            if bar is not None:
-                left = total - ran
-                eta = (time.perf_counter() - start) / ran * left
-                bar.set_postfix_str(f"{failed:,} failed, {left:,} left"
-                                    + (f", about {eta:.0f} s to go" if isinstance(bar, LineProgress) else ""))
-                bar.update(len(rows))
+        while futures:
+            done = wait_for(list(futures), return_when="FIRST_COMPLETED").done
+            for future in done:
+                # the future leaves the map once its batch is on disk (a finished future holds its rows, a Dask one
+                # its result on a worker)
+                cells = futures.pop(future)
+                try:
+                    rows = future.result()
+                except KilledWorker as e:  # the batch's worker died each time it ran it: its cells fail, the rest go
+                    rows = _lost_rows(task, cells, e)
+                del future
+                for following in itertools.islice(queue, 1):
+                    futures[submit(following)] = following
+                store.write_part(out, rows)
+                ran += len(rows)
+                failed += sum(r["error"] is not None for r in rows)
+                if bar is not None:
+                    left = total - ran
+                    eta = (time.perf_counter() - start) / ran * left
+                    bar.set_postfix_str(f"{failed:,} failed, {left:,} left"
+                                        + (f", about {eta:.0f} s to go" if isinstance(bar, LineProgress) else ""))
+                    bar.update(len(rows))
     finally:
         if bar is not None:
             bar.close()
