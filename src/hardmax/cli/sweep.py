@@ -55,8 +55,8 @@ def add_sweep(subparsers) -> None:
                     "(or [[cells]] tables, one per cell). Without --scheduler the cells run on a local Dask cluster "
                     "of --workers processes; with --scheduler tcp://HOST:8786 on that cluster (dask-jobqueue, "
                     "Kubernetes, ...). Rerun the same command to finish an interrupted sweep: only the missing "
-                    "cells run. Tasks (hardmax.sweep.TASKS): phase_cell, simulate, solve, rate, att_svm_seed, "
-                    "att_svm_solve, train_candidate, noop, spin.\n\n"
+                    "cells run. Tasks (hardmax.sweep.TASKS): phase_cell, simulate, solve, rate, long_context, "
+                    "att_svm_seed, att_svm_solve, train_candidate, noop, spin.\n\n"
                     "examples: hardmax sweep grid.toml --out runs/sweep;  hardmax sweep --status runs/sweep")
     p.add_argument("spec", nargs="?", type=Path, metavar="SPEC.toml", help="the sweep's spec")
     p.add_argument("--out", type=Path, metavar="DIR", help="the sweep's folder (its Parquet table)")

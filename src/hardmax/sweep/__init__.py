@@ -1,6 +1,6 @@
 """Sweeps: parameter grids as data, on Dask, resumable — `sweep(task, grid, out=DIR)`.
 
-- `tasks`: what a cell runs (`TASKS`: phase_cell, solve, simulate, rate, att_svm_seed, att_svm_solve,
+- `tasks`: what a cell runs (`TASKS`: phase_cell, solve, simulate, rate, long_context, att_svm_seed, att_svm_solve,
   train_candidate, noop, spin; `register` adds one).
 - `grid`: the cells of a product or a list, checked before any work; each keyed and seeded by its parameters;
   `load_spec` reads a TOML spec (`hardmax sweep SPEC.toml --out DIR`).

@@ -171,6 +171,20 @@ def solve_cell(n: int, d: int, beta: float, steps: int, dt: float, solver: str, 
             "energy_final": float(E[-1].mean()), "t_final": float(run.times[-1])}
 
 
+@register("long_context", n=(int, REQUIRED), gamma=(float, REQUIRED), rho=(float, 0.5), d=(int, 64),
+          alpha=(float, 0.0), time=(float, 0.0), dt=(float, 0.25), seed=(int, REQUIRED))
+def long_context_row(n: int, gamma: float, rho: float, d: int, alpha: float, time: float, dt: float,
+                     seed: int) -> dict:
+    """One (n, γ, seed) of the long-context model at β = γ log n (`hardmax.experiments.long_context.
+    long_context_cell`, Chen, Lin, Polyanskiy, Rigollet 2026): n almost-simplex tokens of pairwise cosine ρ in R^d
+    through one attention layer of residual α (time 0) or the sphere flow to `time` (RK4, step dt); the row: the
+    angle ratio λ, the start's mean self-attention, the cosines before and after, the engine. A sweep over n and γ
+    locates the critical γ_c(n) (`long_context.transition`), beside the paper's 1/(1 − ρ)."""
+    from hardmax.experiments.long_context import long_context_cell
+
+    return long_context_cell(n=n, gamma=gamma, rho=rho, d=d, alpha=alpha, time=time, dt=dt, seed=seed).to_dict()
+
+
 @register("rate", n=(int, REQUIRED), d=(int, 2), layers=(int, 30), alpha=(float, 0.5), eps=(float, 0.5),
           seed=(int, REQUIRED))
 def rate_cell(n: int, d: int, layers: int, alpha: float, eps: float, seed: int) -> dict:
