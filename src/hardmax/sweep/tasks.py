@@ -182,7 +182,9 @@ def long_context_row(n: int, gamma: float, rho: float, d: int, alpha: float, tim
     locates the critical γ_c(n) (`long_context.transition`), beside the paper's 1/(1 − ρ)."""
     from hardmax.experiments.long_context import long_context_cell
 
-    return long_context_cell(n=n, gamma=gamma, rho=rho, d=d, alpha=alpha, time=time, dt=dt, seed=seed).to_dict()
+    cell = long_context_cell(n=n, gamma=gamma, rho=rho, d=d, alpha=alpha, time=time, dt=dt, seed=seed)
+    return {"beta": cell.beta, "angle_ratio": cell.angle_ratio, "self_attention": cell.self_attention,
+            "cosine_in": cell.cosine_in, "cosine_out": cell.cosine_out, "engine": cell.engine}
 
 
 @register("rate", n=(int, REQUIRED), d=(int, 2), layers=(int, 30), alpha=(float, 0.5), eps=(float, 0.5),
