@@ -501,3 +501,20 @@ def test_every_comment_line_of_a_config_reaches_a_help():
     assert simulate["SimulateConfig.solver"].startswith("layers: the paper's layer (α); euler / rk4 / renormalised")
     assert simulate["SimulateConfig.configurations"].endswith("or the library's dyadic variants (exact ties, known "
                                                               "limits) (default: paper)")
+
+
+def test_every_option_help_is_plain_restructuredtext():
+    """docs/cli.md shows each help through sphinx-argparse, which reads it as reStructuredText: a help must render
+    there without a message (`|x|` is a substitution, `*x*` emphasis), or the warnings-as-errors build fails."""
+    import docutils.core
+    import docutils.nodes
+
+    broken = []
+    for command, action in _cli_helps():
+        settings = {"report_level": 2, "halt_level": 5, "warning_stream": False}
+        doctree = docutils.core.publish_doctree(action.help, settings_overrides=settings)
+        messages = [m.astext() for m in doctree.findall(lambda node: isinstance(
+            node, docutils.nodes.system_message | docutils.nodes.problematic))]
+        if messages:
+            broken.append(f"hardmax {command} {'/'.join(action.option_strings) or action.dest}: {messages[0]}")
+    assert not broken, "\n".join(broken)

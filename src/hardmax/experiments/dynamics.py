@@ -70,7 +70,7 @@ class SimulateConfig:
     time: float | None = None  # final time of the adaptive solver (default 10)
     causal: bool = False  # decoder attention: token i attends only to tokens j ≤ i (a Causal() pair mask), in
     # every rule; Theorem 2.1 is about full attention, so the run goes through `solve` and `check_flow`
-    alibi: str | None = None  # ALiBi positional bias b_ij = −m |i − j| on a softmax or unnormalised rule: a slope
+    alibi: str | None = None  # ALiBi positional bias b_ij = −m·abs(i − j) on a softmax or unnormalised rule: a slope
     # m ≥ 0 ("0.5"), or "λ/n" ("1/n": m = λ / n, the lost-in-the-middle paper's weights)
 
     def __post_init__(self) -> None:
