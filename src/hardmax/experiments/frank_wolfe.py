@@ -253,7 +253,8 @@ class ContractionRate:
 
     Attributes:
         diameter: (layers + 1,) max_ij ‖z_i − z_j‖. energy: (layers + 1,) E_k = −½ mean_i ⟨A z_i, z_i⟩ (≥ 0).
-        gap: (layers + 1,) E_k − E_K, the energy above its value after the last layer K.
+        gap: (layers + 1,) E_k − E(c), c = mean_i z_i(K): the energy above that of the point the tokens gather at
+            (E is convex: E_k ≥ E(mean_i z_i(k)); c is the limit once they are one cluster).
         limit: (sequences,) ‖mean_i z_i(K)‖ / max_i ‖z_i(0)‖: how far from the origin the tokens end.
         final_diameter: (sequences,) diameter(K) / diameter(0).
         ratio, geometric_r2: the per-layer factor of the gap's geometric fit (gap_k ≈ c ratio^k) and its R².
@@ -310,7 +311,8 @@ def contraction_rate(*, A=None, tokens: Tensor | None = None, sequences: int = 6
 
     The layer is Frank–Wolfe for the concave f(z) = ½⟨A z, z⟩ over the current hull (maximised at the origin when
     the origin is in the hull): E_k = −½ mean_i ⟨A z_i, z_i⟩ is its gap to 0. The fits use the gap to the energy
-    the run ends with, E_k − E_K, over layers 1..k where it is above 10⁻¹² of its start (float64 holds no more).
+    of the point the tokens gather at, E_k − E(c), over layers 1..k where it is above 10⁻¹² of its start (float64
+    holds no more).
     About 1 s on a laptop core with the defaults.
 
     Args:
@@ -328,7 +330,8 @@ def contraction_rate(*, A=None, tokens: Tensor | None = None, sequences: int = 6
     path = hardmax_layers(z, A, alpha=alpha, layers=layers)  # (layers + 1, batch, n, d)
     energy = -0.5 * ((path @ A) * path).sum(-1).mean(-1)  # (layers + 1, batch)
     diameter = (path.unsqueeze(-2) - path.unsqueeze(-3)).norm(dim=-1).amax((-1, -2))
-    gap = (energy - energy[-1]).median(-1).values
+    centre = path[-1].mean(-2)  # (batch, d)
+    gap = (energy + 0.5 * ((centre @ A) * centre).sum(-1)).median(-1).values
     e = gap.numpy()
     use = np.nonzero(e > 1e-12 * e[0])[0]
     fitted = int(use.max()) if len(use) else 0
