@@ -119,28 +119,28 @@ def test_a_singular_A_runs_the_module_layer_and_no_triangle_has_every_vertex_in_
 
 def test_a_symmetric_pair_contracts_to_the_origin_by_exactly_one_minus_two_gamma():
     z = torch.tensor([[[1.0, 0.5], [-1.0, -0.5]], [[0.0, 2.0], [0.0, -2.0]]], dtype=F64)
-    result = contraction_rate(tokens=z, alpha=0.5, layers=80)  # γ = 1/3: the diameter × 1/3, the energy × 1/9
+    result = contraction_rate(tokens=z, alpha=0.5, layers=80)  # γ = 1/3: the spread × 1/3, the energy × 1/9
     k = torch.arange(81, dtype=F64)
-    expected = 3.0 ** -k * z[:, 0].norm(dim=-1).mul(2).median()
-    assert torch.allclose(result.diameter, expected, rtol=1e-12, atol=0)
+    expected = 3.0 ** -k * z[:, 0].norm(dim=-1).median()
+    assert torch.allclose(result.spread, expected, rtol=1e-12, atol=0)
     assert result.holds == "geometric" and result.ratio == pytest.approx(1 / 9, rel=1e-9)
     checks = result.check()
     assert all(c.passed for c in checks.values()), [c.value for c in checks.values()]
 
 
 def test_with_steps_one_over_k_the_pair_contracts_as_a_power_and_the_linear_claim_fails():
-    # γ_k = 1/(k + 3) (α_k = 1/(k + 2)): diameter_k = 2 ‖x‖ · 2 / ((k + 1)(k + 2)), the energy ~ k^{-4}
+    # γ_k = 1/(k + 3) (α_k = 1/(k + 2)): spread_k = ‖x_k‖ = 2 / ((k + 1)(k + 2)), the energy ~ k^{-4}
     z = torch.tensor([[[0.6, 0.8], [-0.6, -0.8]]], dtype=F64)
     result = contraction_rate(tokens=z, alpha=[1 / (k + 2) for k in range(3000)], layers=3000)
     k = torch.arange(3001, dtype=F64)
-    assert torch.allclose(result.diameter, 4 / ((k + 1) * (k + 2)), rtol=1e-10, atol=0)
+    assert torch.allclose(result.spread, 2 / ((k + 1) * (k + 2)), rtol=1e-10, atol=0)
     assert result.holds == "sublinear" and result.power == pytest.approx(-4, abs=0.15)
     checks = result.check()
     assert not checks["linear_rate"].passed and checks["sublinear_rate"].passed and checks["origin"].passed
 
 
 def test_with_slowly_shrinking_steps_neither_rate_holds_nor_one_cluster_forms():
-    # γ_k = 1/(8(k + 2)): the diameter ~ k^{-1/4}, the energy ~ k^{-1/2}: slower than O(1/k)
+    # γ_k = 1/(8(k + 2)): the spread ~ k^{-1/4}, the energy ~ k^{-1/2}: slower than O(1/k)
     z = torch.tensor([[[0.6, 0.8], [-0.6, -0.8]]], dtype=F64)
     gamma = [1 / (8 * (k + 2)) for k in range(2000)]
     result = contraction_rate(tokens=z, alpha=[g / (1 - g) for g in gamma], layers=2000)
