@@ -283,3 +283,16 @@ def test_the_compiled_softmax_flows_name_where_the_states_stopped_being_finite()
     with pytest.raises(FloatingPointError, match="stopped being finite at step"):
         solve(Field(Softmax(1.0), value=torch.tensor([[40.0, 0], [0, 40.0]], dtype=torch.float64)), RK4(1.0), z,
               steps=200)
+
+
+def test_the_softmax_engine_leaves_wide_single_sequences_to_blas_and_needs_no_n_squared_memory():
+    """One sequence of wide tokens (d > MAX_WIDTH) runs on the reference loop, whose scores are one batched product;
+    many sequences that fit the lanes stay compiled whatever d; the engine's memory is O(n d) per thread."""
+    from hardmax.dynamics._engines.softmax import LANES_MAX_ND, MAX_WIDTH, W, scratch_bytes
+
+    field = Field(Softmax(1.0), manifold=Sphere())
+    for batch, n, d, engine in ((1, 16, MAX_WIDTH, "softmax"), (1, 16, MAX_WIDTH + 1, "reference"),
+                                (W, 8, LANES_MAX_ND // 8, "softmax"), (W, 8, LANES_MAX_ND // 8 + 1, "reference")):
+        z = _sphere(batch, n, d, 3)
+        assert solve(field, RK4(0.1), z, steps=1).engine == engine, (batch, n, d)
+    assert scratch_bytes(1, 4096, 64, True, 2) < 2**26  # 4,096 tokens: no 4,096² matrix budgeted

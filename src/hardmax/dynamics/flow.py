@@ -99,7 +99,7 @@ def solve(field: Field, solver: Solver, tokens, *, steps: int | None = None, t1:
     if allowed is not None:
         field = field.restricted(allowed if field.allowed is None else field.allowed & allowed)
     grad = _needs_grad(zb, field) or _needs_grad(zb, solver)
-    case = _engines.Case(given_field, solver, pairs, zb.device.type, zb.dtype, save.attention, grad)
+    case = _engines.Case(given_field, solver, pairs, zb.device.type, zb.dtype, save.attention, grad, tuple(zb.shape))
 
     if isinstance(solver, Adaptive):
         _engines.choose(case)  # a forced fixed-step engine refuses it in one line
@@ -196,14 +196,16 @@ def _causal_layers(field: Field, z: Tensor, m: Tensor, dts: Tensor, kept: tuple[
 
 def _softmax_flow(field: Field, solver, z: Tensor, m: Tensor, dts: Tensor, kept: tuple[int, ...], pairs) -> Tensor:
     """A softmax flow on the compiled engine (`_engines.softmax`): (len(kept), batch, n, d)."""
-    from hardmax.dynamics._engines.softmax import softmax_flow
+    from hardmax.dynamics._engines.softmax import scratch_bytes, softmax_flow
     from hardmax.dynamics.solvers import RK4
 
     batch, n, d = z.shape
     A = field.scores.matrix(0.0, z)
     V = field.V(z)
-    # the saved states, and per core one sequence's scratch (its n × n scores, a few copies of its tokens)
-    require_memory(float(len(kept)) * z.numel() * z.element_size() + 64.0 * (n * n + 8 * n * d) * z.element_size(),
+    # the saved states, and per thread the engine's scratch (O(n d): never an n × n matrix)
+    symmetric = bool(field.manifold.unit_sphere) and pairs is None
+    require_memory(float(len(kept)) * z.numel() * z.element_size()
+                   + scratch_bytes(batch, n, d, symmetric, torch.get_num_threads()),
                    f"a softmax flow of tokens of shape {tuple(z.shape)}", device=z.device)
     out = softmax_flow(z.detach().numpy(), m.numpy(), None if A is None else A.detach().numpy(),
                        float(field.rule.beta), None if V is None else V.detach().numpy(),

@@ -74,6 +74,7 @@ class Case(NamedTuple):
     dtype: object
     attention: bool
     grad: bool
+    shape: tuple[int, ...] = ()  # (batch, n, d) of the tokens, when the chooser may look at sizes
 
 
 def serves(name: str, case: Case) -> str:
@@ -137,6 +138,12 @@ def _softmax_serves(case: Case, causal) -> str:
         return "it runs Euler and RK4 steps only"
     if case.pairs is not None and not isinstance(case.pairs, causal):
         return "it runs token masks and Causal(window) only"
+    if len(case.shape) == 3:
+        from hardmax.dynamics._engines.softmax import MAX_WIDTH, lanes_used
+        batch, n, d = case.shape
+        if d > MAX_WIDTH and not lanes_used(batch, n, d, bool(f.manifold.unit_sphere) and case.pairs is None):
+            return (f"its rows are loops over the {d} coordinates: past d = {MAX_WIDTH} the reference loop's batched "
+                    "products (BLAS) are faster")
     return _compiled_limits(case)
 
 

@@ -261,6 +261,30 @@ def _sequences(z, A, identity, which, beta, V, has_V, sphere, present, lo, symme
 #: Sequences per group of the lanes path, a compile-time constant so that every innermost loop (over the lanes) has
 #: a fixed trip count and vectorises whole. Measured here (AVX-512, one core, RK4 on S², batches of 256): W = 8 was
 #: 1.5× *slower* than a sequence per core (loops of 8 pay their setup and alias checks each time), W = 32 2×, W = 64
+
+#: The largest n · d the lanes take: a group keeps seven (n, d, W) float64 arrays (the state, four RK4 stages, a
+#: stage's tokens, the targets), 58 MiB at this size; past it one sequence per core (O(n d) scratch) runs instead.
+LANES_MAX_ND = 16_384
+
+
+#: The widest tokens one sequence per core takes: its scores are loops over the d coordinates, vectorised over the
+#: keys, while the reference loop's scores are one batched product (BLAS). Measured here (one RK4 step on S², one
+#: sequence, 2 threads): at d = 32–64 the compiled engine is 1.2–1.6× faster (n = 2,048–4,096), at d = 128 the
+#: reference loop is 5× faster (n = 1,024 and 4,096), at d = 1,024 12× (75 s against 6 s, n = 4,096).
+MAX_WIDTH = 64
+
+
+def lanes_used(batch: int, n: int, d: int, symmetric: bool) -> bool:
+    """Whether `softmax_flow` (lanes=None) runs W sequences side by side: the symmetric case, a batch of at least W,
+    n · d ≤ LANES_MAX_ND."""
+    return symmetric and batch >= W and n * d <= LANES_MAX_ND
+
+
+def scratch_bytes(batch: int, n: int, d: int, symmetric: bool, threads: int) -> float:
+    """The engine's working memory besides the saved states: per thread a group's seven (n, d, W) arrays, or one
+    sequence's O(n d) scratch (never an n × n matrix: the scores of a row are made and used one row at a time)."""
+    per_thread = 7.0 * n * d * W + 2.0 * n * W if lanes_used(batch, n, d, symmetric) else 16.0 * n * d + 8.0 * n
+    return max(1, threads) * per_thread * 8
 #: 3.4× faster at n = 32 (2.4× at n = 64, 1.9× at n = 128 … 1,024, 5.5× at n = 16); W = 128 no better than 64.
 W = 64
 
@@ -455,7 +479,7 @@ def softmax_flow(z: np.ndarray, present: np.ndarray, A: np.ndarray | None, beta:
     """(len(stored), batch, n, d) the softmax flow from z (batch, n, d) float32/float64 with present (batch, n); A
     (d, d), (batch, d, d) or None (identity); V (d, d) or None; causal with an optional window; dts (steps,) the
     steps of Euler (rk4 False) or RK4. lanes: W sequences side by side in the vector lanes (the symmetric case
-    only; None: for a batch of at least W), or one sequence per core (False)."""
+    only; None: `lanes_used`), or one sequence per core (False)."""
     batch, n, d = z.shape
     dtype = z.dtype
     steps = dts.shape[0]
@@ -474,7 +498,7 @@ def softmax_flow(z: np.ndarray, present: np.ndarray, A: np.ndarray | None, beta:
     V2 = np.eye(d, dtype=dtype) if V is None else np.ascontiguousarray(V, dtype=dtype)
     # many sequences of the symmetric case (the phase diagrams: thousands of n = 32): W of them side by side in the
     # vector lanes, where one sequence's rows are loops too short to vectorise well (a batch of at least W)
-    use_lanes = (batch >= W if lanes is None else bool(lanes)) and bool(symmetric.all())
+    use_lanes = (lanes_used(batch, n, d, True) if lanes is None else bool(lanes)) and bool(symmetric.all())
     with KERNEL_LOCK:
         previous = numba.get_num_threads()
         numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
