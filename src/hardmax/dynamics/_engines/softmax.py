@@ -282,8 +282,8 @@ def lanes_used(batch: int, n: int, d: int, symmetric: bool) -> bool:
 
 def scratch_bytes(batch: int, n: int, d: int, symmetric: bool, threads: int) -> float:
     """The engine's working memory besides the saved states: per thread a group's seven (n, d, W) arrays, or one
-    sequence's O(n d) scratch (never an n × n matrix: the scores of a row are made and used one row at a time)."""
-    per_thread = 7.0 * n * d * W + 2.0 * n * W if lanes_used(batch, n, d, symmetric) else 16.0 * n * d + 8.0 * n
+    sequence's nine (n, d) arrays (never an n × n matrix: the scores of a row are made and used one row at a time)."""
+    per_thread = 7.0 * n * d * W + 2.0 * n * W if lanes_used(batch, n, d, symmetric) else 10.0 * n * d + 8.0 * n
     return max(1, threads) * per_thread * 8
 #: 3.4× faster at n = 32 (2.4× at n = 64, 1.9× at n = 128 … 1,024, 5.5× at n = 16); W = 128 no better than 64.
 W = 64
