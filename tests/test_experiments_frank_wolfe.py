@@ -79,6 +79,8 @@ def test_dominance_cells_by_hand():
     v = torch.tensor(SQUARE, dtype=F64)
     assert dominance_cells(z, v, torch.eye(2)).tolist() == [0, 3, 2]
     assert dominance_cells(z, v, torch.diag(torch.tensor([1.0, 4.0]))).tolist() == [0, 3, 1]  # ⟨A z, v⟩ weighs y
+    identity = hardmax_layers(z, torch.eye(2), alpha=0.5, layers=2)
+    assert torch.equal(hardmax_layers(z, None, alpha=0.5, layers=2), identity)  # None: the identity
 
 
 # --- A ⪰ 0: the Voronoi picture ----------------------------------------------------------------------------------
