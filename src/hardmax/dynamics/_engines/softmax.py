@@ -47,19 +47,25 @@ _MAGIC_BITS = 4843621399236968448  # the bits of _MAGIC
 
 
 @numba.njit(**_INLINE)
+def _reduced(x):
+    """(e^r, t + 2^52 + 2^51) for x ≤ 0 written x = t ln 2 + r, t = round(x / ln 2) (Cody and Waite), e^r by its
+    Taylor polynomial to degree 13 (|r| ≤ ln 2 / 2: error below 1e-17); below −708, x is taken as −708."""
+    v = max(x, -708.0)
+    t = np.floor(v * _LOG2E + 0.5)
+    r = (v - t * _LN2_HI) - t * _LN2_LO
+    return 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6 + r * (1.0 / 24 + r * (1.0 / 120 + r * (
+        1.0 / 720 + r * (1.0 / 5040 + r * (1.0 / 40320 + r * (1.0 / 362880 + r * (1.0 / 3628800 + r * (
+            1.0 / 39916800 + r * (1.0 / 479001600 + r * (1.0 / 6227020800))))))))))))), t + _MAGIC
+
+
+@numba.njit(**_INLINE)
 def _exp(x, out, bits, ints, count):
-    """out[:count] = e^{x[:count]} (x ≤ 0, float64) to 1 ulp, in three loops that vectorise (no libm call): x = t ln 2
-    + r with t = round(x / ln 2), e^r by its Taylor polynomial to degree 13 (|r| ≤ ln 2 / 2: error below 1e-17),
-    2^t written into the exponent bits (ints: bits viewed as int64, made once by the caller: a view per call costs
-    more than the exponentials). Below −708 the result is e^{−708} (the callers weigh those keys ~0 or 0)."""
+    """out[:count] = e^{x[:count]} (x ≤ 0, float64) to 1 ulp, in three loops that vectorise (no libm call): e^r and t
+    from `_reduced`, 2^t written into the exponent bits (ints: bits viewed as int64, made once by the caller: a view
+    per call costs more than the exponentials). Below −708 the result is e^{−708} (the callers weigh those keys ~0
+    or 0)."""
     for j in range(count):
-        v = max(x[j], -708.0)
-        t = np.floor(v * _LOG2E + 0.5)
-        r = (v - t * _LN2_HI) - t * _LN2_LO
-        out[j] = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6 + r * (1.0 / 24 + r * (1.0 / 120 + r * (
-            1.0 / 720 + r * (1.0 / 5040 + r * (1.0 / 40320 + r * (1.0 / 362880 + r * (1.0 / 3628800 + r * (
-                1.0 / 39916800 + r * (1.0 / 479001600 + r * (1.0 / 6227020800)))))))))))))
-        bits[j] = t + _MAGIC
+        out[j], bits[j] = _reduced(x[j])
     for j in range(count):
         ints[j] = ((ints[j] - _MAGIC_BITS) + 1023) << 52
     for j in range(count):
@@ -291,15 +297,9 @@ W = 64
 
 @numba.njit(**_INLINE)
 def _exp_lanes(x, out, bits, ints):
-    """out (W,) = e^{x} (x ≤ 0) to 1 ulp, as `_exp` (the same polynomial and exponent bits), over the W lanes."""
+    """out (W,) = e^{x} (x ≤ 0) to 1 ulp over the W lanes, as `_exp`."""
     for w in range(W):
-        v = max(x[w], -708.0)
-        t = np.floor(v * _LOG2E + 0.5)
-        r = (v - t * _LN2_HI) - t * _LN2_LO
-        out[w] = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6 + r * (1.0 / 24 + r * (1.0 / 120 + r * (
-            1.0 / 720 + r * (1.0 / 5040 + r * (1.0 / 40320 + r * (1.0 / 362880 + r * (1.0 / 3628800 + r * (
-                1.0 / 39916800 + r * (1.0 / 479001600 + r * (1.0 / 6227020800)))))))))))))
-        bits[w] = t + _MAGIC
+        out[w], bits[w] = _reduced(x[w])
     for w in range(W):
         ints[w] = ((ints[w] - _MAGIC_BITS) + 1023) << 52
     for w in range(W):
