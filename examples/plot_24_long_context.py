@@ -1,6 +1,6 @@
 """
 Long context: the critical temperature β_n = γ log n
-===================================================
+====================================================
 
 Chen, Lin, Polyanskiy and Rigollet (ICLR 2026) scale attention's inverse temperature with the context length,
 β_n = γ log n, and show a phase transition for tokens whose pairwise cosines are ρ: below γ_c = 1/(1 − ρ) one

@@ -518,3 +518,12 @@ def test_every_option_help_is_plain_restructuredtext():
         if messages:
             broken.append(f"hardmax {command} {'/'.join(action.option_strings) or action.dest}: {messages[0]}")
     assert not broken, "\n".join(broken)
+
+
+def test_every_gallery_example_underlines_its_title_whole():
+    """A gallery example's title is underlined at least its length (docutils' "Title underline too short" fails the
+    docs build, which runs last in CI)."""
+    for path in sorted((ROOT / "examples").glob("plot_*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        title, underline = lines[1], lines[2]
+        assert set(underline) == {"="} and len(underline) >= len(title), f"{path.name}: {title!r}"

@@ -295,17 +295,6 @@ def scratch_bytes(batch: int, n: int, d: int, symmetric: bool, threads: int) -> 
 W = 64
 
 
-@numba.njit(**_INLINE)
-def _exp_lanes(x, out, bits, ints):
-    """out (W,) = e^{x} (x ≤ 0) to 1 ulp over the W lanes, as `_exp`."""
-    for w in range(W):
-        out[w], bits[w] = _reduced(x[w])
-    for w in range(W):
-        ints[w] = ((ints[w] - _MAGIC_BITS) + 1023) << 52
-    for w in range(W):
-        out[w] = out[w] * bits[w]
-
-
 @numba.njit(**_JIT)  # not inlined: one call does a whole group's n² pairs, and four inlined copies compile 4× longer
 def _velocity_lanes(z, a, V, has_V, weight, T, total, c, x, e, bits, ints, out):
     """out (n, d, W) = ẋ on the sphere of W sequences z (n, d, W) side by side, each with its scores a_w ⟨x_i, x_j⟩
@@ -341,7 +330,7 @@ def _velocity_lanes(z, a, V, has_V, weight, T, total, c, x, e, bits, ints, out):
                     x[w] += z[i, k, w] * z[j, k, w]
             for w in range(W):
                 x[w] = a[w] * x[w] - c[w]
-            _exp_lanes(x, e, bits, ints)
+            _exp(x, e, bits, ints, W)  # the W lanes: a constant trip count once inlined
             if j == i:
                 for w in range(W):
                     e[w] *= weight[i, w]
