@@ -295,6 +295,16 @@ def scratch_bytes(batch: int, n: int, d: int, symmetric: bool, threads: int) -> 
 W = 64
 
 
+@numba.njit(**_INLINE)
+def _dot_lanes(a, i, b, j, x):
+    """x (W,) = ⟨a_i, b_j⟩ in each lane, a and b (n, d, W), summed over the coordinates in order."""
+    for w in range(W):
+        x[w] = a[i, 0, w] * b[j, 0, w]
+    for k in range(1, a.shape[1]):
+        for w in range(W):
+            x[w] += a[i, k, w] * b[j, k, w]
+
+
 @numba.njit(**_JIT)  # not inlined: one call does a whole group's n² pairs, and four inlined copies compile 4× longer
 def _velocity_lanes(z, a, V, has_V, weight, T, total, c, x, e, bits, ints, out):
     """out (n, d, W) = ẋ on the sphere of W sequences z (n, d, W) side by side, each with its scores a_w ⟨x_i, x_j⟩
@@ -306,11 +316,7 @@ def _velocity_lanes(z, a, V, has_V, weight, T, total, c, x, e, bits, ints, out):
     for w in range(W):
         c[w] = -np.inf
     for i in range(n):
-        for w in range(W):
-            x[w] = z[i, 0, w] * z[i, 0, w]
-        for k in range(1, d):
-            for w in range(W):
-                x[w] += z[i, k, w] * z[i, k, w]
+        _dot_lanes(z, i, z, i, x)
         for w in range(W):
             own = a[w] * x[w]
             if weight[i, w] > 0 and own > c[w]:
@@ -323,11 +329,7 @@ def _velocity_lanes(z, a, V, has_V, weight, T, total, c, x, e, bits, ints, out):
                 T[i, k, w] = 0.0
     for i in range(n):
         for j in range(i, n):
-            for w in range(W):
-                x[w] = z[i, 0, w] * z[j, 0, w]
-            for k in range(1, d):
-                for w in range(W):
-                    x[w] += z[i, k, w] * z[j, k, w]
+            _dot_lanes(z, i, z, j, x)
             for w in range(W):
                 x[w] = a[w] * x[w] - c[w]
             _exp(x, e, bits, ints, W)  # the W lanes: a constant trip count once inlined
@@ -364,11 +366,7 @@ def _velocity_lanes(z, a, V, has_V, weight, T, total, c, x, e, bits, ints, out):
             else:
                 for w in range(W):
                     out[i, k, w] = T[i, k, w]
-        for w in range(W):  # P⊥_x: drift − ⟨drift, x⟩ x
-            x[w] = 0.0
-        for k in range(d):
-            for w in range(W):
-                x[w] += out[i, k, w] * z[i, k, w]
+        _dot_lanes(out, i, z, i, x)  # P⊥_x: drift − ⟨drift, x⟩ x
         for k in range(d):
             for w in range(W):
                 out[i, k, w] = (out[i, k, w] - x[w] * z[i, k, w]) * (1.0 if weight[i, w] > 0 else 0.0)
@@ -442,11 +440,7 @@ def _group(z, first, count, a, V, has_V, present, dts, rk4, slots, out):
                     for w in range(W):
                         x[i, k, w] = x[i, k, w] + dt * k1[i, k, w]
         for i in range(n):  # back on the sphere (present tokens)
-            for w in range(W):
-                s1[w] = x[i, 0, w] * x[i, 0, w]
-            for k in range(1, d):
-                for w in range(W):
-                    s1[w] += x[i, k, w] * x[i, k, w]
+            _dot_lanes(x, i, x, i, s1)
             for w in range(W):
                 s1[w] = np.sqrt(s1[w]) if weight[i, w] > 0 else 1.0
             for k in range(d):
