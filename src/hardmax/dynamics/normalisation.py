@@ -62,11 +62,15 @@ def _attention(field: Field, t, z: Tensor, w: Tensor | None) -> tuple[Tensor, Te
     return theta, a if moving is None else torch.where(moving.unsqueeze(-1), a, a.new_zeros(()))
 
 
+@dataclass(frozen=True)
 class _Scheme:
-    """The constant-step part of the solver protocol, shared by the schemes."""
+    """The constant-step part of the solver protocol, shared by the schemes: the step dt (checked), order 1."""
 
     dt: float
     order = 1
+
+    def __post_init__(self):
+        object.__setattr__(self, "dt", _dt(self.dt))
 
     def steps(self, count: int, dtype: torch.dtype, device) -> Tensor:
         """(count,) the constant step dt, in the tokens' dtype."""
@@ -81,11 +85,6 @@ class _Scheme:
 class PostLN(_Scheme):
     """Post-LN: x ← N(x + dt a(N x)) (speed 1; the sphere model SA of Geshkovski et al.)."""
 
-    dt: float
-
-    def __post_init__(self):
-        object.__setattr__(self, "dt", _dt(self.dt))
-
     def step(self, field: Field, t, z: Tensor, w: Tensor | None, dt: float) -> Tensor:
         """(batch, n, d) the tokens after one Post-LN layer of size dt."""
         theta, a = _attention(field, t, z, w)
@@ -96,11 +95,6 @@ class PostLN(_Scheme):
 class PreLN(_Scheme):
     """Pre-LN: x ← x + dt a(N x) (GPT, LLaMA); the directions move at speed 1/‖x‖, which grows with depth."""
 
-    dt: float
-
-    def __post_init__(self):
-        object.__setattr__(self, "dt", _dt(self.dt))
-
     def step(self, field: Field, t, z: Tensor, w: Tensor | None, dt: float) -> Tensor:
         """(batch, n, d) the tokens after one Pre-LN layer of size dt."""
         _, a = _attention(field, t, z, w)
@@ -110,11 +104,6 @@ class PreLN(_Scheme):
 @dataclass(frozen=True)
 class PeriLN(_Scheme):
     """Peri-LN: x ← x + dt N(a(N x)) (normalised before and after attention; Gemma 3): speed 1/(‖x‖ ‖a‖)."""
-
-    dt: float
-
-    def __post_init__(self):
-        object.__setattr__(self, "dt", _dt(self.dt))
 
     def step(self, field: Field, t, z: Tensor, w: Tensor | None, dt: float) -> Tensor:
         """(batch, n, d) the tokens after one Peri-LN layer of size dt."""
@@ -129,11 +118,10 @@ class NGPT(_Scheme):
     Args: dt: the step. alpha: the update rate α > 0 (nGPT's "eigen learning rate", one for every token here).
     """
 
-    dt: float
     alpha: float = 1.0
 
     def __post_init__(self):
-        object.__setattr__(self, "dt", _dt(self.dt))
+        super().__post_init__()
         object.__setattr__(self, "alpha", _dt(self.alpha, "alpha"))
 
     def step(self, field: Field, t, z: Tensor, w: Tensor | None, dt: float) -> Tensor:
@@ -146,11 +134,10 @@ class NGPT(_Scheme):
 class MixLN(_Scheme):
     """Mix-LN (Li et al. 2024): Post-LN for the layers before `switch` (at time switch · dt), Pre-LN after."""
 
-    dt: float
     switch: int = 8
 
     def __post_init__(self):
-        object.__setattr__(self, "dt", _dt(self.dt))
+        super().__post_init__()
         if isinstance(self.switch, bool) or not isinstance(self.switch, int) or self.switch < 0:
             raise ValueError(f"switch must be an integer ≥ 0 (the layers of Post-LN), got {self.switch!r}")
 

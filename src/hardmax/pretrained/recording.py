@@ -32,6 +32,23 @@ class TruncationWarning(UserWarning):
     """Texts were longer than the model's positions (or the `max_length` asked) and were truncated."""
 
 
+class _Stacked:
+    """A `Record` attribute that stacks one of its per-layer tuples, (L, ...), on first use, then keeps it."""
+
+    def __init__(self, key: str, doc: str):
+        self.key, self.__doc__ = key, doc
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, record, owner=None):
+        if record is None:
+            return self
+        stacked = torch.stack(record.per_layer[self.key])
+        record.__dict__[self.name] = stacked  # the instance's own attribute from now on (a frozen dataclass's too)
+        return stacked
+
+
 @dataclass(frozen=True, eq=False)
 class Record:
     """One batch through a pretrained model (tensors on the model's device, its dtype).
@@ -68,34 +85,15 @@ class Record:
         """H, the heads of a layer."""
         return self.per_layer["queries"][0].shape[1]
 
-    @functools.cached_property
-    def queries(self) -> Tensor:
-        """(L, B, H, n, d_h) the queries, stacked."""
-        return torch.stack(self.per_layer["queries"])
+    queries = _Stacked("queries", "(L, B, H, n, d_h) the queries, stacked")
+    keys = _Stacked("keys", "(L, B, H, n, d_h) the keys, stacked")
+    values = _Stacked("values", "(L, B, H, n, d_h) the values, stacked")
+    attention = _Stacked("attention", "(L, B, H, n, n) the model's attention weights, stacked")
+    mlp = _Stacked("mlp", "(L, B, n, d_ff) the MLP's activations, stacked")
 
     @functools.cached_property
-    def keys(self) -> Tensor:
-        """(L, B, H, n, d_h) the keys, stacked."""
-        return torch.stack(self.per_layer["keys"])
-
-    @functools.cached_property
-    def values(self) -> Tensor:
-        """(L, B, H, n, d_h) the values, stacked."""
-        return torch.stack(self.per_layer["values"])
-
-    @functools.cached_property
-    def attention(self) -> Tensor:
-        """(L, B, H, n, n) the model's attention weights, stacked."""
-        return torch.stack(self.per_layer["attention"])
-
-    @functools.cached_property
-    def mlp(self) -> Tensor:
-        """(L, B, n, d_ff) the MLP's activations, stacked."""
-        return torch.stack(self.per_layer["mlp"])
-
-    @property
     def allowed(self) -> Tensor:
-        """(B, 1, n, n) bool: query i may attend to key j (both real; j ≤ i when causal)."""
+        """(B, 1, n, n) bool: query i may attend to key j (both real; j ≤ i when causal); made once."""
         m = self.mask[:, None, None, :] & self.mask[:, None, :, None]
         if self.causal:
             n = self.mask.shape[1]

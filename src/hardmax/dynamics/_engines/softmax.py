@@ -177,6 +177,14 @@ def _velocity(z, A, identity, beta, V, has_V, sphere, weight, lo, symmetric, q, 
 
 
 @numba.njit(**_INLINE)
+def _axpy(out, x, h, k):
+    """out = x + h k elementwise (C-contiguous arrays of one shape): an Euler step or an RK4 stage."""
+    o, a, b = out.reshape(out.size), x.reshape(x.size), k.reshape(k.size)
+    for j in range(o.size):
+        o[j] = a[j] + h * b[j]
+
+
+@numba.njit(**_INLINE)
 def _retract(z, sphere, present):
     """z back on the manifold: x / ‖x‖ on the sphere (present tokens), nothing in R^d."""
     if not sphere:
@@ -227,19 +235,13 @@ def _sequence(z, A, identity, beta, V, has_V, sphere, present, lo, symmetric, dt
                       keys, w, bits, ints, k1)
         if rk4:
             half = dt / 2
-            for i in range(n):
-                for k in range(d):
-                    y[i, k] = x[i, k] + half * k1[i, k]
+            _axpy(y, x, half, k1)
             _velocity(y, A, identity, beta, V, has_V, sphere, weight, lo, symmetric, q, zT, TT, total,
                       keys, w, bits, ints, k2)
-            for i in range(n):
-                for k in range(d):
-                    y[i, k] = x[i, k] + half * k2[i, k]
+            _axpy(y, x, half, k2)
             _velocity(y, A, identity, beta, V, has_V, sphere, weight, lo, symmetric, q, zT, TT, total,
                       keys, w, bits, ints, k3)
-            for i in range(n):
-                for k in range(d):
-                    y[i, k] = x[i, k] + dt * k3[i, k]
+            _axpy(y, x, dt, k3)
             _velocity(y, A, identity, beta, V, has_V, sphere, weight, lo, symmetric, q, zT, TT, total,
                       keys, w, bits, ints, k4)
             sixth = dt / 6
@@ -247,9 +249,7 @@ def _sequence(z, A, identity, beta, V, has_V, sphere, present, lo, symmetric, dt
                 for k in range(d):
                     x[i, k] = x[i, k] + sixth * (((k1[i, k] + 2 * k2[i, k]) + 2 * k3[i, k]) + k4[i, k])
         else:
-            for i in range(n):
-                for k in range(d):
-                    x[i, k] = x[i, k] + dt * k1[i, k]
+            _axpy(x, x, dt, k1)
         _retract(x, sphere, present)
 
 
@@ -413,20 +413,11 @@ def _group(z, first, count, a, V, has_V, present, dts, rk4, slots, out):
         _velocity_lanes(x, lane_a, V, has_V, weight, T, total, c, s1, e, bits, ints, k1)
         if rk4:
             half = dt / 2
-            for i in range(n):
-                for k in range(d):
-                    for w in range(W):
-                        y[i, k, w] = x[i, k, w] + half * k1[i, k, w]
+            _axpy(y, x, half, k1)
             _velocity_lanes(y, lane_a, V, has_V, weight, T, total, c, s1, e, bits, ints, k2)
-            for i in range(n):
-                for k in range(d):
-                    for w in range(W):
-                        y[i, k, w] = x[i, k, w] + half * k2[i, k, w]
+            _axpy(y, x, half, k2)
             _velocity_lanes(y, lane_a, V, has_V, weight, T, total, c, s1, e, bits, ints, k3)
-            for i in range(n):
-                for k in range(d):
-                    for w in range(W):
-                        y[i, k, w] = x[i, k, w] + dt * k3[i, k, w]
+            _axpy(y, x, dt, k3)
             _velocity_lanes(y, lane_a, V, has_V, weight, T, total, c, s1, e, bits, ints, k4)
             sixth = dt / 6
             for i in range(n):
@@ -435,10 +426,7 @@ def _group(z, first, count, a, V, has_V, present, dts, rk4, slots, out):
                         x[i, k, w] = x[i, k, w] + sixth * (((k1[i, k, w] + 2 * k2[i, k, w]) + 2 * k3[i, k, w])
                                                            + k4[i, k, w])
         else:
-            for i in range(n):
-                for k in range(d):
-                    for w in range(W):
-                        x[i, k, w] = x[i, k, w] + dt * k1[i, k, w]
+            _axpy(x, x, dt, k1)
         for i in range(n):  # back on the sphere (present tokens)
             _dot_lanes(x, i, x, i, s1)
             for w in range(W):
