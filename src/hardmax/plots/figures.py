@@ -1,4 +1,11 @@
-"""Multi-panel figures, the paper's Figure 2, and GIF animations of a trajectory."""
+"""Rows of panels and GIFs of a `Scene` (any `Solution`), and the paper's figures spelled with them.
+
+    scene_figure(scene, shown)        THE row of panels: plane, time, or 3-D; K, S and a legend for the paper's layers
+    animate_scene(scene, path, ...)   THE GIF: tokens moving frame to frame (2-D), a turning view (3-D)
+    plot_layers / plot_layers_3d / plot_trajectory / animate   a run at chosen layers, its GIF
+    figure2 / animate_figure2         the paper's Figure 2, its four rows moving together
+"""
+
 
 from __future__ import annotations
 
@@ -13,14 +20,124 @@ from matplotlib.figure import Figure
 from hardmax.dynamics import Solution, simulate
 from hardmax.plots.panels import add_legend, draw_panel, draw_panel_3d
 from hardmax.plots.save import check_fps, save_gif
-from hardmax.plots.scene import FIGURE2_LAYERS, check_layers, check_single, make_scene
+from hardmax.plots.scene import FIGURE2_LAYERS, Scene, check_layers, check_single, make_scene
 from hardmax.theory import FIGURE2_ALPHA, paper_figure2_configurations
 
-__all__ = ["animate", "animate_figure2", "figure2", "frame_layers", "plot_layers", "plot_layers_3d", "plot_trajectory"]
+__all__ = ["animate", "animate_figure2", "animate_scene", "figure2", "frame_layers", "plot_layers", "plot_layers_3d",
+           "plot_trajectory", "scene_figure"]
 
 # --------------------------------------------------------------------------------------------
-# Public figures.
+# The one row of panels and the one GIF, for every scene.
 # --------------------------------------------------------------------------------------------
+
+
+def scene_figure(scene: Scene, shown: Sequence[int], *, ax_row: Sequence[Axes] | None = None,
+                 title: str | None = None, size: float = 2.3) -> Figure:
+    """A row of panels of `scene`, one per saved state in `shown` (indices into the saved states; negative count
+    from the end), sharing their limits.
+
+    The paper's layers get the legend (leader, token, trail, K, S); 3-D scenes are placed by hand (3-D axes keep
+    empty space constrained layout cannot trim).
+
+    Args:
+        scene: from `make_scene`. shown: saved-state indices, one panel each.
+        ax_row: 2-D axes to draw into, one per panel (a row of a larger figure); None makes a figure.
+        title: the figure's title, or, when drawing into `ax_row`, the row's label (left y-label).
+        size: the width of a panel in inches.
+
+    Returns:
+        The figure drawn into.
+    """
+    saved = scene.path.shape[0]
+    shown = [int(k) % saved for k in shown]
+    heading = "\n".join(s for s in (title, scene.note) if s)
+    legend = scene.paper
+    box = scene.box()
+    if scene.dimension == 3:
+        fig = Figure(figsize=((size + (0.5 if legend else 0.0)) * len(shown) + 0.2, size + (1.2 if legend else 0.4)))
+        fig.subplots_adjust(left=0.0, right=0.97, bottom=0.1 if legend else 0.02,
+                            top=0.86 if heading else 0.95, wspace=0.05)
+        if heading:
+            fig.suptitle(heading, fontsize=11)
+        for i, k in enumerate(shown):
+            draw_panel_3d(fig.add_subplot(1, len(shown), i + 1, projection="3d"), scene, k, box)
+        if legend:
+            add_legend(fig, scene.limit_label if len(scene.limit) else None)
+        return fig
+    if ax_row is None:
+        fig = Figure(figsize=(size * len(shown) + 0.3, size + (1.1 if legend else 0.4)), layout="constrained")
+        axes = list(np.atleast_1d(fig.subplots(1, len(shown))))
+        if heading:
+            fig.suptitle(heading, fontsize=11)
+        if legend:
+            add_legend(fig, scene.limit_label if len(scene.limit) else None)
+    else:
+        axes = list(ax_row)
+        if len(axes) != len(shown):
+            raise ValueError(f"ax_row has {len(axes)} axes for {len(shown)} layers")
+        fig = axes[0].figure
+        if heading:
+            axes[0].set_ylabel(heading, fontsize=10)
+    for i, (ax, k) in enumerate(zip(axes, shown, strict=True)):
+        draw_panel(ax, scene, k, box)
+        if i > 0 and scene.dimension == 2:  # the panels share their limits: one column of y labels is enough
+            ax.tick_params(labelleft=False)
+    return fig
+
+
+def animate_scene(scene: Scene, path: str | os.PathLike, frames: Sequence[int], *, fps: int = 8, dpi: int = 90,
+                  title: str | None = None, size: tuple[float, float] = (4.8, 5.0)) -> Path:
+    """Write a GIF of `scene`, one frame per saved state in `frames` (the last frame held for half a second).
+
+    2-D scenes move their tokens frame to frame; 3-D scenes are redrawn, the view turning slowly. Written
+    atomically (temporary file, then rename).
+
+    Args:
+        scene: from `make_scene`. path: the .gif file to write (parent folders are created).
+        frames: saved-state indices, in order. fps: frames per second. dpi: resolution.
+        title: shown above the panel (with the scene's note). size: the frame in inches.
+
+    Returns:
+        The path written.
+    """
+    check_fps(fps)
+    frames = [int(k) for k in frames]
+    fig = Figure(figsize=size)
+    heading = "\n".join(s for s in (title, scene.note) if s)
+    # A fixed layout (no layout engine): every frame must have the same size and placement.
+    fig.subplots_adjust(left=0.1, right=0.95, bottom=0.06,
+                        top=0.91 - 0.035 * (heading.count("\n") + 1))
+    if heading:
+        fig.suptitle(heading, fontsize=9 if scene.note else 11)
+    three = scene.dimension == 3
+    ax = fig.add_subplot(projection="3d" if three else None)
+    box = scene.box()
+    show = None if three else draw_panel(ax, scene, frames[0], box)
+
+    def draw(i: int) -> None:
+        k = frames[i]
+        if show is None:  # 3-D: redraw everything, turning the view a little each frame
+            ax.clear()
+            draw_panel_3d(ax, scene, k, box, azim=-60.0 + 40.0 * i / max(len(frames) - 1, 1))
+        else:
+            show(k)
+        ax.set_title(scene.stamp(k, total=True), fontsize=10)
+
+    return save_gif(fig, draw, len(frames), path, fps=fps, dpi=dpi)  # the end held for half a second
+
+
+# --------------------------------------------------------------------------------------------
+# The paper's figures: thin spellings of the row and the GIF above.
+# --------------------------------------------------------------------------------------------
+
+
+def _saved_indices(trajectory: Solution, layers: Sequence[int]) -> list[int]:
+    """The saved-state index of each layer; ValueError for a layer that is not saved."""
+    index = {step: i for i, step in enumerate(trajectory.steps)}
+    missing = [k for k in layers if k not in index]
+    if missing:
+        raise ValueError(f"layers {missing} are not saved; solve with Save() to keep every layer")
+    return [index[k] for k in layers]
 
 
 def plot_layers(
@@ -30,16 +147,17 @@ def plot_layers(
     ax_row: Sequence[Axes] | None = None,
     title: str | None = None,
 ) -> Figure:
-    """Panels of one run at the given layers, in the plane.
+    """Panels of one run at the given layers, in the plane (`scene_figure` of `make_scene(trajectory, 2)`).
 
-    Leaders are stars, the other tokens dots coloured by their limit cluster (`theory.find_clusters`),
-    with trails of their past positions; K (hull of the final leaders) is shaded and the points of S
-    off the vertices of K are hollow diamonds. Tokens of dimension d > 2 are projected onto their two
-    principal components (said in the title; only the points of S that tokens reach are marked);
-    d = 1 is drawn on the horizontal axis.
+    The tokens are dots coloured by their limit cluster (`scene.cluster_labels`), with trails of their past
+    positions. For the paper's hardmax layers, leaders are stars, K (hull of the final leaders) is shaded and
+    the points of S off the vertices of K are hollow diamonds; any other run shows its manifold's background
+    instead (the tokens' hull in R^d, the unit circle). Tokens of dimension d > 2 are projected onto their two
+    principal components (said in the title; only the points of S that tokens reach are marked); d = 1 is drawn
+    on the horizontal axis.
 
     Args:
-        trajectory: a single-sequence `Solution` (tokens (layers + 1, n, d)).
+        trajectory: a single-sequence `Solution` of layers (tokens (saved, n, d); `simulate`, `Euler.layers`).
         layers: layers to show; default (0, 1, 2, 5, 30) cut to the run and ending at its last layer.
         ax_row: axes to draw into, one per layer (e.g. a row of a larger figure); None makes a figure.
         title: the figure's title, or, when drawing into `ax_row`, the row's label (left y-label).
@@ -49,27 +167,8 @@ def plot_layers(
     """
     check_single(trajectory)
     chosen = check_layers(layers, trajectory.layers)
-    scene = make_scene(trajectory, 2)
-    if ax_row is None:
-        fig = Figure(figsize=(2.3 * len(chosen) + 0.3, 3.4), layout="constrained")
-        axes = list(np.atleast_1d(fig.subplots(1, len(chosen))))
-        heading = "\n".join(s for s in (title, scene.note) if s)
-        if heading:
-            fig.suptitle(heading, fontsize=11)
-        add_legend(fig, scene.limit_label if len(scene.limit) else None)
-    else:
-        axes = list(ax_row)
-        if len(axes) != len(chosen):
-            raise ValueError(f"ax_row has {len(axes)} axes for {len(chosen)} layers")
-        fig = axes[0].figure
-        if title or scene.note:
-            axes[0].set_ylabel("\n".join(s for s in (title, scene.note) if s), fontsize=10)
-    box = scene.box()
-    for i, (ax, layer) in enumerate(zip(axes, chosen, strict=True)):
-        draw_panel(ax, scene, layer, box)
-        if i > 0:  # the panels share their limits: one column of y labels is enough
-            ax.tick_params(labelleft=False)
-    return fig
+    return scene_figure(make_scene(trajectory, 2, clock="layer"), _saved_indices(trajectory, chosen),
+                        ax_row=ax_row, title=title)
 
 
 def plot_layers_3d(trajectory: Solution, layers: Sequence[int] | None = None, *,
@@ -83,18 +182,8 @@ def plot_layers_3d(trajectory: Solution, layers: Sequence[int] | None = None, *,
     if trajectory.tokens.shape[-1] != 3:
         raise ValueError(f"plot_layers_3d needs tokens in R^3, got d = {trajectory.tokens.shape[-1]}")
     chosen = check_layers(layers, trajectory.layers)
-    scene = make_scene(trajectory, 3)
-    # 3-D axes keep a lot of empty space around their box, which constrained layout cannot
-    # trim: place them by hand, edge to edge.
-    fig = Figure(figsize=(2.8 * len(chosen) + 0.2, 3.5))
-    fig.subplots_adjust(left=0.0, right=0.97, bottom=0.1, top=0.86 if title else 0.95, wspace=0.05)
-    if title:
-        fig.suptitle(title, fontsize=11)
-    box = scene.box()
-    for i, layer in enumerate(chosen):
-        draw_panel_3d(fig.add_subplot(1, len(chosen), i + 1, projection="3d"), scene, layer, box)
-    add_legend(fig, scene.limit_label if len(scene.limit) else None)
-    return fig
+    return scene_figure(make_scene(trajectory, 3, clock="layer"), _saved_indices(trajectory, chosen),
+                        title=title)
 
 
 def plot_trajectory(trajectory: Solution, layers: Sequence[int] | None = None, *,
@@ -177,6 +266,7 @@ def animate(
 
     d = 2 is drawn as is, d = 3 as a slowly turning 3-D scatter, d > 3 projected onto the top two
     principal components (said in the title). Written atomically (temporary file, then rename).
+    `animate_scene` of `make_scene(trajectory)`, named by layer.
 
     Args:
         trajectory: a single-sequence `Solution`.
@@ -193,29 +283,9 @@ def animate(
     if max_frames < 1:
         raise ValueError(f"max_frames must be ≥ 1, got {max_frames}")
     p = 3 if trajectory.tokens.shape[-1] == 3 else 2
-    scene = make_scene(trajectory, p)
-    total = trajectory.layers
-    frames = frame_layers(total, max_frames)
-    fig = Figure(figsize=(4.8, 5.0))
-    heading = "\n".join(s for s in (title, scene.note) if s)
-    # A fixed layout (no layout engine): every frame must have the same size and placement.
-    fig.subplots_adjust(left=0.1, right=0.95, bottom=0.06, top=0.91 - 0.035 * (heading.count("\n") + 1))
-    if heading:
-        fig.suptitle(heading, fontsize=9 if scene.note else 11)
-    ax = fig.add_subplot(projection="3d" if p == 3 else None)
-    box = scene.box()
-    show = None if p == 3 else draw_panel(ax, scene, 0, box)
-
-    def draw(i: int) -> None:
-        layer = frames[i]
-        if show is None:  # 3-D: redraw everything, turning the view a little each frame
-            ax.clear()
-            draw_panel_3d(ax, scene, layer, box, azim=-60.0 + 40.0 * i / max(len(frames) - 1, 1))
-        else:
-            show(layer)
-        ax.set_title(f"layer {layer} of {total}", fontsize=10)
-
-    return save_gif(fig, draw, len(frames), path, fps=fps, dpi=dpi)  # the end held for half a second
+    scene = make_scene(trajectory, p, clock="layer")
+    frames = frame_layers(len(scene.times) - 1, max_frames)
+    return animate_scene(scene, path, frames, fps=fps, dpi=dpi, title=title)
 
 
 def animate_figure2(
