@@ -179,6 +179,8 @@ def _review(z, mask, A, identity, gammas, rtol, window, slots, out, spread, bloc
 
 @numba.njit(parallel=True, **_JIT)
 def _reviews(z, mask, A, identity, gammas, rtol, window, slots, out):
+    """`_review` of every review b of z (batch, n, d), mask (batch, n), one per worker (a batch at least as large as
+    the threads): out[:, b] (s, n, d) gets its layers k at slots[k] ≥ 0; each review's rows run one after another."""
     for b in prange(z.shape[0]):
         _review(z[b], mask[b], A, identity, gammas, rtol, window, slots, out[:, b], False, 1)
 

@@ -6,10 +6,11 @@ dispatch, not to arithmetic. This kernel does the same computation review by rev
 numba, so that everything of one review stays in cache: it checks and measures the review (its peak
 coordinate, for `simulate`'s scale-free runs), merges identical tokens (padding dropped), computes
 layer 1 in full, then only the followers' rows, and writes the stored layers directly (the others
-never leave the review's scratch memory). Reviews run in parallel (`prange`). `simulate` uses it for
-hardmax on the CPU when no attention matrices are requested (engine "auto" or "compiled"); the torch
-step stays the reference (autograd, CUDA, softmax, the classifier) and the tests hold the two to each
-other.
+never leave the review's scratch memory). Reviews run in parallel (`prange`). `solve` (and `simulate`,
+its paper spelling) runs it through `paper` as engine "compiled", which the chooser (`_engines.choose`)
+takes first for the paper's hardmax layers on a CPU, float32/64, at most a token mask, no gradient and
+no attention matrix (`using("compiled")` forces it); the reference loop stays the reference (autograd,
+CUDA, any rule) and the tests hold the two to each other.
 
 The rule is the torch step's, to the letter (see `select.select` and `ties`):
 
@@ -869,6 +870,12 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, slots, out):
 
 @numba.njit(parallel=True, **_JIT)
 def _reviews(z, bits, mask, multipliers, A, identity, gammas, rtol, safe, slots, out, broke, peak):
+    """Every review b of z (batch, n, d) in parallel: layer 0 and the peak by `_peak`, layers 1.. by `_review`.
+
+    out (s, batch, n, d) gets layer k at out[slots[k], b]; peak (batch,) each review's largest |coordinate| (NaN:
+    a coordinate is NaN or inf, nothing after layer 0 written); broke (batch,) int8, 1 where a leader lost its
+    place. A review whose peak has frexp exponent |e| > safe is left after layer 0 for the caller to run scaled.
+    Reviews share nothing but the read-only A, gammas and multipliers, so the order of workers does not matter."""
     for b in prange(z.shape[0]):
         peak[b], finite = _peak(z[b], mask[b], out[:, b], slots[0])
         if not finite:  # reported by the caller; nothing computed on NaN or inf
@@ -953,6 +960,8 @@ def _snapshot(z, bits, mask, multipliers, A, identity, rtol, same, leader, targe
 
 @numba.njit(parallel=True, **_JIT)
 def _snapshots(z, bits, mask, multipliers, A, identity, rtol, same, leader, target):
+    """`_snapshot` of every configuration b of z (S, n, d) in parallel: leader[b] (n,) and target[b] (n, d) from
+    mask[b] (n,) and same[b], the distance within which a set's members count as the token itself."""
     for b in prange(z.shape[0]):
         _snapshot(z[b], bits[b], mask[b], multipliers, A, identity, rtol, same[b], leader[b], target[b])
 

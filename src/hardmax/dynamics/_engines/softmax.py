@@ -255,6 +255,12 @@ def _sequence(z, A, identity, beta, V, has_V, sphere, present, lo, symmetric, dt
 
 @numba.njit(parallel=True, **_JIT)
 def _sequences(z, A, identity, which, beta, V, has_V, sphere, present, lo, symmetric, dts, rk4, slots, out):
+    """`_sequence` of every sequence b of z (batch, n, d), one per worker, with its own A[which[b]] ((k, d, d) stacked),
+    present[b] (n,) and symmetric[b]; out[:, b] (s, n, d) gets the steps k at slots[k] ≥ 0.
+
+    ż_i = V (T_i − z_i) in R^d, P⊥_{z_i}(V T_i) on the sphere, T_i = Σ_j P_ij z_j, P_ij ∝ e^{β ⟨A z_i, z_j⟩} over the
+    present keys j ∈ [lo[i], i] (every j where lo[i] < 0); Euler or RK4 steps dts (steps,). Sequences share nothing
+    but the read-only inputs, so the order of workers does not matter."""
     for b in prange(z.shape[0]):
         _sequence(z[b], A[which[b]], identity, beta, V, has_V, sphere, present[b], lo,
                   symmetric[b], dts, rk4, slots, out[:, b])
@@ -438,6 +444,8 @@ def _group(z, first, count, a, V, has_V, present, dts, rk4, slots, out):
 
 @numba.njit(parallel=True, **_JIT)
 def _groups(z, a, V, has_V, present, dts, rk4, slots, out):
+    """`_group` of every group of W consecutive sequences of z (batch, n, d) (the last one may be short), one group
+    per worker: a (batch,) each sequence's β·c (A = c·I), out (s, batch, n, d) the steps k at slots[k] ≥ 0."""
     batch = z.shape[0]
     groups = (batch + W - 1) // W
     for g in prange(groups):
