@@ -8,6 +8,8 @@ annotations, not imports), so a lazy import inside a function counts as much as 
 from __future__ import annotations
 
 import ast
+import re
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -240,3 +242,70 @@ def test_numba_is_imported_plainly_never_behind_a_try():
                 names = {name for name in _names_imported(node) if name in compiled or name.split(".")[0] == "numba"}
                 guarded += [f"{module}:{node.lineno} imports {name} inside a try" for name in sorted(names)]
     assert not guarded, "\n".join(guarded)
+
+
+# γ = α/(1+α) and 1 − γ = 1/(1+α): a sum of 1 and an α closing a bracket, `(1 + alpha)`, `(1.0 + alphas[k])`,
+# `(1 + a)`, `(1 + self.alpha)`, or `(alpha + 1)`. The single letter counts only after the 1 (`str(a + 1)` is an
+# index); `log1p(alpha)` is a logarithm, not a step.
+_ALPHA = r"(?:self\.)?(?:alpha\w*|α\w*|a)(?:\[[^\]]*\])?"
+_LAYER_STEP = re.compile(rf"(?<![\w.])1(?:\.0*)?\s*\+\s*{_ALPHA}\s*\)"
+                         r"|\(\s*(?:self\.)?(?:alpha\w*|α\w*)(?:\[[^\]]*\])?\s*\+\s*1(?:\.0*)?(?![\w.])")
+# The home of the expressions, and code whose α is another paper's (one spelling each, with why).
+_LAYER_STEP_HOME = "hardmax/dynamics/solvers.py"
+_OTHER_ALPHAS = {
+    # the long-context paper's layer x' = (α y + Σ_j A_ij y_j)/(1 + α): its α weighs the residual, so its Euler step
+    # is 1/(1 + α); not the paper's γ
+    ("hardmax/experiments/long_context.py", "Euler ( 1.0 / ( 1.0 + alpha ) )"),
+}
+
+
+def _code_lines(path: Path) -> list[tuple[int, str]]:
+    """(first line, code) of each logical line of the file, strings and comments left out (docstrings may state the
+    equation), tokens joined by single spaces."""
+    lines, current, start = [], [], None
+    skip = {tokenize.COMMENT, tokenize.STRING, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING}
+    skip |= {getattr(tokenize, "FSTRING_MIDDLE", tokenize.STRING)}
+    with path.open("rb") as f:
+        for tok in tokenize.tokenize(f.readline):
+            if tok.type == tokenize.NEWLINE:
+                if current:
+                    lines.append((start, " ".join(current)))
+                current, start = [], None
+            elif tok.type not in skip:
+                start = tok.start[0] if start is None else start
+                current.append(tok.string)
+    return lines
+
+
+@pytest.mark.parametrize(("code", "found"), [
+    ("gamma = (alpha / (1.0 + alpha))[:, None, None]", True),
+    ("torch.cumprod(1 / (1 + a), 0)", True),
+    ("g = a[k] / (1 + a[k])", True),
+    ("step = self.alpha / (self.alpha + 1)", True),
+    ("run = solve(field, Euler(1.0 / (1.0 + alpha)), y)", True),
+    ("yticklabels=[str(a + 1) for a in range(L)]", False),
+    ("np.log1p(alpha)", False),
+    ("bound = (T - 1) * torch.exp(-R) / (1 + (T - 1) * torch.exp(-R))", False),
+    ("a = 1.0 / (1.0 + (n - 1) * math.exp(-beta * (1.0 - r)))", False),
+    ("x = 1 + alpha_max * y", False),
+])
+def test_the_layer_step_pattern(code, found):
+    """The pattern below finds γ = α/(1+α) and 1/(1+α) however they are spelt, and not other sums of 1."""
+    assert bool(_LAYER_STEP.search(code)) == found
+
+
+def test_the_layer_step_is_computed_in_the_solvers_only():
+    """γ = α/(1+α) (`layer_step`) and 1 − γ = 1/(1+α) (`layer_contraction`) are written in `dynamics/solvers.py` and
+    nowhere else in src (issue #40: one engine, the step in the solver only): a check, an experiment or a compiled
+    kernel that needs γ_k takes it from the solver, so they all step by the same numbers bit for bit."""
+    found = []
+    for path in sorted((SRC / "hardmax").rglob("*.py")):
+        relative = path.relative_to(SRC).as_posix()
+        if relative == _LAYER_STEP_HOME:
+            continue
+        for line, code in _code_lines(path):
+            if _LAYER_STEP.search(code) and not any(relative == f and snippet in code for f, snippet in _OTHER_ALPHAS):
+                found.append(f"{relative}:{line}: {code}")
+    assert not found, "\n".join(found)
+    home = [code for _, code in _code_lines(SRC / _LAYER_STEP_HOME) if _LAYER_STEP.search(code)]
+    assert home == ["return alpha / ( 1 + alpha )", "return 1 / ( 1 + alpha )"], home

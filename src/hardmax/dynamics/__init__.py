@@ -17,8 +17,10 @@ Public files, in order of dependence:
 - `step`: scores, the attention matrix and one layer (`attention_step`) for any rule.
 - `field`: the vector field, `Field(rule, scores, value, manifold)`, scores `Bilinear(A)`, `QK(Q, K)`,
   `Rescaled(scores, V)` or any `Scores`.
-- `solvers`: `Euler(dt)` (`Euler.layers(α)` = the paper's layer), `RK4`, `Renormalised`, `Adaptive`; the step
-  z + γ(T − z) (`euler_update`) and γ = α/(1+α) (`layer_step`) are written here and nowhere else.
+- `solvers`: `Euler(dt)` (`Euler.layers(α)` = the paper's layer), `RK4`, `Renormalised`, `Adaptive`; γ = α/(1+α)
+  (`layer_step`) and 1 − γ = 1/(1+α) (`layer_contraction`) are computed here and nowhere else in the library
+  (tests/test_architecture.py), the step z + γ(T − z) (`euler_update`) here for every engine, check and experiment
+  in Python; the compiled kernels, which cannot call it, repeat its operations in order on the γ_k it gives them.
 - `positional`: positional biases, `ALiBi(slope, per_length)` and `Positional(rule, bias)`; the lost-in-the-middle
   model on the circle (`lost_in_the_middle`, `circle_flow`) and its closed-form retrieval profile.
 - `normalisation`: how a residual stream adds and normalises each layer, as solvers: `PostLN`, `PreLN`, `PeriLN`,

@@ -27,7 +27,8 @@ from torch import Tensor
 if TYPE_CHECKING:
     from hardmax.dynamics.field import Field
 
-__all__ = ["RK4", "Adaptive", "Euler", "FixedStep", "Renormalised", "Solver", "euler_update", "layer_step"]
+__all__ = ["RK4", "Adaptive", "Euler", "FixedStep", "Renormalised", "Solver", "euler_update", "layer_contraction",
+           "layer_step"]
 
 
 def layer_step(alpha):
@@ -35,16 +36,27 @@ def layer_step(alpha):
 
     alpha: a float or a tensor (any shape; one α_k per layer), gradients kept. Every engine takes its γ_k from here
     (through `Euler.steps`), so the compiled kernel, the compact hardmax path and the reference loop step by the
-    same numbers bit for bit."""
+    same numbers bit for bit. A NumPy array works too (`theory.check` measures each layer's step with it)."""
     return alpha / (1 + alpha)
 
 
-def euler_update(z: Tensor, target: Tensor, gamma, present: Tensor | None = None) -> Tensor:
-    """z + γ (T − z): the paper's layer (an Euler step of ż = T(z) − z of size γ), the one place it is written.
+def layer_contraction(alpha):
+    """1 − γ = 1 / (1 + α): the factor by which the paper's layer shrinks a follower's distance to a fixed target.
 
-    z, target: (..., n, d); gamma: a float or a tensor broadcasting against them; present: (..., n) bool, the rows
-    that move (the others are returned as they are); None: every row. The numba kernel runs the same operations in
-    the same order (its `_step` stage), which the exactness tests hold bit for bit."""
+    With T(z) = x* fixed, z^{k+1} − x* = (1 − γ_k)(z^k − x*), so after k layers the distance is Π_{l<k} 1/(1 + α_l)
+    times the first (the rate of Theorem 2.1). alpha: a float, a NumPy array or a tensor (any shape). Computed as
+    1 / (1 + α), not 1 − `layer_step(α)`, which rounds differently; the one place the expression is written."""
+    return 1 / (1 + alpha)
+
+
+def euler_update(z: Tensor, target: Tensor, gamma, present: Tensor | None = None) -> Tensor:
+    """z + γ (T − z): the paper's layer (an Euler step of ż = T(z) − z of size γ), in torch or NumPy.
+
+    z, target: (..., n, d) tensors (or NumPy arrays when present is None); gamma: a float, a tensor or an array
+    broadcasting against them (`layer_step`); present: (..., n) bool, the rows that move (the others are returned
+    as they are); None: every row. The compiled kernels, which cannot call it, run the same operations in the same
+    order on the γ_k `layer_step` gives them (`_target` in `_engines/kernel.py`, `_rows` in `_engines/causal.py`),
+    which the exactness tests hold bit for bit."""
     moved = z + gamma * (target - z)
     return moved if present is None else torch.where(present.unsqueeze(-1), moved, z)
 

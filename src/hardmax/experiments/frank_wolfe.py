@@ -30,6 +30,7 @@ import torch
 from torch import Tensor
 
 from hardmax.dynamics import Bilinear, Euler, Field, Hardmax, Save, Softmax, attention_step, simulate, solve
+from hardmax.dynamics.solvers import layer_contraction, layer_step
 from hardmax.theory.check import Check
 
 __all__ = ["ContractionRate", "EscapeTimes", "Rate", "VoronoiReport", "contraction_rate", "dominance_cells",
@@ -248,7 +249,7 @@ def voronoi_check(*, A=None, sequences: int = 64, vertices: int = 6, interior: i
     path, z = path[:, own], z[own]
     if len(z) == 0:
         return VoronoiReport(vertex_move=math.nan, cells_kept=math.nan, off_line=math.nan, rate_error=math.nan,
-                             factor=float((1 / (1 + a)).prod()), own_cells=0.0, moved_without=moved_without,
+                             factor=float(layer_contraction(a).prod()), own_cells=0.0, moved_without=moved_without,
                              layers=layers, sequences=sequences, engine=engine)
     v = z[:, :vertices]
     inner = path[:, :, vertices:]  # (layers + 1, polygons, m, 2)
@@ -258,7 +259,7 @@ def voronoi_check(*, A=None, sequences: int = 64, vertices: int = 6, interior: i
     length = start.norm(dim=-1)
     cross = (now[..., 0] * start[..., 1] - now[..., 1] * start[..., 0]) / length  # distance from the line
     ratio = (now * start).sum(-1) / length**2  # the position along it
-    expected = torch.cat([torch.ones(1, dtype=_F64), torch.cumprod(1 / (1 + a), 0)]).reshape(-1, 1, 1)  # 1 − γ
+    expected = torch.cat([torch.ones(1, dtype=_F64), torch.cumprod(layer_contraction(a), 0)]).reshape(-1, 1, 1)
     kept = (cells == cells[0]).all(0)
     return VoronoiReport(vertex_move=float(move[own].max()), cells_kept=float(kept.double().mean()),
                          off_line=float(cross.abs().amax()), rate_error=float((ratio - expected).abs().amax()),
@@ -465,7 +466,7 @@ def escape_times(*, betas: Sequence[float] = (2.0, 4.0, 8.0, 16.0), vertices: in
         times = [_escape(Field(Softmax(beta), Bilinear(None)), start, v, alpha, radius, max_layers, chunk)
                  for beta in b.tolist()]
     t = torch.tensor(times, dtype=_F64)
-    polygon = torch.tensor([_polygon_escape(beta, vertices, alpha / (1 + alpha), radius, max_layers)
+    polygon = torch.tensor([_polygon_escape(beta, vertices, layer_step(alpha), radius, max_layers)
                             for beta in b.tolist()], dtype=_F64)
     finite = torch.isfinite(t) & (t > 0)
     slope = intercept = r2 = corrected = math.nan

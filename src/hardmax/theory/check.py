@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from hardmax.dynamics import Solution
+from hardmax.dynamics.solvers import euler_update, layer_step
 from hardmax.tables import markdown_table
 from hardmax.theory.geometry import HullTest, components, hull_distance, project_origin
 from hardmax.theory.leaders import (
@@ -270,8 +271,8 @@ def _hull_check(out: _Seq, Z, T, A, alpha, exact: bool, steps: np.ndarray) -> No
     """
     L, n, d = Z.shape
     slack = 1e-3 * out.atol
-    gamma = (alpha / (1.0 + alpha))[:, None, None]
-    residual = _lengths(Z[1:] - (Z[:-1] + gamma * (T[:-1] - Z[:-1])))  # (L − 1, n), every layer at once
+    gamma = layer_step(alpha)[:, None, None]
+    residual = _lengths(Z[1:] - euler_update(Z[:-1], T[:-1], gamma))  # (L − 1, n), every layer at once
     # a convex step only (0 ≤ γ_k ≤ 1, i.e. α_k ≥ 0): with α < 0 the step leaves conv(Z^k) and certifies nothing
     witness = (residual <= slack) & ((gamma >= 0) & (gamma <= 1))[:, :, 0]
     # a certified token is within its residual of conv(Z^k): that bound enters the growth reported
@@ -344,7 +345,7 @@ def _rate_check(out: _Seq, D, steps, T, followers, alpha, floor: float) -> None:
     K = len(alpha)
     if K < 2 or len(followers) == 0:
         return
-    gamma = alpha / (1.0 + alpha)
+    gamma = layer_step(alpha)  # the kernel below is given γ_k, never α
     samples, log_ratio, log_expected, error = _rate_samples(D, steps, T, np.asarray(followers, np.int64), gamma,
                                                             float(out.atol), float(floor))
     if samples:
