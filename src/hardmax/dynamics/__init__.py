@@ -12,8 +12,10 @@ Public files, in order of dependence:
   and `Sphere()` (S^{d−1}); a new manifold is one class.
 - `masks`: which tokens exist and who may attend to whom, `Tokens(present)`, `Pairs(allowed)`, `Causal(window)`
   and their intersection `a & b`; a rule sees a pair mask as `allowed`, a −inf bias on the scores it forbids.
-- `rules`: the attention rules as small immutable objects, `Hardmax(tie_rtol)`, `Softmax(beta)`, `Localmax`,
-  `Unnormalised`, and the registry `RULES` the CLI and the explorer read; a new rule is one class.
+- `dedup`: identical tokens merged into one with a multiplicity (`deduplicate` → `Deduplicated`).
+- `rules`: the attention rules as small immutable objects, `Hardmax(tie_rtol)` (`default_tie_rtol` by dtype),
+  `Softmax(beta)`, `Localmax`, `Unnormalised`, and the registry `RULES` the CLI and the explorer read; a new rule is
+  one class.
 - `step`: scores, the attention matrix and one layer (`attention_step`) for any rule.
 - `field`: the vector field, `Field(rule, scores, value, manifold)`, scores `Bilinear(A)`, `QK(Q, K)`,
   `Rescaled(scores, V)` or any `Scores`.
@@ -48,8 +50,7 @@ Geometry and theorem checks live in `hardmax.theory`; pictures in `hardmax.plots
 
 from __future__ import annotations
 
-from hardmax.dynamics._engines.dedup import Deduplicated, deduplicate
-from hardmax.dynamics._engines.ties import default_tie_rtol
+from hardmax.dynamics.dedup import Deduplicated, deduplicate
 from hardmax.dynamics.field import QK, Bilinear, Field, Flat, Manifold, Rescaled, Scores, Sphere
 from hardmax.dynamics.flow import solve
 from hardmax.dynamics.inputs import as_floating, as_tensor, validate_A, validate_alpha
@@ -63,6 +64,7 @@ from hardmax.dynamics.rules import (
            Localmax,
            Softmax,
            Unnormalised,
+           default_tie_rtol,
            rule_from_dict,
            rule_to_dict,
 )

@@ -45,10 +45,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from hardmax.dynamics._engines.select import hardmax_sets, hardmax_targets
-from hardmax.dynamics._engines.ties import default_tie_rtol
 
-__all__ = ["RULES", "AttentionRule", "Hardmax", "Localmax", "Softmax", "Unnormalised", "particle_model",
-           "row_stochastic", "rule_from_dict", "rule_parameters", "rule_to_dict"]
+__all__ = ["RULES", "AttentionRule", "Hardmax", "Localmax", "Softmax", "Unnormalised", "default_tie_rtol",
+           "particle_model", "row_stochastic", "rule_from_dict", "rule_parameters", "rule_to_dict"]
 
 ParticleModel = Literal["SA", "USA"]
 
@@ -88,6 +87,15 @@ def _zero(x: Tensor, dead: Tensor | None) -> Tensor:
 
 def _absent_rows_zero(p: Tensor, multiplicity: Tensor) -> Tensor:
     return torch.where((multiplicity > 0).unsqueeze(-1), p, torch.zeros((), dtype=p.dtype, device=p.device))
+
+
+def default_tie_rtol(dtype: torch.dtype) -> float:
+    """The default `tie_rtol` of rule (★): 64 machine epsilons (float32: 7.6e-6, float64: 1.4e-14).
+
+    Its right-hand side then bounds the rounding of a d-term dot product of the query with a difference
+    of two tokens, with a margin; `Hardmax(tie_rtol=...)` overrides it (`Hardmax().rtol(dtype)` is this).
+    """
+    return 64.0 * torch.finfo(dtype).eps
 
 
 @dataclass(frozen=True)

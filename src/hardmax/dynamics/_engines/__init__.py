@@ -21,9 +21,9 @@ identical tokens and skip leaders, exact only when every token sees every token.
 (tests, benchmarks).
 
 Files: `kernel` (numba, the exact hardmax kernel), `layers` (compact hardmax in torch), `select` (hardmax sets by
-rule (★)), `ties` (the tie rule and frames), `dedup` (identical tokens merged), `paper` (the paper's layers on
-`kernel`/`layers`), `causal` (the paper's hardmax layers under a causal mask), `reference` (the loop and the
-adaptive solver).
+rule (★)), `ties` (the tie rule and frames), `paper` (the paper's layers on `kernel`/`layers`), `causal` (the
+paper's hardmax layers under a causal mask), `reference` (the loop and the adaptive solver). Identical tokens are
+merged by the public `hardmax.dynamics.dedup`, the default tie tolerance is `rules.default_tie_rtol`.
 
 Services to the other packages (the only names they import from here; `tests/test_architecture.py` holds them to
 it): the leader rule's compiled snapshots and tie sets (`theory.leaders`), the kernel's lock (`theory.support`), the

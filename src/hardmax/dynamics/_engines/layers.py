@@ -8,7 +8,6 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from hardmax.dynamics._engines.dedup import take_rows
 from hardmax.dynamics._engines.select import (
     Following,
     Rows,
@@ -18,7 +17,9 @@ from hardmax.dynamics._engines.select import (
     same_kind,
     sets_from_scores,
 )
-from hardmax.dynamics._engines.ties import Frames, coarse_tolerance, default_tie_rtol, query_size, refine
+from hardmax.dynamics._engines.ties import Frames, coarse_tolerance, query_size, refine
+from hardmax.dynamics.dedup import take_rows
+from hardmax.dynamics.rules import default_tie_rtol
 from hardmax.dynamics.solvers import euler_update, layer_step
 
 

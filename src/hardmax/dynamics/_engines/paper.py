@@ -16,8 +16,8 @@ import torch
 from torch import Tensor
 
 from hardmax.dynamics._engines import kernel as _kernel
-from hardmax.dynamics._engines.dedup import Deduplicated, deduplicate, take_rows
 from hardmax.dynamics._engines.layers import AHEAD, AHEAD_SCORES, full_layers, hardmax_run
+from hardmax.dynamics.dedup import Deduplicated, deduplicate, take_rows
 from hardmax.dynamics.rules import AttentionRule, Hardmax, Unnormalised
 from hardmax.dynamics.solvers import euler_update, layer_step
 from hardmax.dynamics.step import attention_matrix, attention_step

@@ -15,8 +15,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from hardmax.dynamics._engines.dedup import hash_rows, take_rows
 from hardmax.dynamics._engines.ties import TIE_FRAME, Frames, coarse_tolerance, query_size, refine
+from hardmax.dynamics.dedup import hash_rows, take_rows
 
 
 class Rows(NamedTuple):

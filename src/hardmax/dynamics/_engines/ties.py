@@ -54,16 +54,6 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-
-def default_tie_rtol(dtype: torch.dtype) -> float:
-    """The default `tie_rtol` of rule (★): 64 machine epsilons (float32: 7.6e-6, float64: 1.4e-14).
-
-    Its right-hand side then bounds the rounding of a d-term dot product of the query with a difference
-    of two tokens, with a margin; `Hardmax(tie_rtol=...)` overrides it.
-    """
-    return 64.0 * torch.finfo(dtype).eps
-
-
 # Frame labels from here on are tie frames: TIE_FRAME + the row's index (one frame per row), origin the
 # fixed target of a tie between tokens at fixed positions. Below it, a frame is a leader's (its label).
 TIE_FRAME = 1 << 40

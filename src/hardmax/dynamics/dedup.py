@@ -2,7 +2,12 @@
 
 Identical tokens (repeated words, padding) have the same attention set and the same update at every
 layer, so they stay identical forever; merging them once, before the first layer, makes their ties
-exact whatever the floating-point reduction order, and is what makes the engine fast.
+exact whatever the floating-point reduction order, and is what makes the engines fast.
+
+Public: `deduplicate(tokens, mask, keys)` → `Deduplicated(tokens, multiplicity, index)`, called by the engines, the
+leader rule (`theory.leaders`) and the classifiers (word ids as keys). The row helpers `take_rows` and `hash_rows`
+are shared with the engines (`_engines.select`, `_engines.layers`); what merges identical tokens inside the
+compiled kernel is its own (`_engines.kernel.deduplicate_review`).
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+
+__all__ = ["Deduplicated", "deduplicate"]
 
 
 def take_rows(values: Tensor, index: Tensor, lead: int = 0) -> Tensor:
