@@ -308,3 +308,31 @@ def test_the_layer_step_is_computed_in_the_solvers_only():
     assert not found, "\n".join(found)
     home = [code for _, code in _code_lines(SRC / _LAYER_STEP_HOME) if _LAYER_STEP.search(code)]
     assert home == ["return alpha / ( 1 + alpha )", "return 1 / ( 1 + alpha )"], home
+
+
+def _compiled_functions(tree: ast.AST) -> list[ast.FunctionDef]:
+    """The functions of a module decorated with numba's `njit` / `jit` (bare or called, `numba.` or imported)."""
+    def compiled(decorator: ast.expr) -> bool:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        return ast.unparse(target).split(".")[-1] in ("njit", "jit")
+    return [node for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef) and any(compiled(d) for d in node.decorator_list)]
+
+
+def test_the_dynamics_compiled_code_is_an_engine():
+    """In `hardmax.dynamics`, numba code lives in the private engines only (issue #40): a public module (the circle's
+    `positional.circle_flow`, say) checks its arguments and calls an engine's entry, and no public module compiles."""
+    public = [m for m, path in MODULES.items() if m.startswith("hardmax.dynamics")
+              and not (m == ENGINES or m.startswith(ENGINES + "."))
+              and _compiled_functions(ast.parse(path.read_text(encoding="utf-8")))]
+    compiling = [m for m in _compiled_modules() if m.startswith("hardmax.dynamics") and not m.startswith(ENGINES)]
+    assert not public and not compiling, (public, compiling)
+
+
+def test_every_compiled_function_says_what_it_computes():
+    """Every numba function in src has a docstring (its equation, the shapes it reads and writes, its invariant): a
+    compiled kernel is read far more often than the Python that calls it, and cannot be stepped through."""
+    bare = [f"{module}.{node.name}" for module, path in sorted(MODULES.items())
+            for node in _compiled_functions(ast.parse(path.read_text(encoding="utf-8")))
+            if not ast.get_docstring(node)]
+    assert not bare, bare

@@ -13,7 +13,8 @@
 
 Keys K_i are those the mask lets row i see (`Causal()`, `Pairs`, `preceding(n)`: j < i). The positional rules run on
 `solve`'s reference loop (any device, gradients); positions are the tokens' indices along the sequence axis, so the
-tokens are never merged or reordered there. What does not live here: masks (`masks`), the engines (`_engines`).
+tokens are never merged or reordered there. What does not live here: masks (`masks`), the engines (`_engines`;
+`circle_flow`'s compiled RK4 in the angles is `_engines.circle`).
 
 Duerinckx, Geshkovski, Rossi, "Kinetic theory for Transformers and the lost-in-the-middle phenomenon", arXiv
 2605.09213 (code: borjanG/2026-lost-in-the-middle). Their tokens are angles θ_j on the circle,
@@ -30,12 +31,11 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-import numba
 import numpy as np
 import torch
 from torch import Tensor
 
-from hardmax.dynamics._engines.kernel import KERNEL_LOCK
+from hardmax.dynamics._engines.circle import circle_angles
 from hardmax.dynamics.field import Bilinear, Field
 from hardmax.dynamics.manifolds import Sphere
 from hardmax.dynamics.masks import Pairs
@@ -177,91 +177,6 @@ def _bessel_coefficients(beta: float) -> np.ndarray:
     return -2.0 * np.array(terms)
 
 
-_FAST = dict(cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
-
-
-@numba.njit(inline="always", **_FAST)
-def _force(cosines, sines, coef, decay, inv_z, er, ei, pr, pi, out):
-    # θ̇_j = (1/Z_j) Σ_q c_q Im(e^{iqθ_j} P_jq),  P_jq = Σ_{k<j} e^{−m(j−k)} e^{−iqθ_k} = e^{−m}(P_{j−1,q} +
-    # e^{−iqθ_{j−1}}): a prefix sum per Fourier mode, O(n K) instead of the n²/2 pairs. The powers e^{iqθ_j}
-    # first (a chain per token, the tokens' chains independent), then the prefix sums (the modes independent:
-    # they vectorise)
-    n, modes = cosines.shape[0], coef.shape[0]
-    for j in range(n):
-        c, s = cosines[j], sines[j]
-        a, b = c, s
-        er[j, 0] = a
-        ei[j, 0] = b
-        for q in range(1, modes):
-            a, b = a * c - b * s, a * s + b * c
-            er[j, q] = a
-            ei[j, q] = b
-    for q in range(modes):
-        pr[q] = 0.0
-        pi[q] = 0.0
-    for j in range(n):
-        f = 0.0
-        for q in range(modes):
-            f += coef[q] * (er[j, q] * pi[q] + ei[j, q] * pr[q])
-            pr[q] = decay * (pr[q] + er[j, q])
-            pi[q] = decay * (pi[q] - ei[j, q])
-        out[j] = f * inv_z[j]
-
-
-@numba.njit(inline="always", **_FAST)
-def _turn(cb, sb, th, k, h, c, s):
-    # cos and sin of θ_j + h k_j from those of θ_j: the angle-addition formulas, cos and sin of the small
-    # δ = h k_j by their Taylor polynomials (|δ| ≤ 1/4: to degree 14, below 1e-16), libm beyond
-    for j in range(th.shape[0]):
-        d = h * k[j]
-        if abs(d) <= 0.25:
-            d2 = d * d
-            cd = 1.0 - d2 * (1.0 / 2) * (1.0 - d2 * (1.0 / 12) * (1.0 - d2 * (1.0 / 30) * (
-                1.0 - d2 * (1.0 / 56) * (1.0 - d2 * (1.0 / 90) * (1.0 - d2 * (1.0 / 132) * (
-                    1.0 - d2 * (1.0 / 182)))))))
-            sd = d * (1.0 - d2 * (1.0 / 6) * (1.0 - d2 * (1.0 / 20) * (1.0 - d2 * (1.0 / 42) * (
-                1.0 - d2 * (1.0 / 72) * (1.0 - d2 * (1.0 / 110) * (1.0 - d2 * (1.0 / 156) * (
-                    1.0 - d2 * (1.0 / 210))))))))
-        else:
-            cd, sd = math.cos(d), math.sin(d)
-        c[j] = cb[j] * cd - sb[j] * sd
-        s[j] = sb[j] * cd + cb[j] * sd
-
-
-@numba.njit(parallel=True, **_FAST)
-def _run(theta0, coef, decay, inv_z, dt, steps, every, out):
-    batch, n = theta0.shape
-    for b in numba.prange(batch):
-        modes = coef.shape[0]
-        pr, pi = np.empty(modes), np.empty(modes)
-        er, ei = np.empty((n, modes)), np.empty((n, modes))
-        th, k1, k2, k3, k4 = np.empty(n), np.empty(n), np.empty(n), np.empty(n), np.empty(n)
-        cb, sb, c, s = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
-        th[:] = theta0[b]
-        out[0, b] = th
-        for step in range(1, steps + 1):
-            if step % 32 == 1:  # cos θ, sin θ from libm every 32 steps, carried by angle addition between
-                for j in range(n):
-                    cb[j] = math.cos(th[j])
-                    sb[j] = math.sin(th[j])
-            else:
-                _turn(cb, sb, th, k1, 1.0, c, s)  # k1 holds the last step's increment (below)
-                cb[:] = c
-                sb[:] = s
-            _force(cb, sb, coef, decay, inv_z, er, ei, pr, pi, k1)
-            _turn(cb, sb, th, k1, 0.5 * dt, c, s)
-            _force(c, s, coef, decay, inv_z, er, ei, pr, pi, k2)
-            _turn(cb, sb, th, k2, 0.5 * dt, c, s)
-            _force(c, s, coef, decay, inv_z, er, ei, pr, pi, k3)
-            _turn(cb, sb, th, k3, dt, c, s)
-            _force(c, s, coef, decay, inv_z, er, ei, pr, pi, k4)
-            for j in range(n):  # their scheme: θ + (dt/6)(k1 + 2k2 + 2k3 + k4); k1 keeps the increment
-                k1[j] = (dt / 6.0) * (k1[j] + 2.0 * k2[j] + 2.0 * k3[j] + k4[j])
-                th[j] = th[j] + k1[j]
-            if step % every == 0:
-                out[step // every, b] = th
-
-
 def circle_flow(theta, *, beta: float = 1.0, lam: float = 1.0, t1: float = 10.0, dt: float = 0.0025,
                 every: int = 1, threads: int | None = None) -> Solution:
     """The lost-in-the-middle model on the circle, compiled: RK4 in the angles, as the paper's script steps it.
@@ -299,14 +214,8 @@ def circle_flow(theta, *, beta: float = 1.0, lam: float = 1.0, t1: float = 10.0,
     j = np.arange(n)
     z = _positional_sums(n, lam)
     inv_z = np.where(j > 0, 1.0 / np.where(j > 0, z, 1.0), 0.0)
-    out = np.empty((steps // every + 1, *th2.shape))
-    with KERNEL_LOCK:
-        previous = numba.get_num_threads()
-        numba.set_num_threads(max(1, min(threads or torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
-        try:
-            _run(th2, _bessel_coefficients(b), decay, inv_z, dt, steps, every, out)
-        finally:
-            numba.set_num_threads(previous)
+    out = circle_angles(th2, _bessel_coefficients(b), decay, inv_z, dt, steps, every,
+                        threads or torch.get_num_threads())
     if not np.isfinite(out).all():
         raise FloatingPointError("the circle flow stopped being finite: use a smaller dt")
     angles = torch.from_numpy(out[:, 0] if single else out)

@@ -22,8 +22,9 @@ identical tokens and skip leaders, exact only when every token sees every token.
 
 Files: `kernel` (numba, the exact hardmax kernel), `layers` (compact hardmax in torch), `select` (hardmax sets by
 rule (★)), `ties` (the tie rule and frames), `paper` (the paper's layers on `kernel`/`layers`), `causal` (the
-paper's hardmax layers under a causal mask), `reference` (the loop and the adaptive solver). Identical tokens are
-merged by the public `hardmax.dynamics.dedup`, the default tie tolerance is `rules.default_tie_rtol`.
+paper's hardmax layers under a causal mask), `reference` (the loop and the adaptive solver), `circle` (numba: the
+lost-in-the-middle model's RK4 in the angles, behind `positional.circle_flow`, not chosen by `choose`). Identical
+tokens are merged by the public `hardmax.dynamics.dedup`, the default tie tolerance is `rules.default_tie_rtol`.
 
 Services to the other packages (the only names they import from here; `tests/test_architecture.py` holds them to
 it): the leader rule's compiled snapshots and tie sets (`theory.leaders`), the kernel's lock (`theory.support`), the
