@@ -336,3 +336,28 @@ def test_every_compiled_function_says_what_it_computes():
             for node in _compiled_functions(ast.parse(path.read_text(encoding="utf-8")))
             if not ast.get_docstring(node)]
     assert not bare, bare
+
+
+def test_every_engine_name_is_used():
+    """Every top-level function, class and constant of the engines is named somewhere besides its definition (src,
+    tests or benchmarks): a fast path's helper that nothing calls is dead code, which the chooser's own checks
+    (`_engines.serves`) replaced (issue #40: the paper engine's own "can the kernel run it" check)."""
+    root = SRC.parent
+    texts = [p.read_text(encoding="utf-8") for folder in ("src", "tests", "benchmarks")
+             for p in (root / folder).rglob("*.py")]
+    unused = []
+    for module, path in sorted(MODULES.items()):
+        if not module.startswith(ENGINES + "."):
+            continue
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef | ast.ClassDef):
+                names = [node.name]
+            elif isinstance(node, ast.Assign):
+                names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            else:
+                continue
+            for name in names:
+                word = re.compile(rf"\b{re.escape(name)}\b")
+                if sum(len(word.findall(text)) for text in texts) <= 1:
+                    unused.append(f"{module}.{name}")
+    assert not unused, unused

@@ -71,21 +71,6 @@ def run(z: Tensor, mask: Tensor, rule: AttentionRule, alphas: Tensor, A: Tensor 
     return out, attention
 
 
-def compiled_unusable(z: Tensor, rule: AttentionRule, keep_attention: bool, needs_grad: bool) -> str:
-    """Why the compiled kernel cannot run these layers ("" when it can)."""
-    if not isinstance(rule, Hardmax):
-        return "it runs hardmax attention only"
-    if keep_attention:
-        return "it does not return attention matrices"
-    if needs_grad:
-        return "it does not compute gradients"
-    if z.device.type != "cpu":
-        return f"it runs on the CPU, the tokens are on {z.device}"
-    if z.dtype not in (torch.float32, torch.float64):
-        return f"it runs float32 and float64, the tokens are {z.dtype}"
-    return ""
-
-
 def _require_finite(out: Tensor, stored: tuple[int, ...]) -> None:
     """Refuse a trajectory (stored, batch, n, d) whose stored layers hold NaN or inf, naming the first one."""
     ok = torch.isfinite(out.detach()).flatten(1).all(1)
