@@ -6,6 +6,8 @@ tests/test_dynamics_manifolds.py. If a recipe needs a step these toys do not tak
 
 from __future__ import annotations
 
+import ast
+import inspect
 import json
 import math
 import re
@@ -23,6 +25,7 @@ from hardmax.dynamics import (
     RULES,
     AttentionRule,
     Bilinear,
+    Causal,
     Euler,
     Field,
     Flat,
@@ -64,10 +67,13 @@ class Sparsemax:
         if isinstance(b, bool) or not isinstance(b, int | float) or not (math.isfinite(b) and b > 0):
             raise ValueError(f"sparsemax attention needs a finite beta > 0, got {b!r}")
 
-    def matrix(self, tokens, multiplicity, A):   # (batch, m, d), (batch, m), (d, d) | None -> (batch, m, m)
+    def matrix(self, tokens, multiplicity, A, allowed=None):  # (batch, m, d), (batch, m), (d, d) | None,
+        # (batch or 1, m, m) bool | None -> (batch, m, m)
         queries = tokens if A is None else tokens @ A
         s = self.beta * (queries @ tokens.transpose(-1, -2))
         w = multiplicity.unsqueeze(-2).expand_as(s)
+        if allowed is not None:  # a key row i may not see weighs nothing in row i
+            w = torch.where(allowed, w, torch.zeros((), dtype=w.dtype))
         s = torch.where(w > 0, s, torch.finfo(s.dtype).min)  # absent keys sort last and weigh nothing
         order = torch.argsort(s, dim=-1, descending=True)
         s_sorted, w_sorted = s.gather(-1, order), w.gather(-1, order)
@@ -78,8 +84,8 @@ class Sparsemax:
         p = w * (s - tau).clamp(min=0)
         return torch.where((multiplicity > 0).unsqueeze(-1), p, torch.zeros((), dtype=p.dtype, device=p.device))
 
-    def targets(self, tokens, multiplicity, A):  # -> (batch, m, d): Σ_j P_ij z_j
-        return self.matrix(tokens, multiplicity, A) @ tokens
+    def targets(self, tokens, multiplicity, A, allowed=None):  # -> (batch, m, d): Σ_j P_ij z_j
+        return self.matrix(tokens, multiplicity, A, allowed) @ tokens
 
 
 @dataclass(frozen=True)
@@ -277,6 +283,33 @@ class TestNewRule:
             ref = ref_solve(z[b].numpy(), _identity(3), None, Sparsemax(1.5), "rk4", 0.1, 15, sphere=sphere)
             np.testing.assert_allclose(sol.tokens[:, b].numpy(), ref, rtol=0, atol=1e-12)
 
+    def test_a_pair_mask_restricts_each_row_to_its_keys(self):
+        """With `allowed=` (the recipe's signature) the rule runs under `Causal()`: row i is sparsemax over the keys
+        j ≤ i, by the definition; without it, `solve` refuses the pair mask in one line and runs token masks."""
+        z = _random((2, 6, 2), 8)
+        sol = solve(Field(Sparsemax(2.0)), Euler(0.2), z, steps=5, mask=Causal())
+        for b in range(2):
+            x, path = z[b].numpy(), [z[b].numpy()]
+            for _ in range(5):
+                P = np.zeros((6, 6))
+                for i in range(6):
+                    P[i, :i + 1] = ref_sparsemax([2.0 * float(x[i] @ x[j]) for j in range(i + 1)])
+                x = x + 0.2 * (P @ x - x)
+                path.append(x)
+            np.testing.assert_allclose(sol.tokens[:, b].numpy(), np.stack(path), rtol=0, atol=1e-12)
+        assert torch.equal(sol.tokens[:, :, 0], z[:, 0].expand(6, 2, 2))  # the first token sees only itself
+        token_masks_only = dataclass(frozen=True)(type("TokenMasksOnly", (Sparsemax,), {
+            "matrix": lambda self, tokens, multiplicity, A: Sparsemax.matrix(self, tokens, multiplicity, A),
+            "targets": lambda self, tokens, multiplicity, A: self.matrix(tokens, multiplicity, A) @ tokens}))
+        with pytest.raises(ValueError, match="need an allowed= argument") as info:
+            solve(Field(token_masks_only(2.0)), Euler(0.2), z, steps=5, mask=Causal())
+        assert "\n" not in str(info.value)
+        present = torch.ones(2, 6, dtype=torch.bool)
+        present[1, 4:] = False
+        torch.testing.assert_close(solve(Field(token_masks_only(2.0)), Euler(0.2), z, steps=5, mask=present).tokens,
+                                   solve(Field(Sparsemax(2.0)), Euler(0.2), z, steps=5, mask=present).tokens,
+                                   rtol=0, atol=0)
+
     def test_its_json_spelling_is_one_registration_in_RULES(self, monkeypatch):
         traj = simulate(_random((5, 2), 4), Sparsemax(2.0), alpha=1.0, layers=3)
         with pytest.raises(ValueError, match=r"Sparsemax is not a registered rule .*add it to RULES") as info:
@@ -457,6 +490,29 @@ class TestValueMatrix:
 # --------------------------------------------------------------------------------------------
 # the recipes name every place a new rule or solver must be added by hand
 # --------------------------------------------------------------------------------------------
+
+
+def _recipe_methods(title: str, cls: str) -> dict[str, list[str]]:
+    """The parameters of each method of class `cls` in the recipe's Python block: {method: [names, ...]}."""
+    blocks = re.findall(r"```python\n(.*?)```", _section(title), re.S)
+    for block in blocks:
+        for node in ast.walk(ast.parse(block)):
+            if isinstance(node, ast.ClassDef) and node.name == cls:
+                return {f.name: [a.arg for a in f.args.args] for f in node.body if isinstance(f, ast.FunctionDef)
+                        and not f.name.startswith("__")}
+    raise AssertionError(f"no class {cls} in the recipe {title!r}")
+
+
+def test_the_rule_recipe_spells_the_protocol():
+    """The recipe's `Sparsemax` (and this file's) take the parameters of `AttentionRule`'s methods, `allowed=`
+    included, and the recipe says what a rule without it runs and which engine runs any rule."""
+    protocol = {name: list(inspect.signature(getattr(AttentionRule, name)).parameters)
+                for name in ("matrix", "targets")}
+    assert _recipe_methods("How to add an attention rule", "Sparsemax") == protocol
+    assert {name: list(inspect.signature(getattr(Sparsemax, name)).parameters) for name in protocol} == protocol
+    text = " ".join(_section("How to add an attention rule").split())
+    assert "without it runs token masks only" in text or "no `allowed=` runs token masks only" in text
+    assert "the reference loop (`_engines/reference.py`" in text and "torch engine runs any rule" not in text
 
 
 def _section(title: str) -> str:
