@@ -361,3 +361,14 @@ def test_every_engine_name_is_used():
                 if sum(len(word.findall(text)) for text in texts) <= 1:
                     unused.append(f"{module}.{name}")
     assert not unused, unused
+
+
+def test_every_public_dynamics_module_has_its_test_file():
+    """tests/ mirrors src/ (the house style): each public module of `hardmax.dynamics` has
+    tests/test_dynamics_<module>.py, where the tests of what it defines live (the engines' are
+    tests/test_dynamics_engines*.py)."""
+    tests = SRC.parent / "tests"
+    missing = [f"tests/test_dynamics_{m.rsplit('.', 1)[1]}.py" for m in sorted(MODULES)
+               if m.startswith("hardmax.dynamics.") and not m.startswith(ENGINES)
+               and not (tests / f"test_dynamics_{m.rsplit('.', 1)[1]}.py").is_file()]
+    assert not missing, missing

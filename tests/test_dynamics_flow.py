@@ -1,5 +1,6 @@
-"""`hardmax.dynamics.solve` and its parts (`field`, `solvers`): each model against a slow loop written from its
-equation, closed forms, invariances, the measured order of the solvers, and the paper's layer to the last bit."""
+"""`hardmax.dynamics.solve` (`flow`): each model against a slow loop written from its equation, closed forms,
+invariances, and the paper's layer to the last bit. Its parts have their own files: test_dynamics_field.py,
+test_dynamics_solvers.py (the measured orders among them), test_dynamics_save.py, test_dynamics_rules.py."""
 
 from __future__ import annotations
 
@@ -196,19 +197,6 @@ def test_engines_say_which_cases_they_serve():
         solve_on("gpu", Field(Hardmax()), RK4(0.1), z, steps=2)
 
 
-def test_simulate_saves_what_save_says():
-    z = _random((3, 6, 2), 19)
-    every = simulate(z, alpha=0.5, layers=9).tokens
-    for save, steps in ((Save(), range(10)), (Save(every=4), (0, 4, 8, 9)), (Save.final(), (0, 9))):
-        run = simulate(z, alpha=0.5, layers=9, save=save)
-        assert run.steps == tuple(steps) and torch.equal(run.tokens, every[list(steps)])
-    with_p = simulate(z, Softmax(1.0), alpha=0.5, layers=3, save=Save(every=2, attention=True))
-    full = simulate(z, Softmax(1.0), alpha=0.5, layers=3, save=Save(attention=True))
-    assert torch.equal(with_p.attention, full.attention[[0, 2, 3]]) and full.attention.shape[0] == 4
-    with pytest.raises(ValueError, match="adaptive"):
-        simulate(z, alpha=0.5, layers=3, save=Save(times=(1.0,)))
-
-
 @settings(max_examples=20, deadline=None)
 @given(seed=st.integers(0, 10**6), d=st.integers(2, 5), beta=st.floats(0.0, 12.0),
        solver=st.sampled_from([Euler(0.2), RK4(0.2), Renormalised(0.2)]))
@@ -255,56 +243,12 @@ def test_rotations_commute_with_the_flow(sphere):
     np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("solver_cls,order", [(Euler, 1), (RK4, 4)])
-def test_the_measured_order_of_convergence(solver_cls, order):
-    z = _random((6, 3), 5) * 0.5
-    V = torch.eye(3, dtype=torch.float64) + 0.3 * _random((3, 3), 6)
-    field = Field(Softmax(1.0), scores=QK(_random((3, 3), 7), _random((3, 3), 8)), value=V)
-    t1 = 1.0
-    exact = solve(field, RK4(1e-3), z, t1=t1, save=Save.final()).final  # error ~1e-15, below every measured one
-    dts = [0.2, 0.1, 0.05, 0.025]
-    errors = [float((solve(field, solver_cls(dt), z, t1=t1, save=Save.final()).final - exact).abs().max())
-              for dt in dts]
-    slope = np.polyfit(np.log(dts), np.log(errors), 1)[0]
-    assert abs(slope - order) < 0.25, (slope, errors)
-
-
 def test_softmax_on_the_sphere_follows_hardmax_as_beta_grows():
     z = _sphere_tokens(6, 3, 9, batch=3)
     hard = solve(Field(Hardmax(), manifold=Sphere()), Euler(0.01), z, steps=100).tokens
     gaps = [float((solve(Field(Softmax(b), manifold=Sphere()), Euler(0.01), z, steps=100).tokens - hard).abs().max())
             for b in (50.0, 500.0, 5000.0)]
     assert gaps[0] > gaps[1] > gaps[2] and gaps[2] < 1e-3, gaps
-
-
-def test_localmax_hulls_are_nested_and_tend_to_hardmax():
-    z = _random((4, 12, 2), 12)
-    sol = solve(Field(Localmax(0.5)), Euler.layers(1.0), z, steps=30)
-    u = torch.nn.functional.normalize(_random((256, 2), 1), dim=-1)
-    support = (sol.tokens @ u.T).amax(-2)
-    assert float((support[1:] - support[:-1]).max()) <= 1e-12
-    hard = simulate(z, alpha=1.0, layers=5).tokens
-    tiny = solve(Field(Localmax(1e-9)), Euler(0.5), z, steps=5).tokens
-    np.testing.assert_allclose(tiny.numpy(), hard.numpy(), rtol=0, atol=1e-12)
-
-
-def test_adaptive_agrees_with_rk4_and_saves_at_the_times_asked():
-    z = _sphere_tokens(5, 3, 2, batch=2)
-    field = Field(Softmax(3.0), manifold=Sphere())
-    a = solve(field, Adaptive(rtol=1e-10, atol=1e-12), z, save=Save(times=(0.5, 1.0, 2.0)))
-    b = solve(field, RK4(0.005), z, t1=2.0, save=Save(every=100))
-    assert a.times.tolist() == [0.0, 0.5, 1.0, 2.0]
-    np.testing.assert_allclose(a.tokens.numpy(), b.tokens[[0, 1, 2, 4]].numpy(), rtol=0, atol=1e-8)
-
-
-def test_one_score_matrix_per_sequence_is_each_run_on_its_own():
-    z = _sphere_tokens(5, 3, 4, batch=6)
-    betas = torch.linspace(0, 5, 6, dtype=torch.float64)
-    A = betas.view(-1, 1, 1) * torch.eye(3, dtype=torch.float64)
-    together = solve(Field(Softmax(1.0), scores=Bilinear(A), manifold=Sphere()), RK4(0.1), z, steps=20).tokens
-    for b in range(6):
-        alone = solve(Field(Softmax(1.0), scores=Bilinear(A[b]), manifold=Sphere()), RK4(0.1), z[b], steps=20)
-        np.testing.assert_allclose(together[:, b].numpy(), alone.tokens.numpy(), rtol=0, atol=1e-14)
 
 
 def test_padding_neither_moves_nor_attracts():
@@ -345,29 +289,6 @@ def test_padding_on_the_sphere_and_sequences_of_padding_only():
     assert bool(torch.isfinite(flat.tokens).all())
 
 
-def test_localmax_tends_to_uniform_weights_as_theta_grows():
-    z = _random((3, 8, 2), 16)
-    wide = solve(Field(Localmax(1e12)), Euler(0.3), z, steps=6).tokens
-    uniform = solve(Field(Unnormalised(0.0)), Euler(0.3), z, steps=6).tokens  # P_ij = 1/n
-    np.testing.assert_allclose(wide.numpy(), uniform.numpy(), rtol=0, atol=1e-13)
-
-
-def test_adaptive_saving_choices():
-    z = _sphere_tokens(4, 3, 17)
-    field = Field(Softmax(2.0), manifold=Sphere())
-    assert solve(field, Adaptive(), z, t1=1.0, save=Save.final()).times.tolist() == [0.0, 1.0]
-    assert len(solve(field, Adaptive(), z, t1=1.0).times) == 101
-    assert solve(field, Adaptive(), z, t1=1.0, save=Save(times=(0.5, 1.0))).times.tolist() == [0.0, 0.5, 1.0]
-
-
-def test_euler_layers_takes_arrays_as_simulate_does():
-    z = _random((6, 2), 18)
-    alphas = np.array([0.3, 0.7, 1.1])
-    for spelling in (alphas, torch.from_numpy(alphas), alphas.tolist()):
-        got = solve(Field(Hardmax()), Euler.layers(spelling), z, steps=3).tokens
-        assert torch.equal(got, simulate(z, alpha=alphas, layers=3).tokens)
-
-
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_runs_every_solver_as_the_cpu_does():
     z = _sphere_tokens(7, 3, 21, batch=5)
@@ -396,14 +317,6 @@ def test_cuda_runs_every_solver_as_the_cpu_does():
 
 
 @pytest.mark.parametrize("make,message", [
-    (lambda: Field(Hardmax(), scores=QK(torch.eye(2), torch.tensor([[1.0, 2.0], [0.0, 1.0]]))), "symmetric"),
-    (lambda: Localmax(0.0), "theta > 0"),
-    (lambda: Euler(), "needs a step dt"),
-    (lambda: Euler(0.1, alpha=1.0), "needs a step dt"),
-    (lambda: RK4(-1.0), "dt must be"),
-    (lambda: Adaptive(method="euler"), "method must be"),
-    (lambda: Save(every=0), "every=k"),
-    (lambda: Save(times=(1.0, 0.5)), "increasing"),
     (lambda: solve(Field(Softmax(1.0), manifold=Sphere()), RK4(0.1), torch.ones(3, 2), steps=1), "norm 1"),
     (lambda: solve(Field(Softmax(1.0), value=torch.eye(3)), RK4(0.1), torch.ones(3, 2), steps=1), r"\(2, 2\)"),
     (lambda: solve(Field(Softmax(1.0)), Renormalised(0.1), torch.ones(3, 2), steps=1), "sphere"),
@@ -414,12 +327,6 @@ def test_cuda_runs_every_solver_as_the_cpu_does():
     (lambda: solve(Field(Softmax(1.0)), RK4(0.1), torch.tensor([[math.nan, 1.0]]), steps=1), "NaN"),
     (lambda: solve(Field(Softmax(1.0), scores=Bilinear(torch.eye(2).expand(3, 2, 2))), RK4(0.1),
                    torch.ones(2, 4, 2), steps=1), "one per sequence"),
-    (lambda: Field(Softmax), "attention rule"),
-    (lambda: Field(Hardmax(), scores=Bilinear(-torch.eye(2))), "positive definite"),
-    (lambda: Field(Hardmax(), scores=Bilinear(torch.eye(2).expand(3, 2, 2))), "one per sequence"),
-    (lambda: Rescaled(Bilinear(torch.eye(2)), torch.eye(3)), r"V is \(3, 3\)"),
-    (lambda: Euler.layers([]), "empty"),
-    (lambda: Euler.layers("fast"), "alpha must be"),
     (lambda: solve(Field(Softmax(1.0)), RK4(0.1), torch.ones(3, 2), t1=math.inf), "finite time"),
     (lambda: solve(Field(Softmax(1.0)), Adaptive(), torch.ones(3, 2), t1=1.0, save=Save(every=3)), "fixed steps"),
     (lambda: solve(Field(Softmax(1.0)), Adaptive(), torch.ones(3, 2), steps=4), "chooses its own steps"),
@@ -469,18 +376,6 @@ def test_the_paper_spelling_refuses_an_overflowing_rule_too():
 
 
 # Issue #39 (13): inputs that ended in tracebacks or unbounded work are one line each, before any allocation.
-@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
-def test_qk_refuses_non_finite_matrices(bad):
-    good = torch.eye(2, dtype=torch.float64)
-    broken = good.clone()
-    broken[0, 1] = bad
-    for Q, K in ((broken, good), (good, broken)):
-        with pytest.raises(ValueError, match="contains NaN or inf"):
-            QK(Q, K)
-    with pytest.raises(ValueError, match="overflows"):
-        QK(1e200 * good, 1e200 * good)
-
-
 @pytest.mark.parametrize("kwargs", [dict(steps=10**9), dict(steps=10**12), dict(t1=1e300), dict(t1=1.0, dt=1e-300),
                                     dict(t1=1e5, dt=1e-3)])
 def test_step_counts_beyond_the_bound_are_refused_before_allocating(kwargs):
@@ -505,16 +400,3 @@ def test_simulate_refuses_layer_counts_beyond_the_bound(layers):
             simulate(z, alpha=0.5, layers=layers, save=save)
 
 
-def test_adaptive_tolerances_and_horizons_are_bounded():
-    z = torch.randn(5, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-    with pytest.raises(ValueError, match="rtol must be ≥"):
-        Adaptive(rtol=1e-300, atol=1e-300)
-    for bad in (0, -1, 2.5, True, 2**31):
-        with pytest.raises(ValueError, match="max_steps"):
-            Adaptive(max_steps=bad)
-    with pytest.raises(ValueError, match="below what float32"):
-        solve(Field(Softmax(1.0)), Adaptive(rtol=1e-12), z.float(), t1=1.0)
-    with pytest.raises(ValueError, match="more than 50 steps"):
-        solve(Field(Unnormalised(1.0)), Adaptive(max_steps=50), z, t1=1e9)
-    with pytest.raises(ValueError, match="finite t1"):
-        solve(Field(Softmax(1.0)), Adaptive(), z, t1=math.inf)
