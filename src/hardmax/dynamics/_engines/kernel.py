@@ -216,47 +216,6 @@ def _anchored_beats(i, l, j, zc, off, org, qt, qo, t_size, o_size, wn, rtol):
 
 
 @numba.njit(**_INLINE)
-def _own_and_other(i, srow, m, lowest):
-    """Stage 1 of `_decide`: (s_ii, max_{j≠i} s_ij) of row i's scores srow (m,).
-
-    Invariant: srow is as given on return (s_ii is set to −inf for the maximum and put back). Four running maxima,
-    not one: a single one is a chain of dependent compares (latency-bound); the maximum does not depend on the
-    order."""
-    own = srow[i]
-    srow[i] = lowest
-    o0 = o1 = o2 = o3 = lowest
-    head = m - m % 4
-    for j in range(0, head, 4):
-        o0 = max(o0, srow[j])
-        o1 = max(o1, srow[j + 1])
-        o2 = max(o2, srow[j + 2])
-        o3 = max(o3, srow[j + 3])
-    for j in range(head, m):
-        o0 = max(o0, srow[j])
-    other = max(max(o0, o1), max(o2, o3))
-    srow[i] = own
-    return own, other
-
-
-@numba.njit(**_INLINE)
-def _candidates(srow, m, threshold, member):
-    """Stage 2 of `_decide`: the keys j with s_ij ≥ threshold (= max_j s_ij − the coarse tolerance).
-
-    Returns (count, where): how many; `where` is the sum of their indices, the candidate itself when there is one
-    (a pass that vectorises, one candidate being the common case). Invariant: member[j] is True exactly for the
-    candidates (every key beyond the tolerance is out of C_i). (No early return inside an inlined stage: measured,
-    one costs the whole kernel 3 %.)"""
-    count = 0
-    where = 0
-    for j in range(m):
-        hit = srow[j] >= threshold
-        member[j] = hit
-        count += hit
-        where += j * hit
-    return count, where
-
-
-@numba.njit(**_INLINE)
 def _listed(m, member, cand):
     """Stage 2': cand[:c] the c candidates in increasing order (when there are several); returns c."""
     c = 0
@@ -438,20 +397,45 @@ def _decide(i, srow, zc, off, lab, fixed, m, qi, wn, tol, rtol, member, cand, lo
     only: no token has a frame), candidates that `ties._surely_unbeaten`'s bound certifies are kept without
     their pairs (sure: (m,) scratch).
 
-    Stages, each a function (inlined by numba: the same arithmetic as one body): 1 `_own_and_other` (the row's
-    maxima), 2 `_candidates` and 2' `_listed` (keys within the coarse tolerance), 3 `_champion` (the likely
-    maximiser, tried first), 4 `_champion_frame` (its own frame, both ways at once) and 4' `_certify` (keys
-    provably unbeaten), 5 `_verdicts` (the remaining pairs by (★)); if rounding left no candidate unbeaten, the
-    largest raw score stays. Whether some l beats j does not depend on the order the l are tried in: the stages
-    order the tests so that a row usually costs O(candidates), not O(candidates²), and never change a verdict.
+    Stages: 1 the row's maxima s_ii and max_{j≠i} s_ij and 2 the keys within the coarse tolerance of the best (the
+    common path, written out below: one key is the usual answer, and these two passes are most of a row's decision;
+    as inlined functions their array arguments cost the whole kernel 1–2 %, measured), then, for several keys,
+    functions inlined by numba: 2' `_listed` (the keys in order), 3 `_champion` (the likely maximiser, tried first),
+    4 `_champion_frame` (its own frame, both ways at once) and 4' `_certify` (keys provably unbeaten), 5
+    `_verdicts` (the remaining pairs by (★)); if rounding left no candidate unbeaten, the largest raw score stays.
+    Whether some l beats j does not depend on the order the l are tried in: the stages order the tests so that a
+    row usually costs O(candidates), not O(candidates²), and never change a verdict.
 
     Returns (own, other, count, single, shared): s_ii, max_{j≠i} s_ij, |C_i| counted once per distinct token,
     its member when there is one, and whether the decision holds for every row at the same position with the
     same frame label (it does unless a pair of keys in different frames was met in a framed row).
     """
-    own, other = _own_and_other(i, srow, m, lowest)
+    # Stage 1: the row's maxima. Four running maxima, not one: a single one is a chain of dependent compares
+    # (latency-bound); the maximum does not depend on the order. srow is as given afterwards.
+    own = srow[i]
+    srow[i] = lowest
+    o0 = o1 = o2 = o3 = lowest
+    head = m - m % 4
+    for j in range(0, head, 4):
+        o0 = max(o0, srow[j])
+        o1 = max(o1, srow[j + 1])
+        o2 = max(o2, srow[j + 2])
+        o3 = max(o3, srow[j + 3])
+    for j in range(head, m):
+        o0 = max(o0, srow[j])
+    other = max(max(o0, o1), max(o2, o3))
+    srow[i] = own
+    # Stage 2: the keys j with s_ij ≥ best − tol (every key beyond the tolerance is out of C_i), member[j] True
+    # exactly for them, in one pass that vectorises; `where`, the sum of their indices, is the key when there is one.
     best = own if own > other else other
-    count, where = _candidates(srow, m, best - tol, member)
+    threshold = best - tol
+    count = 0
+    where = 0
+    for j in range(m):
+        hit = srow[j] >= threshold
+        member[j] = hit
+        count += hit
+        where += j * hit
     if count == 1:
         return own, other, 1, where, True
     if count == 0:  # no candidate: scores that overflowed to inf or NaN (the caller scales or refuses the review)
@@ -657,82 +641,20 @@ def _ungrouped(rows, count, reps, start, ordered):
     return count
 
 
-@numba.njit(**_INLINE)
-def _refresh(rows, count, zc, q, A, Aabs, identity, wi, uT, wnorm, norm, coarse):
-    """Stage "scores" of a layer, its inputs: for the `count` rows that may have moved since the last layer (all of
-    them at layer 1, then the followers), their column of uT (d, m) = zcᵀ, their query q_i = A z_i, weight
-    ‖ |A| |z_i| ‖ (wnorm) and norm; returns (W, tol): W = max_j wnorm_j (`ties.query_size`) and the coarse
-    tolerance coarse · W · max_j ‖z_j‖. Invariant: the rows not refreshed have not moved (leaders)."""
-    d = zc.shape[1]
-    m = zc.shape[0]
-    for p in range(count):
-        i = rows[p]
-        for k in range(d):
-            uT[k, i] = zc[i, k]
-        wnorm[i] = _row_weights(i, zc, q, A, Aabs, identity, wi)
-        v = zc[i, 0] * zc[i, 0]
-        for k in range(1, d):
-            v += zc[i, k] * zc[i, k]
-        norm[i] = np.sqrt(v)
-    largest = norm[0]
-    wmax = wnorm[0]
-    for i in range(1, m):
-        if norm[i] > largest:
-            largest = norm[i]
-        if wnorm[i] > wmax:
-            wmax = wnorm[i]
-    return wmax, coarse * wmax * largest
-
-
-@numba.njit(**_INLINE)
-def _commit(rows, count, new_lab, new_off, new_org, lab, off, org, zc, fixed):
-    """Stage "the step", its end: the `count` rows' new frames (label, offset, origin: `_target` wrote them)
-    become the layer's, and their positions zc = origin + offset (in a frame) or offset (absolute). Invariant:
-    fixed[i] says whether token i sits at its frame's origin (offset exactly 0: a leader, or a follower that
-    reached it), which rule (★) treats as an anchored key."""
-    d = zc.shape[1]
-    for p in range(count):
-        i = rows[p]
-        lab[i] = new_lab[i]
-        for k in range(d):
-            off[i, k] = new_off[i, k]
-            org[i, k] = new_org[i, k]
-            zc[i, k] = org[i, k] + off[i, k] if lab[i] >= 0 else off[i, k]
-        still = lab[i] >= 0
-        for k in range(d):
-            still = still and off[i, k] == 0
-        fixed[i] = still
-
-
-@numba.njit(**_INLINE)
-def _split(leader, m, followers, leaders_list):
-    """After layer 1: the followers (C_i ≠ {i}) and the leaders, in increasing order, into `followers` and
-    `leaders_list`; returns (f, nl), their numbers. Invariant (Theorem 2.1): a leader stays one unless a score in
-    its row comes within the tolerance of its own, which every later layer checks (`_review`)."""
-    f = 0
-    nl = 0
-    for i in range(m):
-        if not leader[i]:
-            followers[f] = i
-            f += 1
-        else:
-            leaders_list[nl] = i
-            nl += 1
-    return f, nl
-
-
 @numba.njit(**_JIT)
 def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, slots, out):
     """Layers 1.. of one review: z (n, d), mask (n,); layer k is written to out[slots[k]] (out (s, n, d))
     when slots[k] ≥ 0 (layer 0 is `_peak`'s). Returns 1 if a leader lost its place (the review then
     finished with every row computed), else 0.
 
-    The review's tokens are merged once (`deduplicate_review`), then each layer runs the stages, each a function
-    inlined by numba: the scores' inputs (`_refresh`: the rows that moved), rows grouped by position and frame
-    (`_group_rows`), per group one score row (`_scores`) and the candidate sets (`_decide`), the step into new
-    frames (`_target`), the leaders' places checked (`_decide` on a leader's row that came near), the frames
-    committed (`_commit`); after layer 1 the followers and leaders are listed (`_split`) and only the followers'
-    rows are computed. The scratch arrays below are allocated once per review (O(n·d), no n × n matrix)."""
+    The review's tokens are merged once (`deduplicate_review`), then each layer runs the stages: the scores'
+    inputs of the rows that moved (block "refresh" below; the leaders have not moved), rows grouped by position and
+    frame (`_group_rows`), per group one score row (`_scores`) and the candidate sets (`_decide`), the step into
+    new frames (`_target`), the leaders' places checked (`_decide` on a leader's row that came near), the frames
+    committed (block "commit": fixed[i] says whether token i sits at its frame's origin); after layer 1 the
+    followers and leaders are listed and only the followers' rows are computed. The per-row stages are functions
+    inlined by numba; the per-layer blocks are written out here (as inlined functions they cost the kernel 1.5 %,
+    measured). The scratch arrays below are allocated once per review (O(n·d), no n × n matrix)."""
     n, d = z.shape
     layers = gammas.shape[0]
     slot = np.empty(n, np.int64)
@@ -799,7 +721,25 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, slots, out):
             redo = False
             rows = everyone if full else followers
             count = m if full else f
-            wmax, tol = _refresh(rows, count, zc, q, A, Aabs, identity, wi, uT, wnorm, norm, coarse)
+            # Refresh: the rows that may have moved since the last layer (all of them at first, then the
+            # followers): their column of uT, query q_i = A z_i, weight ‖ |A| |z_i| ‖ and norm; W and the tolerance.
+            for p in range(count):
+                i = rows[p]
+                for k in range(d):
+                    uT[k, i] = zc[i, k]
+                wnorm[i] = _row_weights(i, zc, q, A, Aabs, identity, wi)
+                v = zc[i, 0] * zc[i, 0]
+                for k in range(1, d):
+                    v += zc[i, k] * zc[i, k]
+                norm[i] = np.sqrt(v)
+            largest = norm[0]
+            wmax = wnorm[0]
+            for i in range(1, m):
+                if norm[i] > largest:
+                    largest = norm[i]
+                if wnorm[i] > wmax:
+                    wmax = wnorm[i]
+            tol = coarse * wmax * largest
             # Groups of rows at one position with one frame label: one score row each, for reps[g]. Tokens are
             # distinct at layer 1 and rows come to share a position only as they converge, so grouping is tried
             # every 8 layers and kept while it finds groups (every row its own group otherwise: the same verdicts).
@@ -859,11 +799,29 @@ def _review(z, bits, mask, multipliers, A, identity, gammas, rtol, slots, out):
                 if broke:
                     full = True
                     redo = True
-        _commit(rows, count, new_lab, new_off, new_org, lab, off, org, zc, fixed)
+        # Commit: the rows' new frames (label, offset, origin: `_target` wrote them) become the layer's, and their
+        # positions zc = origin + offset (in a frame) or offset (absolute); fixed[i]: offset exactly 0 in a frame.
+        for p in range(count):
+            i = rows[p]
+            lab[i] = new_lab[i]
+            for k in range(d):
+                off[i, k] = new_off[i, k]
+                org[i, k] = new_org[i, k]
+                zc[i, k] = org[i, k] + off[i, k] if lab[i] >= 0 else off[i, k]
+            still = lab[i] >= 0
+            for k in range(d):
+                still = still and off[i, k] == 0
+            fixed[i] = still
         if slots[layer + 1] >= 0:
             _write(out, slots[layer + 1], z, slot, zc)
-        if layer == 0 and layers > 1:
-            f, nl = _split(leader, m, followers, leaders_list)
+        if layer == 0 and layers > 1:  # the followers (C_i ≠ {i}) and the leaders, in increasing order
+            for i in range(m):
+                if not leader[i]:
+                    followers[f] = i
+                    f += 1
+                else:
+                    leaders_list[nl] = i
+                    nl += 1
             full = False
     return broke
 
