@@ -267,6 +267,31 @@ def test_many_sphere_sequences_side_by_side_in_the_lanes_are_the_reference_loop(
     np.testing.assert_array_equal(lanes, fast.tokens.numpy())  # solve took the lanes (batch ≥ W)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_lanes_exponentials_are_within_two_ulp_in_their_dtype(dtype):
+    """The softmax engine's vectorised exponentials (`_exp`, and `_exp32` for float32 lanes, which compute in float32
+    throughout) against e^x in float64 on a dense grid of the arguments they take (x ≤ 0, a hair above 0 from
+    rounding), down to their floors (−708, −87), below which they return the floor's value."""
+    import numba
+
+    from hardmax.dynamics._engines.softmax import _exp_any, _int_view
+
+    @numba.njit
+    def exp(x):
+        out, bits = np.empty_like(x), np.empty_like(x)
+        _exp_any(x, out, bits, _int_view(bits), x.size)
+        return out
+
+    floor = -87.0 if dtype == np.float32 else -708.0
+    x = np.concatenate([np.linspace(floor, 0, 400_001), [1e-7, 1e-4, -1e-30, -0.0]]).astype(dtype)
+    got = exp(x)
+    assert got.dtype == dtype
+    exact = np.exp(x.astype(np.float64))
+    ulp = np.abs(got - exact) / np.spacing(exact.astype(dtype)).astype(np.float64)
+    assert ulp.max() <= 2, (ulp.max(), x[ulp.argmax()])
+    assert exp(np.array([floor - 50, -np.inf], dtype)).tolist() == [exp(np.array([floor], dtype))[0]] * 2
+
+
 def test_the_compiled_softmax_flows_serve_their_cases_only():
     z = _sphere(2, 5, 3, 6)
     assert solve(Field(Softmax(1.0), manifold=Sphere()), RK4(0.1), z, steps=2).engine == "softmax"

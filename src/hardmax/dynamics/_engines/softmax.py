@@ -9,15 +9,19 @@ replaced by one pass of a sequence's n × n scores in cache (n ≲ 10³, the par
 serves every row (tokens on or near the sphere with A = a·I, a ≥ 0: s_ij ≤ √(s_ii s_jj) ≤ c = max_i s_ii, and no
 row's own e^{s_ii − c} underflows), the weights e^{s_ij − c} are one symmetric matrix and each pair costs one
 exponential, for both rows; a batch of many such sequences runs W = 64 of them side by side in the vector lanes
-(`_groups`: every innermost loop over the lanes), 2–5× one sequence per core. Agrees with the reference loop to
-rounding (exponentials and sums in another order), which the tests hold it to; never bit for bit.
+(`_groups`: every innermost loop over the lanes), 2–5× one sequence per core, in the tokens' dtype throughout (float32
+lanes: a float32 exponential, `_exp32`, and twice the lanes per vector: 2× float64's). Agrees with the reference loop
+to rounding (exponentials and sums in another order), which the tests hold it to; never bit for bit.
 """
 
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
-from numba import prange
+from numba import prange, types
+from numba.extending import overload
 
 from hardmax.dynamics._engines.kernel import _INLINE, _JIT, KERNEL_LOCK
 
@@ -70,6 +74,65 @@ def _exp(x, out, bits, ints, count):
         ints[j] = ((ints[j] - _MAGIC_BITS) + 1023) << 52
     for j in range(count):
         out[j] = out[j] * bits[j]
+
+
+# The same exponential in float32 (the lanes path's float32 flows): constants typed float32 (a float64 one would turn
+# every lane's arithmetic to float64), ln 2 split for float32, 2^t written into float32's exponent (bias 127, 23 bits).
+_LOG2E_32 = np.float32(_LOG2E)
+_LN2_HI_32 = np.float32(0.693359375)  # 355/512: t · _LN2_HI_32 is exact for |t| < 2^15
+_LN2_LO_32 = np.float32(-2.12194440e-4)
+_MAGIC_32 = np.float32(12582912.0)  # 2^23 + 2^22
+_MAGIC_BITS_32 = np.int32(1262485504)  # the bits of _MAGIC_32
+_FLOOR_32 = np.float32(-87.0)  # e^{−87} ≈ 1.6e-38, still a normal float32
+_HALF_32 = np.float32(0.5)
+_TAYLOR_32 = tuple(np.float32(1.0 / math.factorial(k)) for k in range(8))
+
+
+@numba.njit(**_INLINE)
+def _reduced32(x):
+    """`_reduced` in float32: (e^r, t + 2^23 + 2^22) for x = t ln 2 + r ≤ 0, e^r by its Taylor polynomial to degree 7
+    (|r| ≤ ln 2 / 2: truncation below 1e-8, under float32's half ulp); below −87, x is taken as −87."""
+    v = max(x, _FLOOR_32)
+    t = np.floor(v * _LOG2E_32 + _HALF_32)
+    r = (v - t * _LN2_HI_32) - t * _LN2_LO_32
+    c = _TAYLOR_32
+    return c[0] + r * (c[1] + r * (c[2] + r * (c[3] + r * (c[4] + r * (c[5] + r * (c[6] + r * c[7])))))), t + _MAGIC_32
+
+
+@numba.njit(**_INLINE)
+def _exp32(x, out, bits, ints, count):
+    """out[:count] = e^{x[:count]} (x ≤ 0, float32) to 2 ulp, as `_exp` (ints: bits viewed as int32). Below −87 the
+    result is e^{−87}."""
+    for j in range(count):
+        out[j], bits[j] = _reduced32(x[j])
+    for j in range(count):
+        ints[j] = ((ints[j] - _MAGIC_BITS_32) + np.int32(127)) << np.int32(23)
+    for j in range(count):
+        out[j] = out[j] * bits[j]
+
+
+def _exp_any(x, out, bits, ints, count):
+    """`_exp` or `_exp32` by the dtype of x (compiled code only: chosen when numba types the call)."""
+    raise NotImplementedError("compiled code only")
+
+
+@overload(_exp_any, inline="always")
+def _exp_any_typed(x, out, bits, ints, count):
+    if x.dtype == types.float32:
+        return lambda x, out, bits, ints, count: _exp32(x, out, bits, ints, count)
+    return lambda x, out, bits, ints, count: _exp(x, out, bits, ints, count)
+
+
+def _int_view(bits):
+    """bits viewed as integers of its width (compiled code only)."""
+    raise NotImplementedError("compiled code only")
+
+
+@overload(_int_view)
+def _int_view_typed(bits):
+    if bits.dtype == types.float32:
+        return lambda bits: bits.view(np.int32)
+    return lambda bits: bits.view(np.int64)
 
 
 @numba.njit(**_INLINE)
@@ -273,9 +336,12 @@ def _sequences(z, A, identity, which, beta, V, has_V, sphere, present, lo, symme
 #: Sequences per group of the lanes path, a compile-time constant so that every innermost loop (over the lanes) has
 #: a fixed trip count and vectorises whole. Measured here (AVX-512, one core, RK4 on S², batches of 256): W = 8 was
 #: 1.5× *slower* than a sequence per core (loops of 8 pay their setup and alias checks each time), W = 32 2×, W = 64
+#: 3.4× faster at n = 32 (2.4× at n = 64, 1.9× at n = 128 … 1,024, 5.5× at n = 16); W = 128 no better than 64.
+W = 64
 
-#: The largest n · d the lanes take: a group keeps seven (n, d, W) float64 arrays (the state, four RK4 stages, a
-#: stage's tokens, the targets), 58 MiB at this size; past it one sequence per core (O(n d) scratch) runs instead.
+#: The largest n · d the lanes take: a group keeps seven (n, d, W) arrays in the tokens' dtype (the state, four RK4
+#: stages, a stage's tokens, the targets), 58 MiB at this size in float64; past it one sequence per core (O(n d)
+#: scratch) runs instead.
 LANES_MAX_ND = 16_384
 
 
@@ -294,11 +360,10 @@ def lanes_used(batch: int, n: int, d: int, symmetric: bool) -> bool:
 
 def scratch_bytes(batch: int, n: int, d: int, symmetric: bool, threads: int) -> float:
     """The engine's working memory besides the saved states: per thread a group's seven (n, d, W) arrays, or one
-    sequence's nine (n, d) arrays (never an n × n matrix: the scores of a row are made and used one row at a time)."""
+    sequence's nine (n, d) arrays (never an n × n matrix: the scores of a row are made and used one row at a time);
+    counted in float64 (float32 lanes take half)."""
     per_thread = 7.0 * n * d * W + 2.0 * n * W if lanes_used(batch, n, d, symmetric) else 10.0 * n * d + 8.0 * n
     return max(1, threads) * per_thread * 8
-#: 3.4× faster at n = 32 (2.4× at n = 64, 1.9× at n = 128 … 1,024, 5.5× at n = 16); W = 128 no better than 64.
-W = 64
 
 
 @numba.njit(**_INLINE)
@@ -317,7 +382,8 @@ def _velocity_lanes(z, a, V, has_V, weight, T, total, c, x, e, bits, ints, out):
     (A = a_w I, a_w ≥ 0) and every key visible: ẋ_i = P⊥_{x_i}(V T_i), T_i = Σ_j P_ij x_j, weights e^{a(⟨x_i, x_j⟩) − c}
     with one shift c_w = max_i a_w |x_i|² per sequence, one exponential per pair for both rows (the module's
     symmetric case), key j weighed by weight (n, W) (1 present, 0 absent); an absent token does not move. Scratch:
-    T (n, d, W), total (n, W), c, x, e, bits (W,) float64. Every innermost loop runs over the W lanes."""
+    T (n, d, W), total (n, W), c, x, e, bits (W,), every array in z's dtype (float32 flows run in float32 throughout,
+    twice the lanes per vector). Every innermost loop runs over the W lanes."""
     n, d = z.shape[0], z.shape[1]
     for w in range(W):
         c[w] = -np.inf
@@ -329,16 +395,16 @@ def _velocity_lanes(z, a, V, has_V, weight, T, total, c, x, e, bits, ints, out):
                 c[w] = own
     for i in range(n):
         for w in range(W):
-            total[i, w] = 0.0
+            total[i, w] = 0
         for k in range(d):
             for w in range(W):
-                T[i, k, w] = 0.0
+                T[i, k, w] = 0
     for i in range(n):
         for j in range(i, n):
             _dot_lanes(z, i, z, j, x)
             for w in range(W):
                 x[w] = a[w] * x[w] - c[w]
-            _exp(x, e, bits, ints, W)  # the W lanes: a constant trip count once inlined
+            _exp_any(x, e, bits, ints, W)  # the W lanes: a constant trip count once inlined
             if j == i:
                 for w in range(W):
                     e[w] *= weight[i, w]
@@ -372,39 +438,42 @@ def _velocity_lanes(z, a, V, has_V, weight, T, total, c, x, e, bits, ints, out):
             else:
                 for w in range(W):
                     out[i, k, w] = T[i, k, w]
-        _dot_lanes(out, i, z, i, x)  # P⊥_x: drift − ⟨drift, x⟩ x
+        _dot_lanes(out, i, z, i, x)  # P⊥_x: drift − ⟨drift, x⟩ x, times the weight (0: an absent token stays)
         for k in range(d):
             for w in range(W):
-                out[i, k, w] = (out[i, k, w] - x[w] * z[i, k, w]) * (1.0 if weight[i, w] > 0 else 0.0)
+                out[i, k, w] = (out[i, k, w] - x[w] * z[i, k, w]) * weight[i, w]
 
 
 @numba.njit(**_JIT)
-def _group(z, first, count, a, V, has_V, present, dts, rk4, slots, out):
+def _group(z, first, count, a, V, has_V, present, dts, rk4, slots, out, numbers):
     """Every step of the sequences z[first : first + count] (count ≤ W), side by side in the lanes (the lanes past
-    count repeat the last sequence and are dropped), the saved ones to out[slots[k]] (out (s, batch, n, d))."""
+    count repeat the last sequence and are dropped), the saved ones to out[slots[k]] (out (s, batch, n, d)); a
+    (batch,), V, dts and numbers (1, 2, 6) in z's dtype, in which every lane computes (no literal in the arithmetic:
+    a float64 one would widen float32 lanes)."""
     n, d = z.shape[1], z.shape[2]
     x = np.empty((n, d, W), z.dtype)
-    weight = np.empty((n, W), np.float64)
-    lane_a = np.empty(W, np.float64)
+    weight = np.empty((n, W), z.dtype)
+    lane_a = np.empty(W, z.dtype)
     for w in range(W):
         b = first + min(w, count - 1)
         lane_a[w] = a[b]
         for i in range(n):
-            weight[i, w] = 1.0 if present[b, i] else 0.0
+            weight[i, w] = 1 if present[b, i] else 0
             for k in range(d):
                 x[i, k, w] = z[b, i, k]
-    T = np.empty((n, d, W), np.float64)
-    total = np.empty((n, W), np.float64)
-    c = np.empty(W, np.float64)
-    s1 = np.empty(W, np.float64)
-    e = np.empty(W, np.float64)
-    bits = np.empty(W, np.float64)
-    ints = bits.view(np.int64)
+    T = np.empty((n, d, W), z.dtype)
+    total = np.empty((n, W), z.dtype)
+    c = np.empty(W, z.dtype)
+    s1 = np.empty(W, z.dtype)
+    e = np.empty(W, z.dtype)
+    bits = np.empty(W, z.dtype)
+    ints = _int_view(bits)
     k1 = np.empty((n, d, W), z.dtype)
     k2 = np.empty((n, d, W), z.dtype)
     k3 = np.empty((n, d, W), z.dtype)
     k4 = np.empty((n, d, W), z.dtype)
     y = np.empty((n, d, W), z.dtype)
+    one, two, six = numbers[0], numbers[1], numbers[2]
     steps = dts.shape[0]
     for step in range(steps + 1):
         s = slots[step]
@@ -418,38 +487,38 @@ def _group(z, first, count, a, V, has_V, present, dts, rk4, slots, out):
         dt = dts[step]
         _velocity_lanes(x, lane_a, V, has_V, weight, T, total, c, s1, e, bits, ints, k1)
         if rk4:
-            half = dt / 2
+            half = dt / two
             _axpy(y, x, half, k1)
             _velocity_lanes(y, lane_a, V, has_V, weight, T, total, c, s1, e, bits, ints, k2)
             _axpy(y, x, half, k2)
             _velocity_lanes(y, lane_a, V, has_V, weight, T, total, c, s1, e, bits, ints, k3)
             _axpy(y, x, dt, k3)
             _velocity_lanes(y, lane_a, V, has_V, weight, T, total, c, s1, e, bits, ints, k4)
-            sixth = dt / 6
+            sixth = dt / six
             for i in range(n):
                 for k in range(d):
-                    for w in range(W):
-                        x[i, k, w] = x[i, k, w] + sixth * (((k1[i, k, w] + 2 * k2[i, k, w]) + 2 * k3[i, k, w])
-                                                           + k4[i, k, w])
+                    for w in range(W):  # (2 k = k + k exactly)
+                        x[i, k, w] = x[i, k, w] + sixth * (((k1[i, k, w] + (k2[i, k, w] + k2[i, k, w]))
+                                                            + (k3[i, k, w] + k3[i, k, w])) + k4[i, k, w])
         else:
             _axpy(x, x, dt, k1)
-        for i in range(n):  # back on the sphere (present tokens)
+        for i in range(n):  # back on the sphere (present tokens; an absent one is divided by 1)
             _dot_lanes(x, i, x, i, s1)
             for w in range(W):
-                s1[w] = np.sqrt(s1[w]) if weight[i, w] > 0 else 1.0
+                s1[w] = np.sqrt(s1[w]) * weight[i, w] + (one - weight[i, w])
             for k in range(d):
                 for w in range(W):
                     x[i, k, w] = x[i, k, w] / s1[w]
 
 
 @numba.njit(parallel=True, **_JIT)
-def _groups(z, a, V, has_V, present, dts, rk4, slots, out):
+def _groups(z, a, V, has_V, present, dts, rk4, slots, out, numbers):
     """`_group` of every group of W consecutive sequences of z (batch, n, d) (the last one may be short), one group
     per worker: a (batch,) each sequence's β·c (A = c·I), out (s, batch, n, d) the steps k at slots[k] ≥ 0."""
     batch = z.shape[0]
     groups = (batch + W - 1) // W
     for g in prange(groups):
-        _group(z, g * W, min(W, batch - g * W), a, V, has_V, present, dts, rk4, slots, out)
+        _group(z, g * W, min(W, batch - g * W), a, V, has_V, present, dts, rk4, slots, out, numbers)
 
 
 def softmax_flow(z: np.ndarray, present: np.ndarray, A: np.ndarray | None, beta: float, V: np.ndarray | None,
@@ -484,9 +553,9 @@ def softmax_flow(z: np.ndarray, present: np.ndarray, A: np.ndarray | None, beta:
         try:
             if use_lanes:
                 a = np.float64(beta) * (np.ones(batch) if identity else A3[which, 0, 0].astype(np.float64))
-                _groups(np.ascontiguousarray(z), a, V2, V is not None,
+                _groups(np.ascontiguousarray(z), a.astype(dtype), V2, V is not None,
                         np.ascontiguousarray(present, dtype=np.bool_), np.ascontiguousarray(dts, dtype=dtype), rk4,
-                        slots, out)
+                        slots, out, np.array([1, 2, 6], dtype))
             else:
                 _sequences(np.ascontiguousarray(z), A3, identity, which, float(beta), V2, V is not None, sphere,
                            np.ascontiguousarray(present, dtype=np.bool_), lo, symmetric,
