@@ -5,7 +5,7 @@
 
 A manifold is asked, never tested for its class: the engine (`Field.velocity`, the solvers, `solve`) calls
 `velocity`, `retract`, `check` and `pad`; `Field.validate` reads `min_dimension`; the checks of
-`hardmax.theory.flows` and the pictures of `hardmax.plots.flows` read `euclidean`, `unit_sphere` and
+`hardmax.theory.flows` and the pictures of `hardmax.plots.scene` read `euclidean`, `unit_sphere` and
 `cluster_tolerance`; the `Renormalised` solver reads `renormalisable`. A new manifold is one class with these
 members (CONTRIBUTING.md), and nothing else changes. The field's rule, scores and value live in `field`.
 """
