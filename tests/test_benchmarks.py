@@ -1,4 +1,4 @@
-"""Smoke tests of the benchmark and experiment scripts (benchmarks/bench_dynamics.py, bench_data.py,
+"""Smoke tests of the benchmark and experiment scripts (benchmarks/bench_dynamics.py, bench_data.py, bench_rate.py,
 scripts/sweep.py, scripts/ceiling.py, scripts/bow_network.py), so that they do not rot."""
 
 import importlib.util
@@ -193,3 +193,14 @@ def test_bench_claims_quick_run_agrees_with_the_authors_loop_and_writes_json(tmp
     assert results["causal_figure2"]["check"] == results["causal_clustering"]["check"] == "passed"
     assert results["normalisation"]["check"] == "passed"
     assert "their loop / `circle_flow` | " in capsys.readouterr().out
+
+
+def test_benchmark_script_quick(tmp_path, capsys):
+    """benchmarks/bench_rate.py --quick runs, prints its table and writes its JSON (so that it does not rot)."""
+    bench = load_script(SCRIPT.with_name("bench_rate.py"))
+    out = tmp_path / "bench.json"
+    assert bench.main(["--quick", "--repeat", "1", "--threads", "1", "--json", str(out)]) == 0
+    assert "| case | library | reference | target |" in capsys.readouterr().out
+    results = json.loads(out.read_text())
+    assert results["token_sets"]["max_abs_error_library"] < 1e-10
+    assert results["samples"]["reference_membership_bytes"] == 10 * 20_000**2 * 4

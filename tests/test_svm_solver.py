@@ -1,4 +1,10 @@
-"""Tests of hardmax.svm: the Att-SVM solver against closed forms, the selection rules, batched descent."""
+"""Tests of `hardmax.svm.solver`: `att_svm`, the Att-SVM program, against closed forms.
+
+Hand examples, one input by brute force over active sets, margins and support, Clarabel against the cvxpy
+program and the working set against the whole program, masks, scale invariance (hypothesis), the
+verification that refuses a wrong solver answer and certifies infeasibility, the input checks (one-line
+ValueError; tensors that require grad are detached).
+"""
 
 from __future__ import annotations
 
@@ -10,40 +16,9 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from svm_cases import TOKENS, issue_example, synthetic
 
-from hardmax.svm import (
-    DescentConfig,
-    InfeasibleError,
-    att_svm,
-    correlation,
-    descend,
-    initial_parameters,
-    is_locally_optimal,
-    optimal_selection,
-    softmax_attention,
-    token_scores,
-)
-
-# The issue's hand-checkable example: tokens (−0.1, 1), (1, 0), (0, 0).
-TOKENS = torch.tensor([[-0.1, 1.0], [1.0, 0.0], [0.0, 0.0]], dtype=torch.float64)
-
-
-def _unit(t: torch.Tensor) -> torch.Tensor:
-    return t / t.norm(dim=-1, keepdim=True)
-
-
-def _synthetic(S: int, n: int, T: int, d: int, seed: int = 0):
-    g = torch.Generator().manual_seed(seed)
-    X = _unit(torch.randn(S, n, T, d, generator=g, dtype=torch.float64))
-    z = _unit(torch.randn(S, n, d, generator=g, dtype=torch.float64))
-    y = torch.where(torch.rand(S, n, generator=g) > 0.5, 1.0, -1.0).double()
-    v = _unit(torch.randn(S, d, generator=g, dtype=torch.float64))
-    return X, z, y, v, g
-
-
-# --------------------------------------------------------------------------------------------
-# solver: closed forms
-# --------------------------------------------------------------------------------------------
+from hardmax.svm import DescentConfig, InfeasibleError, att_svm, descend, is_locally_optimal, optimal_selection
 
 
 @pytest.mark.parametrize("norm", ["fro", "nuc"])
@@ -57,23 +32,6 @@ def test_hand_example_global_selection(norm):
     assert svm.support.tolist() == [[False, False, True]]
     assert svm.margins[0, 1].item() == pytest.approx(1.11 / 1.01, abs=1e-7)
     assert math.isinf(svm.margins[0, 0].item())
-
-
-@pytest.mark.parametrize("norm", ["fro", "nuc"])
-def test_hand_example_local_selection(norm):
-    # Selecting token 1, (1, 0): p = (1, 0), ½‖p‖² = 0.5; support token 2 (margin 1), token 0 has 1.1.
-    z = torch.tensor([[1.0, 0.0]], dtype=torch.float64)
-    svm = att_svm(TOKENS[None], z, [1], norm=norm)
-    torch.testing.assert_close(svm.W @ z[0], torch.tensor([1.0, 0.0], dtype=torch.float64), rtol=0, atol=1e-7)
-    assert svm.support.tolist() == [[False, False, True]]
-    assert svm.margins[0, 0].item() == pytest.approx(1.1, abs=1e-7)
-    # γ = vᵀx with v = (0.5, 1): (0.95, 0.5, 0). Token 0 is globally optimal; token 1 beats its only
-    # support token (2), so it is locally optimal; token 2 is beaten by its support tokens.
-    v, y = torch.tensor([0.5, 1.0], dtype=torch.float64), torch.ones(1, dtype=torch.float64)
-    assert optimal_selection(TOKENS[None], y, v).tolist() == [0]
-    assert is_locally_optimal(TOKENS[None], z, y, v, [0], norm=norm)
-    assert is_locally_optimal(TOKENS[None], z, y, v, [1], norm=norm)
-    assert not is_locally_optimal(TOKENS[None], z, y, v, [2], norm=norm)
 
 
 def _token_max_margin(tokens: np.ndarray, alpha: int) -> np.ndarray:
@@ -116,7 +74,7 @@ def test_one_input_closed_form(seed, T, d):
 
 
 def test_margins_and_support_are_consistent():
-    X, z, *_ = _synthetic(1, 4, 5, 8, seed=3)
+    X, z, *_ = synthetic(1, 4, 5, 8, seed=3)
     svm = att_svm(X[0], z[0], [0, 1, 2, 3], norm="fro")
     finite = torch.isfinite(svm.margins)
     assert (svm.margins[finite] >= 1 - 1e-7).all()
@@ -135,7 +93,7 @@ def test_margins_and_support_are_consistent():
 def test_direct_clarabel_equals_the_cvxpy_program(norm, n, T, d, seed):
     # The reduced conic program handed to Clarabel is the cvxpy program written in W (d × d): same W,
     # objective and support tokens, on problems with several queries (the nuclear solution has rank > 1).
-    X, z, y, v, _ = _synthetic(1, n, T, d, seed=seed)
+    X, z, y, v, _ = synthetic(1, n, T, d, seed=seed)
     selection = optimal_selection(X[0], y[0], v[0])
     fast = att_svm(X[0], z[0], selection, norm=norm)
     ref = att_svm(X[0], z[0], selection, norm=norm, backend="cvxpy")
@@ -150,7 +108,7 @@ def test_direct_clarabel_equals_the_cvxpy_program(norm, n, T, d, seed):
 @pytest.mark.parametrize("norm", ["fro", "nuc"])
 def test_working_set_gives_the_whole_program_solution(norm):
     # Cutting planes (forced here by a low threshold) end at the solution of the whole program.
-    X, z, y, v, _ = _synthetic(1, 8, 12, 8, seed=6)
+    X, z, y, v, _ = synthetic(1, 8, 12, 8, seed=6)
     selection = optimal_selection(X[0], y[0], v[0])
     whole = att_svm(X[0], z[0], selection, norm=norm, working_set_above=None)
     cut = att_svm(X[0], z[0], selection, norm=norm, working_set_above=10)
@@ -158,20 +116,20 @@ def test_working_set_gives_the_whole_program_solution(norm):
     assert cut.objective == pytest.approx(whole.objective, rel=1e-7)
     assert cut.support.tolist() == whole.support.tolist()
     # An infeasible program stays infeasible on a working set.
-    Xb, zb, *_ = _synthetic(1, 12, 8, 3, seed=1)
+    Xb, zb, *_ = synthetic(1, 12, 8, 3, seed=1)
     with pytest.raises(ValueError, match="infeasible"):
         att_svm(Xb[0], zb[0], torch.zeros(12, dtype=torch.long), working_set_above=10)
 
 
 def test_self_attention_uses_token_zero_as_query():
-    X, *_ = _synthetic(1, 3, 4, 6, seed=5)
+    X, *_ = synthetic(1, 3, 4, 6, seed=5)
     a = att_svm(X[0], None, [1, 2, 3])
     b = att_svm(X[0], X[0][:, 0], [1, 2, 3])
     torch.testing.assert_close(a.W, b.W, atol=1e-8, rtol=0)
 
 
 def test_mask_drops_padding_constraints():
-    X, z, *_ = _synthetic(1, 2, 4, 6, seed=7)
+    X, z, *_ = synthetic(1, 2, 4, 6, seed=7)
     mask = torch.tensor([[True, True, True, False], [True, True, True, True]])
     padded = att_svm(X[0], z[0], [0, 1], mask=mask)
     assert math.isinf(padded.margins[0, 3].item())
@@ -181,13 +139,8 @@ def test_mask_drops_padding_constraints():
     torch.testing.assert_close(att_svm(X2, z[0], [0, 1]).W, padded.W, atol=1e-7, rtol=0)
 
 
-# --------------------------------------------------------------------------------------------
-# solver: errors
-# --------------------------------------------------------------------------------------------
-
-
 def test_infeasible_says_why():
-    X, z, *_ = _synthetic(1, 12, 8, 3, seed=1)
+    X, z, *_ = synthetic(1, 12, 8, 3, seed=1)
     with pytest.raises(ValueError, match=r"infeasible.*d = 3 < max\(T − 1, n\) = 12"):
         att_svm(X[0], z[0], torch.zeros(12, dtype=torch.long))
     # A repeated selected token is infeasible in any dimension.
@@ -221,171 +174,14 @@ def test_bad_input(kwargs, message):
                 backend=args.get("backend", "clarabel"), working_set_above=args.get("working_set_above", 2000))
 
 
-def test_token_scores_checks_shapes():
-    with pytest.raises(ValueError, match="v must be"):
-        token_scores(TOKENS[None], [1.0], [1.0, 2.0, 3.0])
-    with pytest.raises(ValueError, match="y must be"):
-        token_scores(TOKENS[None], [1.0, 1.0], [1.0, 2.0])
-
-
-# --------------------------------------------------------------------------------------------
-# descent
-# --------------------------------------------------------------------------------------------
-
-
-def _notebook_loop(X, z, y, v, init, parameterisation: str, iterations: int, ridge: float, mask=None):
-    """One problem, autograd, the plain float64 formulas: the obviously-correct reference."""
-    eps = torch.finfo(torch.float64).eps
-    params = [init.clone().requires_grad_()] if parameterisation == "W" else [t.clone().requires_grad_() for t in init]
-    out = []
-    for _ in range(iterations):
-        W = params[0] if parameterisation == "W" else params[0] @ params[1].T
-        scores = (X @ W @ z.unsqueeze(-1)).squeeze(-1)
-        p = torch.softmax(scores if mask is None else scores.masked_fill(~mask, float("-inf")), -1)
-        f = (p * (X @ v)).sum(-1)
-        loss = torch.log1p(torch.exp(-y * f)).mean()
-        if parameterisation == "KQ":
-            loss = loss + ridge * sum(t.norm() ** 2 for t in params)
-        grads = torch.autograd.grad(loss, params)
-        with torch.no_grad():
-            for t, g in zip(params, grads, strict=True):
-                t -= 0.1 * g / (g.norm() + eps)
-        out.append((params[0] if parameterisation == "W" else params[0] @ params[1].T).detach().clone())
-    return torch.stack(out)
-
-
-@pytest.mark.parametrize("parameterisation", ["W", "KQ"])
-def test_batched_descent_equals_per_problem_loop(parameterisation):
-    X, z, y, v, g = _synthetic(3, 4, 5, 6, seed=11)
-    init = initial_parameters(parameterisation, 3, 6, generator=g)
-    config = DescentConfig(parameterisation=parameterisation, iterations=60, record_every=1)
-    path = descend(X, z, y, v, init, config)
-    assert path.W.shape == (3, 61, 6, 6) and path.iterations.tolist() == list(range(61))
-    for s in range(3):
-        one = init[s] if parameterisation == "W" else (init[0][s], init[1][s])
-        ref = _notebook_loop(X[s], z[s], y[s], v[s], one, parameterisation, 60, config.kq_ridge)
-        torch.testing.assert_close(path.W[s, 1:], ref, rtol=1e-9, atol=1e-9)
-
-
-@pytest.mark.parametrize("parameterisation", ["W", "KQ"])
-def test_masked_descent_ignores_padding(parameterisation):
-    # Padding tokens get no attention: the path equals autograd with −inf scores there, whatever the
-    # padding holds, and an input with a single real token contributes nothing.
-    X, z, y, v, g = _synthetic(2, 3, 5, 4, seed=13)
-    mask = torch.ones(2, 3, 5, dtype=torch.bool)
-    mask[0, 0, 3:] = False
-    mask[1, 2, 1:] = False  # one real token
-    init = initial_parameters(parameterisation, 2, 4, generator=g)
-    config = DescentConfig(parameterisation=parameterisation, iterations=40, record_every=1)
-    path = descend(X, z, y, v, init, config, mask=mask)
-    other = X.clone()
-    other[~mask] = 7.0
-    torch.testing.assert_close(descend(other, z, y, v, init, config, mask=mask).W, path.W, rtol=0, atol=1e-12)
-    for s in range(2):
-        one = init[s] if parameterisation == "W" else (init[0][s], init[1][s])
-        ref = _notebook_loop(X[s], z[s], y[s], v[s], one, parameterisation, 40, config.kq_ridge, mask=mask[s])
-        torch.testing.assert_close(path.W[s, 1:], ref, rtol=1e-9, atol=1e-9)
-    assert (path.attention[~mask] == 0).all()
-
-
-def _exact_gradient(X, z, y, v, W, digits: int) -> np.ndarray:
-    """∇_W L / ‖∇_W L‖ of one problem by the plain formula in mpmath at `digits` digits.
-
-    u_α − f cancels to e^{−(score gap)}: the digits must exceed the largest score gap / ln 10.
-    """
-    mpmath = pytest.importorskip("mpmath")
-    with mpmath.workdps(digits):
-        n, T, d = X.shape
-        X, z, y, v, W = (np.vectorize(mpmath.mpf, otypes=[object])(a.numpy()) for a in (X, z, y, v, W))
-        grad = np.full((d, d), mpmath.mpf(0), dtype=object)
-        for i in range(n):
-            s = [X[i, t] @ W @ z[i] for t in range(T)]
-            e = [mpmath.exp(a - max(s)) for a in s]
-            p = [a / sum(e) for a in e]
-            u = [X[i, t] @ v for t in range(T)]
-            f = sum(pt * ut for pt, ut in zip(p, u, strict=True))
-            g = -y[i] / (1 + mpmath.exp(y[i] * f)) / n
-            for t in range(T):
-                grad = grad + g * p[t] * (u[t] - f) * np.outer(X[i, t], z[i])
-        norm = mpmath.sqrt(sum(a * a for a in grad.ravel()))
-        return np.array([[float(a / norm) for a in row] for row in grad])
-
-
-@pytest.mark.parametrize("scale", [1.0, 30.0, 3000.0])
-def test_step_direction_is_exact_when_softmax_saturates(scale):
-    # At ‖W‖ ~ 10³ the unselected tokens' softmax weights are below e^{-745} (0 in float64) and u − f
-    # cancels for the selected one; the step must still follow the exact gradient direction (80 digits).
-    X, z, y, v, g = _synthetic(1, 3, 4, 3, seed=4)
-    W = scale * torch.randn(1, 3, 3, generator=g, dtype=torch.float64)
-    config = DescentConfig(iterations=1, lr=1.0, eps=0.0, record_every=1)
-    path = descend(X, z, y, v, W, config)
-    step = (path.W[0, 0] - path.W[0, 1]).numpy()  # = ∇/‖∇‖ up to rounding of W (~1e-13 here)
-    scores = (X[0] @ W[0] @ z[0].unsqueeze(-1)).squeeze(-1)
-    gap = float((scores.amax(-1) - scores.amin(-1)).max())
-    expected = _exact_gradient(X[0], z[0], y[0], v[0], W[0], digits=40 + int(gap / math.log(10)))
-    np.testing.assert_allclose(step, expected, rtol=0, atol=1e-10)
-    if scale == 3000.0:  # the case the log-domain formula is for: float64 softmax has underflowed
-        assert (softmax_attention(X, z, W) == 0).any()
-
-
-def test_descent_converges_to_the_svm_direction():
-    X, z, y, v, g = _synthetic(4, 3, 4, 6, seed=2)
-    path = descend(X, z, y, v, initial_parameters("W", 4, 6, generator=g), DescentConfig(iterations=600))
-    ref = torch.stack([att_svm(X[s], z[s], path.selection[s]).W for s in range(4)])
-    corr = path.correlation(ref)
-    assert (corr[:, -1] > 0.97).all()
-    assert (corr[:, -1] > corr[:, 5]).all()
-    # ‖W_k‖ grows (almost) linearly under normalised steps of length 0.1.
-    assert (path.W[:, -1].norm(dim=(-2, -1)) > 0.5 * 0.1 * 600).all()
-    assert (path.attention.max(-1).values > 0.99).all()
-
-
-def test_correlation_and_attention_basics():
-    A = torch.randn(5, 3, 3, dtype=torch.float64)
-    torch.testing.assert_close(correlation(A, 2 * A), torch.ones(5, dtype=torch.float64))
-    X, z, *_ = _synthetic(2, 3, 4, 5)
-    p = softmax_attention(X, z, torch.zeros(2, 5, 5, dtype=torch.float64))
-    torch.testing.assert_close(p, torch.full((2, 3, 4), 0.25, dtype=torch.float64))
-
-
-@pytest.mark.parametrize(("field", "value"), [("iterations", 0), ("lr", -1.0), ("eps", float("nan")),
-                                              ("record_every", 0), ("parameterisation", "QK"), ("kq_ridge", -1.0)])
-def test_descent_config_validation(field, value):
-    with pytest.raises(ValueError, match=field):
-        DescentConfig(**{field: value})
-
-
-def test_descend_rejects_bad_shapes():
-    X, z, y, v, _ = _synthetic(2, 3, 4, 5)
-    with pytest.raises(ValueError, match="init must be W"):
-        descend(X, z, y, v, torch.zeros(2, 4, 4, dtype=torch.float64))
-    with pytest.raises(ValueError, match="z must have shape"):
-        descend(X, z[0], y, v, torch.zeros(2, 5, 5, dtype=torch.float64))
-    with pytest.raises(ValueError, match="float64"):
-        descend(X.float(), z, y, v, torch.zeros(2, 5, 5, dtype=torch.float64))
-
-
-# --------------------------------------------------------------------------------------------
-# issue #23: scale invariance, checked solutions, inputs
-# --------------------------------------------------------------------------------------------
-
 SCALES = [1e-6, 1e-3, 0.37, 300.0, 1e3, 1e4, 1e6]
-
-
-def _issue_example():
-    # The issue's example: at s = 300 it came back "optimal" with no support token and min margin 1.03.
-    torch.manual_seed(0)
-    X = torch.randn(3, 4, 5, dtype=torch.float64)
-    z = torch.randn(3, 5, dtype=torch.float64)
-    y = torch.tensor([1.0, -1.0, 1.0], dtype=torch.float64)
-    return X, z, y, torch.randn(5, dtype=torch.float64), torch.tensor([1, 2, 3])
 
 
 def _scale_problem(case: int):
     if case == 0:
-        return _issue_example()
+        return issue_example()
     n, T, d, seed = [(6, 8, 10, 1), (4, 5, 8, 3), (2, 6, 3, 2), (1, 3, 4, 5)][case - 1]
-    X, z, y, v, _ = _synthetic(1, n, T, d, seed=seed)
+    X, z, y, v, _ = synthetic(1, n, T, d, seed=seed)
     X, z, y, v = X[0] * 2.5, z[0] * 0.7, y[0], v[0]  # not unit norm
     return X, z, y, v, optimal_selection(X, y, v)
 
@@ -466,14 +262,14 @@ def _patched_solver(monkeypatch, change):
 
 def test_a_solution_without_active_constraint_is_refused(monkeypatch):
     # 1.03 × the max-margin W: feasible, margins ≥ 1.03, no support token; "optimal_inaccurate" was accepted.
-    X, z, _, _, sel = _issue_example()
+    X, z, _, _, sel = issue_example()
     _patched_solver(monkeypatch, lambda W, dual, diffs: (1.03 * W, "optimal_inaccurate", dual))
     with pytest.raises(ValueError, match="no active constraint"):
         att_svm(X, z, sel)
 
 
 def test_a_violated_margin_is_refused(monkeypatch):
-    X, z, _, _, sel = _issue_example()
+    X, z, _, _, sel = issue_example()
     _patched_solver(monkeypatch, lambda W, dual, diffs: (0.999 * W, "optimal", dual))
     with pytest.raises(ValueError, match="violated margin"):
         att_svm(X, z, sel)
@@ -482,7 +278,7 @@ def test_a_violated_margin_is_refused(monkeypatch):
 def test_a_feasible_but_larger_w_is_refused(monkeypatch):
     # Margins exactly those of W^mm (a direction outside span{a_j} added), but a 5 % larger norm:
     # only the duality gap, certified by the multipliers, tells it from the max-margin solution.
-    X, z, *_ = _synthetic(1, 1, 3, 5, seed=9)
+    X, z, *_ = synthetic(1, 1, 3, 5, seed=9)
 
     def larger(W, dual, diffs):
         q, _ = np.linalg.qr(np.concatenate([diffs.T, np.eye(5)], 1))  # q[:, 2:] ⟂ span{a_j} (2 differences)
@@ -498,7 +294,7 @@ def test_a_feasible_but_larger_w_is_refused(monkeypatch):
 def test_an_unverified_infeasible_status_is_not_taken_for_infeasibility(monkeypatch):
     # A feasible program reported "infeasible" (as at s ≤ 1e-3 before): the Farkas certificate does not
     # hold, so att_svm raises a solver failure and is_locally_optimal does not silently answer False.
-    X, z, y, v, sel = _issue_example()
+    X, z, y, v, sel = issue_example()
     _patched_solver(monkeypatch, lambda W, dual, diffs: (None, "infeasible", np.ones(len(diffs))))
     with pytest.raises(ValueError, match="certificate of infeasibility does not hold") as info:
         att_svm(X, z, sel)
@@ -509,7 +305,7 @@ def test_an_unverified_infeasible_status_is_not_taken_for_infeasibility(monkeypa
 
 def test_real_infeasibility_is_certified():
     # A repeated token, and selections of d = 1 that no scalar separates: certified, both norms alike.
-    X, z, *_ = _synthetic(1, 12, 8, 3, seed=1)
+    X, z, *_ = synthetic(1, 12, 8, 3, seed=1)
     for norm in ("fro", "nuc"):
         with pytest.raises(InfeasibleError, match="infeasible"):
             att_svm(X[0], z[0], torch.zeros(12, dtype=torch.long), norm=norm)
@@ -518,14 +314,14 @@ def test_real_infeasibility_is_certified():
 
 
 def test_inputs_that_require_grad_are_detached():
-    X, z, y, v, sel = _issue_example()
+    X, z, y, v, sel = issue_example()
     Xg, zg, yg, vg = (t.clone().requires_grad_() for t in (X, z, y, v))
     a = att_svm(Xg, zg, sel)
     torch.testing.assert_close(a.W, att_svm(X, z, sel).W)
     assert not a.W.requires_grad
     assert is_locally_optimal(Xg, zg, yg, vg, sel) == is_locally_optimal(X, z, y, v, sel)
     assert optimal_selection(Xg, yg, vg).tolist() == optimal_selection(X, y, v).tolist()
-    S = _synthetic(2, 3, 4, 5)
+    S = synthetic(2, 3, 4, 5)
     init = torch.zeros(2, 5, 5, dtype=torch.float64, requires_grad=True)
     path = descend(S[0].requires_grad_(), S[1], S[2], S[3], init, DescentConfig(iterations=20))
     assert not path.W.requires_grad
@@ -542,7 +338,7 @@ def test_inputs_that_require_grad_are_detached():
     ({"X": "strings"}, "X must be an array of numbers"),
 ])
 def test_bad_att_svm_inputs_are_refused_clearly(change, message):
-    X, z, _, _, sel = _issue_example()
+    X, z, _, _, sel = issue_example()
     args = {"X": X, "z": z, "selection": sel}
     kinds = {"complex": lambda t: t.to(torch.complex128) + 1j, "complex numpy": lambda t: t.numpy() + 1j,
              "bool": lambda t: t > 0, "bool numpy": lambda t: (t > 0).numpy(),
@@ -553,27 +349,3 @@ def test_bad_att_svm_inputs_are_refused_clearly(change, message):
         warnings.simplefilter("error")  # no "casting complex values to real discards the imaginary part"
         with pytest.raises(ValueError, match=message):
             att_svm(args["X"], args["z"], args["selection"])
-
-
-def test_an_input_without_real_tokens_is_refused():
-    # optimal_selection returned the padding index 0 for an all-False mask row.
-    X, _, y, v, _ = _issue_example()
-    mask = torch.ones(3, 4, dtype=torch.bool)
-    mask[1] = False
-    with pytest.raises(ValueError, match="mask has no real token in input 1"):
-        optimal_selection(X, y, v, mask=mask)
-    with pytest.raises(ValueError, match="mask has no real token"):
-        token_scores(X, y, v, mask=mask)
-
-
-@pytest.mark.parametrize("labels", [[1.0, 0.0, 1.0], [1.0, -1.0, 0.5], [2.0, 1.0, 1.0]])
-def test_labels_must_be_plus_or_minus_one(labels):
-    # y = 0 made every token score 0 (optimal_selection then picked token 0 of that input).
-    X, z, _, v, sel = _issue_example()
-    y = torch.tensor(labels, dtype=torch.float64)
-    with pytest.raises(ValueError, match=r"y must hold labels \+1 or −1"):
-        optimal_selection(X, y, v)
-    with pytest.raises(ValueError, match=r"y must hold labels \+1 or −1"):
-        is_locally_optimal(X, z, y, v, sel)
-    with pytest.raises(ValueError, match=r"y must hold labels \+1 or −1"):
-        descend(X[None], z[None], y[None], v[None], torch.zeros(1, 5, 5, dtype=torch.float64))

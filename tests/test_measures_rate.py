@@ -1,4 +1,11 @@
-"""hardmax.measures: coding rates against closed forms, the slow textbook formula, and invariants."""
+"""Tests of `hardmax.measures.rate`: coding rates, rate reduction and the subspace rate against closed
+forms, the slow textbook formula and invariants.
+
+The issue's closed forms exactly; orthogonal invariance and monotonicity in scale (hypothesis); batched = one
+at a time with masks; weights = repeated rows; chunked = one shot; any finite ε, exact scale freedom for
+powers of two, wild labels, NaN and inf refused, empty batches, half precision; the one-line refusals of bad
+input (with those of `MCR2Loss` and `zero_fraction`, which share its checks).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +15,7 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+from measures_cases import reference_class_rate, reference_rate
 
 from hardmax.measures import (
     MCR2Loss,
@@ -19,20 +27,6 @@ from hardmax.measures import (
 )
 
 
-def reference_rate(Z: torch.Tensor, eps: float) -> float:
-    """The textbook formula, ½ logdet(I + d/(N ε²) ZᵀZ), in float64 with slogdet (slow, obviously right)."""
-    Z = Z.double()
-    N, d = Z.shape
-    sign, logdet = torch.linalg.slogdet(torch.eye(d, dtype=torch.float64) + d / (N * eps**2) * Z.T @ Z)
-    assert sign > 0
-    return 0.5 * float(logdet)
-
-
-def reference_class_rate(Z: torch.Tensor, labels: torch.Tensor, eps: float) -> float:
-    N = Z.shape[0]
-    return sum(Z[labels == j].shape[0] / N * reference_rate(Z[labels == j], eps) for j in labels.unique().tolist())
-
-
 def orthogonal_subspaces(d=16, K=4, p=4, per_class=200, dtype=torch.float64):
     """The issue's closed-form case: class k spread as ±e_i over p basis vectors of its own block."""
     eye = torch.eye(d, dtype=dtype)
@@ -42,11 +36,6 @@ def orthogonal_subspaces(d=16, K=4, p=4, per_class=200, dtype=torch.float64):
         rows.append(torch.cat([basis, -basis]).repeat(per_class // (2 * p), 1))
         labels += [k] * per_class
     return torch.cat(rows), torch.tensor(labels)
-
-
-# --------------------------------------------------------------------------------------------
-# Closed forms
-# --------------------------------------------------------------------------------------------
 
 
 def test_orthogonal_subspaces_closed_form():
@@ -197,53 +186,6 @@ def test_subspace_coding_rate_is_sum_of_projected_rates():
     assert torch.allclose(subspace_coding_rate(Z, torch.eye(8, dtype=torch.float64), 0.5), coding_rate(Z, 0.5))
 
 
-def test_zero_fraction():
-    Z = torch.tensor([[[0.0, 1.0], [0.0, 0.0], [5.0, 5.0]]])
-    assert zero_fraction(Z).tolist() == [pytest.approx(0.5)]
-    assert zero_fraction(Z, mask=torch.tensor([[True, False, True]])).tolist() == [pytest.approx(0.25)]
-
-
-# --------------------------------------------------------------------------------------------
-# The loss
-# --------------------------------------------------------------------------------------------
-
-
-def test_mcr2_loss_value_and_gradcheck():
-    g = torch.Generator().manual_seed(7)
-    Z = torch.randn(12, 4, generator=g, dtype=torch.float64, requires_grad=True)
-    labels = torch.tensor([0, 1, 2] * 4)
-    loss_fn = MCR2Loss(eps=0.5, gamma=1.0, normalize=False)
-    result = loss_fn(Z, labels)
-    assert result.loss.item() == pytest.approx(-(reference_rate(Z.detach(), 0.5)
-                                                 - reference_class_rate(Z.detach(), labels, 0.5)), rel=1e-12)
-    assert result.reduction.item() == pytest.approx(-result.loss.item(), rel=1e-12)
-    assert torch.autograd.gradcheck(lambda z: loss_fn(z, labels).loss, (Z,))
-    normalized = MCR2Loss(eps=0.5, gamma=2.0)
-    assert torch.autograd.gradcheck(lambda z: normalized(z, labels).loss, (Z,))
-    # the subspace and batched rates are differentiable too
-    U = torch.randn(2, 4, 2, generator=g, dtype=torch.float64)
-    assert torch.autograd.gradcheck(lambda z: subspace_coding_rate(z.reshape(3, 4, 4), U, 0.5).sum(), (Z,))
-
-
-def test_mcr2_loss_training_increases_reduction():
-    g = torch.Generator().manual_seed(8)
-    Z = torch.randn(60, 6, generator=g, requires_grad=True)
-    labels = torch.arange(3).repeat(20)
-    loss_fn = MCR2Loss(eps=0.5)
-    before = loss_fn(Z, labels).reduction.item()
-    optimizer = torch.optim.SGD([Z], lr=0.5)
-    for _ in range(50):
-        optimizer.zero_grad()
-        loss_fn(Z, labels).loss.backward()
-        optimizer.step()
-    assert loss_fn(Z, labels).reduction.item() > 2 * before + 0.1
-
-
-# --------------------------------------------------------------------------------------------
-# Bad input
-# --------------------------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize("call,match", [
     (lambda: coding_rate(torch.zeros(0, 3), 0.5), "empty set"),
     (lambda: coding_rate(torch.ones(2, 4, 3), 0.5, mask=torch.tensor([[True] * 4, [False] * 4])), "no real sample"),
@@ -277,29 +219,6 @@ def test_mcr2_loss_training_increases_reduction():
 def test_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
-
-
-def test_benchmark_script_quick(tmp_path, capsys):
-    """benchmarks/bench_rate.py --quick runs, prints its table and writes its JSON (so that it does not rot)."""
-    import importlib.util
-    import json
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_rate.py"
-    spec = importlib.util.spec_from_file_location("bench_rate", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    out = tmp_path / "bench.json"
-    assert bench.main(["--quick", "--repeat", "1", "--threads", "1", "--json", str(out)]) == 0
-    assert "| case | library | reference | target |" in capsys.readouterr().out
-    results = json.loads(out.read_text())
-    assert results["token_sets"]["max_abs_error_library"] < 1e-10
-    assert results["samples"]["reference_membership_bytes"] == 10 * 20_000**2 * 4
-
-
-# --------------------------------------------------------------------------------------------
-# Reliability (issue #23): extreme ε and weights, wild labels, NaN, empty batches, half precision
-# --------------------------------------------------------------------------------------------
 
 
 def logspace_rate(Z: torch.Tensor, eps: float, log2_scale: int = 0) -> float:
@@ -463,16 +382,6 @@ def np_int(value):
     import numpy as np
 
     return np.int64(value)
-
-
-def test_zero_fraction_refuses_nan_and_inf_among_real_tokens():
-    with pytest.raises(ValueError, match="NaN or inf"):
-        zero_fraction(torch.full((3, 4), float("nan")))
-    with pytest.raises(ValueError, match="NaN or inf"):
-        zero_fraction(torch.tensor([[[0.0, float("inf")], [0.0, 0.0]]]))
-    # padding may hold anything
-    Z = torch.tensor([[[0.0, 1.0], [float("nan"), 0.0]]])
-    assert zero_fraction(Z, mask=torch.tensor([[True, False]])).tolist() == [pytest.approx(0.5)]
 
 
 def test_empty_batches_give_empty_results():
