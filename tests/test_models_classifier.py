@@ -1,13 +1,6 @@
-"""Tests of `hardmax.models`: the classifier against a plain per-token implementation and `simulate`.
-
-- Reference: the model (which merges repeated words into weighted tokens) equals a straightforward
-  per-token implementation written here without any deduplication, for both attentions, with and
-  without a learnable A, with and without the paper's padding (float64).
-- Shared engine: the trained layer IS `hardmax.simulate` with the model's weights (pooled vector of
-  `model.trace` == mean of the final tokens of `simulate`).
-- Masking: ids at padded positions are ignored by default, and matter with `paper_padding=True`.
-- Parameters: α = softplus(raw) stays positive with a gradient; a learnable A is SPD.
-- Inputs: shapes, and a ValueError naming the problem for bad ids, masks and configs.
+"""Tests of `hardmax.models.classifier`: `HardmaxClassifier` against a per-token reference loop (with and
+without the authors' padding), the trained layer as `simulate`, masks, word order and batch company, shapes
+and the trace, α (initial value, positivity, gradient, freezing) and the learned SPD matrix A.
 """
 
 from __future__ import annotations
@@ -17,41 +10,10 @@ import math
 import pytest
 import torch
 from corpus import PAD, sentiment_corpus
+from models_cases import ATTENTION, VOCAB, make_model, random_batch
 
-from hardmax import HardmaxClassifier, ModelConfig, simulate
+from hardmax import HardmaxClassifier, simulate
 from hardmax.dynamics import Hardmax
-
-VOCAB = 30
-
-# The two rules of a classifier by the names the tests are parametrised with.
-ATTENTION = {"softmax": None, "hardmax": Hardmax()}
-
-
-def make_model(*, seed: int = 0, double: bool = True, randomize_A: bool = False, **config) -> HardmaxClassifier:
-    """A classifier with seeded weights (float64 by default); a random non-identity A if asked."""
-    config = {"vocab_size": VOCAB, "d": 3, "layers": 4, "alpha_init": 0.7, **config}
-    torch.manual_seed(seed)
-    model = HardmaxClassifier(ModelConfig(**config))
-    if double:
-        model = model.double()
-    if randomize_A:
-        with torch.no_grad():
-            model.A_factor.copy_(torch.eye(config["d"]) + 0.4 * torch.randn(config["d"], config["d"]))
-    return model
-
-
-def random_batch(generator: torch.Generator, batch: int = 5, n: int = 12, vocab: int = VOCAB, *,
-                 few_words: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """(batch, n) ids and a mask with padding at random positions (not only at the end).
-
-    `few_words` draws from 4 words only, so reviews repeat words many times.
-    """
-    high = 6 if few_words else vocab
-    ids = torch.randint(2, high, (batch, n), generator=generator)
-    mask = torch.rand(batch, n, generator=generator) < 0.7
-    mask[torch.arange(batch), torch.randint(0, n, (batch,), generator=generator)] = True
-    ids[~mask] = PAD
-    return ids, mask
 
 
 def reference_logits(model: HardmaxClassifier, ids: torch.Tensor, mask: torch.Tensor, attention: str) -> torch.Tensor:
@@ -92,11 +54,6 @@ def reference_logits(model: HardmaxClassifier, ids: torch.Tensor, mask: torch.Te
     return torch.stack(out)
 
 
-# --------------------------------------------------------------------------------------------
-# Reference: merged tokens == the per-token implementation.
-# --------------------------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize("attention, beta", [("hardmax", 1000.0), ("softmax", 1000.0), ("softmax", 0.5)])
 @pytest.mark.parametrize("few_words", [False, True], ids=["varied", "repeats"])
 @pytest.mark.parametrize("learn_A", [False, True], ids=["A=I", "A learned"])
@@ -129,11 +86,6 @@ def test_long_review_of_few_words_matches_reference(generator):
                                    reference_logits(model, ids, mask, attention), rtol=1e-10, atol=1e-10)
 
 
-# --------------------------------------------------------------------------------------------
-# The classifier's layer is the simulator's layer.
-# --------------------------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize("attention", ["hardmax", "softmax"])
 @pytest.mark.parametrize("learn_A", [False, True], ids=["A=I", "A learned"])
 @pytest.mark.parametrize("double", [True, False], ids=["float64", "float32"])
@@ -153,11 +105,6 @@ def test_trained_layer_is_simulate(generator, attention, learn_A, double):
         # Every layer, not only the last: expand the merged tokens back to positions.
         layer_means = (trace.multiplicity[b, None, :, None] * trace.tokens[:, b]).sum(1) / trace.multiplicity[b].sum()
         torch.testing.assert_close(layer_means.detach(), traj.tokens.mean(1), **tol)
-
-
-# --------------------------------------------------------------------------------------------
-# Masking and padding.
-# --------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("attention", ["hardmax", "softmax"])
@@ -194,12 +141,6 @@ def test_paper_padding_pools_pad_tokens():
         assert torch.isclose(a, b, rtol=1e-12, atol=1e-12).item() is (not paper_padding)
 
 
-def test_default_mask_is_ids_not_pad(generator):
-    model = make_model(beta=2.0)
-    ids, mask = random_batch(generator)
-    torch.testing.assert_close(model(ids), model(ids, mask), rtol=0, atol=0)
-
-
 @pytest.mark.parametrize("attention", ["hardmax", "softmax"])
 def test_word_order_and_batch_company_do_not_matter(generator, attention):
     """Pure attention with mean pooling is permutation invariant; a review's logit does not depend on
@@ -213,11 +154,6 @@ def test_word_order_and_batch_company_do_not_matter(generator, attention):
     for b in range(4):
         alone = ids[b : b + 1, mask[b]]
         torch.testing.assert_close(model(alone, rule=ATTENTION[attention]), logits[b : b + 1], rtol=1e-12, atol=1e-12)
-
-
-# --------------------------------------------------------------------------------------------
-# Shapes and parameters.
-# --------------------------------------------------------------------------------------------
 
 
 def test_shapes_and_trace(generator):
@@ -312,92 +248,3 @@ def test_identity_A_when_not_learned():
     model = make_model(d=3)
     assert model.A is None and model.A_factor is None
     assert torch.equal(model.A_matrix(), torch.eye(3, dtype=torch.float64))
-
-
-# --------------------------------------------------------------------------------------------
-# Inputs and configs.
-# --------------------------------------------------------------------------------------------
-
-
-def bad_inputs():
-    ids = torch.tensor([[2, 3, 4, PAD], [5, 6, PAD, PAD]])
-    mask = ids != PAD
-    return [
-        ("1-D ids", ids[0], None, "shape"),
-        ("3-D ids", ids.unsqueeze(-1), None, "shape"),
-        ("float ids", ids.float(), mask, "integer"),
-        ("id too large", ids.masked_fill(ids == 6, VOCAB), mask, r"ids must lie in \[0, 30\)"),
-        ("negative id", ids.masked_fill(ids == 6, -1), mask, r"ids must lie in"),
-        ("int mask", ids, mask.long(), "mask must be a bool"),
-        ("mask of the wrong shape", ids, mask[:, :3], "mask must be a bool"),
-        ("empty review", ids, mask & torch.tensor([[True], [False]]), "at least one real"),
-    ]
-
-
-@pytest.mark.parametrize("case", bad_inputs(), ids=lambda c: c[0])
-@pytest.mark.parametrize("method", ["forward", "trace"])
-def test_bad_inputs_raise(case, method):
-    _, ids, mask, message = case
-    model = make_model()
-    call = model if method == "forward" else model.trace
-    with pytest.raises(ValueError, match=message):
-        call(ids, mask)
-
-
-def test_all_padding_review_without_mask_raises():
-    model = make_model()
-    with pytest.raises(ValueError, match="at least one real"):
-        model(torch.tensor([[2, 3], [PAD, PAD]]))
-
-
-def test_unknown_attention_raises(generator):
-    model = make_model(beta=2.0)
-    ids, mask = random_batch(generator)
-    for bad in ("sparsemax", "hardmax", Hardmax):  # strings and rule classes are not rules
-        with pytest.raises(ValueError, match="rule must be an attention rule"):
-            model(ids, mask, rule=bad)
-
-
-@pytest.mark.parametrize("changes, message", [
-    ({"vocab_size": 1}, "vocab_size"),
-    ({"d": 0}, "d ≥ 1"),
-    ({"layers": -1}, "layers ≥ 0"),
-    ({"alpha_init": 0.0}, "alpha_init"),
-    ({"alpha_init": -1.0}, "alpha_init"),
-    ({"alpha_init": math.nan}, "alpha_init"),
-    ({"alpha_init": math.inf}, "alpha_init"),
-    ({"beta": 0.0}, "beta"),
-    ({"beta": -2.0}, "beta"),
-    ({"beta": math.inf}, "beta"),
-    ({"A_eps": 0.0}, "A_eps"),
-    ({"pad_id": 30}, "pad_id"),
-    ({"pad_id": -1}, "pad_id"),
-])
-def test_config_validation(changes, message):
-    with pytest.raises(ValueError, match=message):
-        ModelConfig(**{"vocab_size": VOCAB, **changes})
-
-
-@pytest.mark.parametrize("std", [-1.0, math.nan])
-def test_config_validates_embedding_std(std):
-    with pytest.raises(ValueError, match="embedding_std"):
-        ModelConfig(vocab_size=VOCAB, embedding_std=std)
-
-
-def test_config_round_trips_through_dict():
-    config = ModelConfig(vocab_size=VOCAB, d=2, learn_A=True, beta=10.0)
-    assert ModelConfig(**config.to_dict()) == config
-
-
-@pytest.mark.parametrize("layer", ["hardmax", "crate"])
-@pytest.mark.parametrize("attention", ["softmax", "hardmax"])
-def test_an_empty_batch_gives_empty_logits(layer, attention):
-    # Issue #23, item 19: both classifiers crashed on model(torch.zeros(0, 4, dtype=torch.long)).
-    from hardmax.models import CrateBlocks, build_model
-
-    model = build_model(ModelConfig(vocab_size=10, d=4, crate=CrateBlocks() if layer == "crate" else None))
-    ids = torch.zeros(0, 4, dtype=torch.long)
-    assert model(ids, rule=ATTENTION[attention]).shape == (0,)
-    with torch.no_grad():  # the hardmax inference path (simulate's compiled engine)
-        assert model(ids, rule=ATTENTION[attention]).shape == (0,)
-    assert model.trace(ids, rule=ATTENTION[attention]).logits.shape == (0,)
