@@ -1,6 +1,7 @@
 """Shared test setup: seeded generators, the hypothesis profile, deterministic torch.
 
-Only what every test module needs lives here; fixtures for one module stay in that module.
+Only what every test module needs lives here, and the fixtures several test modules share (the reference
+training of test_training_{loop,run}.py); fixtures for one module stay in that module.
 """
 
 from __future__ import annotations
@@ -51,3 +52,20 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def splits():
+    """The synthetic corpus's train and validation splits of tests/training_runs.py."""
+    from training_runs import training_splits
+
+    return training_splits()
+
+
+@pytest.fixture(scope="session")
+def trained(splits, tmp_path_factory):
+    """One uninterrupted reference run (tests/training_runs.py), shared by test_training_{loop,run}.py: read,
+    never written (a test that changes it works on a `copy_run`). Built under the first test's `one_thread`."""
+    from training_runs import run
+
+    return run(splits, tmp_path_factory.mktemp("runs") / "reference")
