@@ -1,4 +1,6 @@
-"""Tests of hardmax.plots: figures build for 2-D, 3-D and projected runs; saving is atomic; GIFs animate.
+"""Tests of `hardmax.plots.figures`: figures build for 2-D, 3-D and projected runs; GIFs animate. Two tests of
+other modules still share this file's runs: `save_figure`'s atomic writes (`plots.save`) and the limit points a
+scene marks (`plots.scene`).
 
 Figures are checked through what they contain (panels, titles, limits, markers), not pixels.
 Runs are short and GIFs small so the module takes a few seconds on 2 CPU cores.
