@@ -1,7 +1,8 @@
 """Shared test setup: seeded generators, the hypothesis profile, deterministic torch.
 
 Only what every test module needs lives here, and the fixtures several test modules share (the reference
-training of test_training_{loop,run}.py); fixtures for one module stay in that module.
+training of test_training_{loop,run}.py, the tiny pretrained models of test_pretrained_*.py); fixtures for one
+module stay in that module.
 """
 
 from __future__ import annotations
@@ -69,3 +70,25 @@ def trained(splits, tmp_path_factory):
     from training_runs import run
 
     return run(splits, tmp_path_factory.mktemp("runs") / "reference")
+
+
+@pytest.fixture(scope="session")
+def pretrained_dirs(tmp_path_factory):
+    """Family name -> the directory of a tiny random model of every supported family (tests/pretrained_models.py),
+    shared by test_pretrained_{loader,recording,families}.py: read, never written."""
+    from pretrained_models import build
+
+    from hardmax.pretrained import SUPPORTED
+
+    folder = tmp_path_factory.mktemp("models")
+    return {kind: build(kind, folder) for kind in SUPPORTED}
+
+
+@pytest.fixture(scope="session", params=["bert", "gpt2", "albert"])
+def pretrained_model(request, tmp_path_factory):
+    """A tiny BERT, GPT-2 and ALBERT loaded in float64, shared by test_pretrained_{measures,inspection,svm}.py."""
+    from pretrained_models import build
+
+    from hardmax.pretrained import load
+
+    return load(build(request.param, tmp_path_factory.mktemp("m")), dtype=torch.float64)

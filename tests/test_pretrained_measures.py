@@ -1,32 +1,24 @@
-"""The three views of hardmax.pretrained against direct computations, text by text, from output_hidden_states,
-output_attentions and the weights; streaming equals one batch; the Att-SVM of a head."""
+"""hardmax.pretrained.measures: the three views (clustering, selection, coding) against direct computations, text
+by text, from output_hidden_states, output_attentions and the weights, on conftest.py's `pretrained_model` (BERT, GPT-2,
+ALBERT). Streaming over batches is test_pretrained_inspection.py's, a head's Att-SVM test_pretrained_svm.py's."""
 
 from __future__ import annotations
 
 import math
 
-import pytest
 import torch
-from pretrained_models import TEXTS, build
+from pretrained_models import TEXTS
 
 from hardmax.measures import coding_rate
 from hardmax.pretrained import (
     ViewConfig,
     clustering,
     coding,
-    head_svm,
-    inspect,
-    load,
     record,
     selection,
     value_subspaces,
 )
 from hardmax.theory import cluster_counts
-
-
-@pytest.fixture(scope="module", params=["bert", "gpt2", "albert"])
-def model(request, tmp_path_factory):
-    return load(build(request.param, tmp_path_factory.mktemp("m")), dtype=torch.float64)
 
 
 def _direct(p, texts):
@@ -44,8 +36,8 @@ def _direct(p, texts):
     return out
 
 
-def test_clustering_and_selection_equal_a_direct_computation_text_by_text(model):
-    p = model
+def test_clustering_and_selection_equal_a_direct_computation_text_by_text(pretrained_model):
+    p = pretrained_model
     config = ViewConfig(bins=10, threshold=0.5)
     r = record(p, TEXTS)
     c = clustering(r, config, vocabulary=len(p.tokenizer))
@@ -101,8 +93,8 @@ def test_clustering_and_selection_equal_a_direct_computation_text_by_text(model)
     assert c.texts == len(TEXTS) and float(c.rows.sum()) == float(r.mask.sum()) * p.layers * p.heads
 
 
-def test_coding_rates_and_mlp_sparsity_equal_a_direct_computation(model):
-    p = model
+def test_coding_rates_and_mlp_sparsity_equal_a_direct_computation(pretrained_model):
+    p = pretrained_model
     eps = 0.7
     r = record(p, TEXTS)
     weights = [p.family.weights(layer, p.heads) for layer in p.family.layers(p.model)]
@@ -144,34 +136,3 @@ def test_coding_rates_and_mlp_sparsity_equal_a_direct_computation(model):
             inactive[layer] += (act <= 0).double().mean(-1).sum()
     assert torch.allclose(k.inactive, inactive, atol=1e-9)
     assert k.tokens == int(r.mask.sum())
-
-
-def test_streaming_batches_equals_one_batch(model):
-    one = inspect(model, TEXTS, batch_size=len(TEXTS))
-    many = inspect(model, TEXTS * 2, batch_size=1)
-    for view in ("clustering", "selection", "coding"):
-        a, b = getattr(one, view), getattr(many, view)
-        for name in ("cosine", "rank", "leaders", "mass", "margin", "rate", "compression", "inactive"):
-            if hasattr(a, name):
-                assert torch.allclose(2 * getattr(a, name), getattr(b, name), atol=1e-9), name
-    rows = many.layer_rows()
-    assert len(rows) == model.layers + 1 and rows[0]["layer"] == 0 and "rate" in rows[1]
-    assert rows[1]["delta_rate"] == pytest.approx(rows[1]["rate"] - rows[1]["compression"])
-    table = many.markdown()
-    assert "| layer | mean_cosine |" in table and many.to_dict()["texts"] == 2 * len(TEXTS)
-
-
-@pytest.mark.parametrize("space", ["head", "model"])
-def test_head_svm_is_solved_from_the_heads_own_selections(model, space):
-    r = record(model, TEXTS)
-    result = head_svm(model, r, 2, 1, queries=20, space=space)
-    assert result.own_margin > 0 and not result.infeasible
-    svm = result.svm
-    assert svm.status.startswith("optimal") and svm.gap < 1e-6
-    real = torch.isfinite(svm.margins)
-    assert float(svm.margins[real].min()) == pytest.approx(1, abs=1e-6)  # the max-margin solution's active margin
-    assert -1 <= result.correlation <= 1
-    # the head's own W separates its own selections: W / own_margin is feasible, so the optimum is no larger
-    assert svm.objective <= float(result.W.norm()) / result.own_margin * (1 + 1e-6)
-    positions = r.mask.nonzero()[:20, 1]
-    assert result.queries == int((positions >= 1).sum() if model.family.causal else 20)

@@ -1,32 +1,24 @@
-"""hardmax.pretrained.loader and record: tiny models of three families through the real loading path, the MiniLM wheel,
-and every bad input as one line."""
+"""hardmax.pretrained.loader: tiny models of every supported family through the real loading path (what `record`
+then reads equals the model's own outputs), the MiniLM wheel, and every bad input as one line. The tiny models are
+conftest.py's `pretrained_dirs`."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import os
-import warnings
 
 import pytest
 import torch
-from pretrained_models import TEXTS, build
+from pretrained_models import TEXTS
 
 import hardmax.pretrained.loader as loader
-from hardmax.pretrained import TruncationWarning, load, record
-
-FAMILIES = ("bert", "gpt2", "distilbert", "roberta", "albert")
+from hardmax.pretrained import load, record
 
 
-@pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("models")
-    return {kind: build(kind, folder) for kind in FAMILIES}
-
-
-@pytest.mark.parametrize("kind", FAMILIES)
-def test_load_reads_the_directory_and_records_what_the_model_computes(models, kind):
-    p = load(models[kind], dtype=torch.float64)
+@pytest.mark.parametrize("kind", loader.SUPPORTED)
+def test_load_reads_the_directory_and_records_what_the_model_computes(pretrained_dirs, kind):
+    p = load(pretrained_dirs[kind], dtype=torch.float64)
     config = p.model.config
     assert (p.family.name, p.layers, p.heads, p.width, p.head_dim) == (kind, 2, 4, 16, 4)
     assert p.model.config._attn_implementation == "eager"
@@ -58,31 +50,7 @@ def test_load_reads_the_directory_and_records_what_the_model_computes(models, ki
     assert config.model_type == kind
 
 
-def test_recomputed_attention_matches_the_model_in_float32(models):
-    p = load(models["bert"])
-    r = record(p, TEXTS)
-    for layer in range(p.layers):
-        P = torch.softmax(r.scores(layer), -1).nan_to_num(0)
-        assert float(((P - r.attention[layer]) * r.mask[:, None, :, None]).abs().max()) < 1e-6
-
-
-def test_long_texts_are_truncated_and_said(models):
-    p = load(models["bert"])
-    long = " ".join(["the movie"] * 40)
-    with pytest.warns(TruncationWarning, match="1 of 2 texts were longer than 32 tokens"):
-        r = record(p, [long, "i loved it"])
-    assert r.truncated.tolist() == [True, False] and r.mask.shape[1] == 32
-    with pytest.warns(TruncationWarning):
-        r = record(p, [long], max_length=8)
-    assert r.mask.shape[1] == 8
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert record(p, ["i loved it"]).truncated.tolist() == [False]
-    with pytest.raises(ValueError, match="max_length must be from 2 to the model's 32 positions"):
-        record(p, ["i loved it"], max_length=100)
-
-
-def test_bad_inputs_are_one_line_each(models, tmp_path, monkeypatch):
+def test_bad_inputs_are_one_line_each(pretrained_dirs, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     cases = []
@@ -118,7 +86,7 @@ def test_bad_inputs_are_one_line_each(models, tmp_path, monkeypatch):
         load("nobody-here/no-such-model")
     cases.append(e)
     with pytest.raises(ValueError, match="texts must be a list of strings"):
-        record(load(models["bert"]), "one string")
+        record(load(pretrained_dirs["bert"]), "one string")
     for e in cases:
         assert "\n" not in str(e.value)
 
