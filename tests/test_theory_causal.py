@@ -1,6 +1,7 @@
-"""`hardmax.theory.causal` and `hardmax.experiments.causal`: what holds under causal attention passes on solved
-runs (hardmax on the causal kernel, softmax in R^d and on the sphere with random QᵀK) and fails on doctored ones;
-the Rényi centres against their definition one token at a time; KPR 2024's Figure 2 claim."""
+"""`hardmax.theory.causal`: what holds under causal attention passes on solved runs (hardmax on the causal kernel,
+softmax in R^d and on the sphere with random QᵀK) and fails on doctored ones; the Rényi centres against their
+definition one token at a time. The experiments built on them (`hardmax.experiments.causal`) are
+test_experiments_causal.py's."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import pytest
 import torch
 
 from hardmax.dynamics import RK4, Causal, Field, Hardmax, Pairs, Save, Softmax, Sphere, simulate, solve
-from hardmax.experiments.causal import causal_clustering, causal_figure2
 from hardmax.theory.causal import check_causal, renyi_centres
 
 
@@ -76,12 +76,6 @@ def test_causal_softmax_in_rd_passes_and_needs_a_causal_mask():
     assert report["first_token"].status == report["prefix_hulls"].status == "not tested"
 
 
-def test_random_key_query_matrices_cluster_at_x1():
-    check = causal_clustering(matrices=6, starts=2, n=12, t1=150.0)
-    assert check.passed, check.value
-    assert check.numbers["farthest_from_x1"] < 1e-2
-
-
 def test_an_antipodal_pair_at_rest_fails_single_cluster():
     x = torch.tensor([[[1.0, 0.0], [-1.0, 0.0]]], dtype=torch.float64)
     sol = solve(Field(Softmax(1.0), manifold=Sphere()), RK4(0.1), x, t1=5.0, mask=Causal())
@@ -110,11 +104,3 @@ def test_renyi_centres_are_their_definition():
     assert bool((c.greedy | ~c.strong).all())  # every strong centre is a greedy one
     with pytest.raises(ValueError, match="delta"):
         renyi_centres(x, 0.0)
-
-
-@pytest.mark.slow
-def test_kpr_figure2_strong_centres_stay_while_clusters_merge():
-    fig2 = causal_figure2()
-    check = fig2.check()
-    assert check.passed, check.value
-    assert int(fig2.centres.strong.sum()) >= 2

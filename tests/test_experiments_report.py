@@ -1,49 +1,16 @@
-"""Tests of hardmax.experiments.reproduce: the report rendered from a hand-made payload, configs, and (marked
-`imdb` and `slow`, skipped when the archive is absent) the whole pipeline on a slice of the real IMDb.
-
-The CLI's `reproduce` command on a generated archive (reports, reuse of finished runs) is tested in
-test_cli_sentiment.py.
+"""Tests of `hardmax.experiments.report`: the report rendered from a hand-made payload (header, accuracy table
+against the targets or a quick run's expectations, stop lists, the candidate grid, leaders, words, speed and
+figures), the benchmarks quoted from their JSON files and the link to the benchmarks page.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import time
-from dataclasses import replace
-from pathlib import Path
-
 import pytest
 
-from hardmax.data import STOP_LISTS, DataConfig
-from hardmax.experiments.pipeline import reproduce
+from hardmax.data import STOP_LISTS
 from hardmax.experiments.report import benchmarks_link, read_benchmarks, render_report
-from hardmax.experiments.reproduce import (
-    PAPER_ACCURACY,
-    QUICK_ACCURACY,
-    TARGET_ACCURACY,
-    ReproduceConfig,
-    quick,
-)
+from hardmax.experiments.reproduce import PAPER_ACCURACY, QUICK_ACCURACY, TARGET_ACCURACY
 from hardmax.io import write_json
-from hardmax.training import TrainConfig
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-
-
-def _real_archive() -> Path | None:
-    """As in test_data.py: $HARDMAX_IMDB, else ../shared/data/aclImdb-labeled.tar.gz beside the repo."""
-    shared = REPO_ROOT.parent / "shared" / "data" / "aclImdb-labeled.tar.gz"
-    candidates = [os.environ.get("HARDMAX_IMDB"), shared]
-    return next((Path(c) for c in candidates if c and Path(c).exists()), None)
-
-
-REAL_ARCHIVE = _real_archive()
-
-
-# --------------------------------------------------------------------------------------------
-# The report.
-# --------------------------------------------------------------------------------------------
 
 
 def _result(d: int, accuracy: float, *, words: bool = True) -> dict:
@@ -206,24 +173,6 @@ def test_benchmarks_link_works_from_any_report_directory(payload, tmp_path, monk
     assert "[benchmarks.md](benchmarks.md)" in render_report(payload)  # results.json from before the link
 
 
-def test_the_recorded_command_names_a_relative_report_directory():
-    from hardmax.experiments.pipeline import _command
-
-    assert _command(quick()) == "hardmax reproduce --quick"
-    assert _command(ReproduceConfig(report_dir="results")) == "hardmax reproduce --report-dir results"
-    assert _command(ReproduceConfig(report_dir="/home/someone/out")) == "hardmax reproduce"
-    assert _command(ReproduceConfig(report_dir="results", benchmarks_page="docs/reports/benchmarks.md")) == \
-        "hardmax reproduce --report-dir results --benchmarks-page docs/reports/benchmarks.md"
-
-
-def test_a_missing_benchmarks_page_is_refused_before_training(tmp_path):
-    from hardmax.experiments.pipeline import reproduce
-
-    config = quick(out_dir=str(tmp_path), report_dir=str(tmp_path), benchmarks_page=str(tmp_path / "nowhere.md"))
-    with pytest.raises(ValueError, match=r"benchmarks_page \(--benchmarks-page\) .*nowhere.md: no such file"):
-        reproduce(config)
-
-
 def test_benchmark_commands_name_the_report_directory(payload, tmp_path):
     write_json(tmp_path / "bench_data.json", {"reviews": 50000, "cold_seconds": 7.81, "warm_seconds": 0.131})
     payload = {**payload, "benchmarks": read_benchmarks(tmp_path), "report_dir": "results"}
@@ -236,67 +185,3 @@ def test_render_report_cached_quick_run(payload):
     text = render_report(payload)
     assert text.startswith("# Sentiment analysis on IMDb: reproduced results (quick run)")
     assert "Produced by `hardmax reproduce --quick`" in text and "Data pipeline: 14.0 s (cached)." in text
-
-
-# --------------------------------------------------------------------------------------------
-# Configs.
-# --------------------------------------------------------------------------------------------
-
-
-def test_quick_preset_and_overrides():
-    config = quick()
-    assert config.label == "quick" and config.out_dir == config.report_dir == "runs/quick"
-    assert config.data.limit == 5000 and config.train.epochs == 4 and config.dims == (2, 4, 8, 16)
-    assert config.lrs == (0.01,) and ReproduceConfig().lrs == (0.01, 0.003)
-    assert config.stopwords == ("nltk",) and ReproduceConfig().stopwords == ("nltk", "sklearn")
-    assert quick(dims=(2,), progress=False).dims == (2,)
-    full = ReproduceConfig()
-    # The full run writes beside its runs; the repository's tracked results/ only when asked (--report-dir).
-    assert full.label == "full" and full.report_dir == full.out_dir == "runs/reproduce" and full.data.limit is None
-
-
-@pytest.mark.parametrize("changes, match", [({"dims": ()}, "dims"), ({"dims": (2, 0)}, "dims"),
-                                            ({"confidence": 1.0}, "confidence"), ({"confidence": 0.4}, "confidence"),
-                                            ({"lrs": ()}, "lrs"), ({"lrs": (0.01, 0.01)}, "lrs"),
-                                            ({"lrs": (0.01, -1.0)}, "lrs"), ({"lrs": (float("nan"),)}, "lrs"),
-                                            ({"lrs": (float("inf"),)}, "lrs"), ({"stopwords": ()}, "stopwords"),
-                                            ({"stopwords": ("nltk", "spacy")}, "stopwords")])
-def test_config_validation(changes, match):
-    with pytest.raises(ValueError, match=match):
-        ReproduceConfig(**changes)
-    with pytest.raises(ValueError, match=match):
-        replace(quick(), **changes)  # variants derived from a preset are validated too
-
-
-# --------------------------------------------------------------------------------------------
-# The real archive.
-# --------------------------------------------------------------------------------------------
-
-
-@pytest.mark.imdb
-@pytest.mark.slow
-@pytest.mark.skipif(REAL_ARCHIVE is None, reason="IMDb archive absent (set HARDMAX_IMDB)")
-def test_reproduce_on_a_slice_of_the_real_archive(tmp_path, monkeypatch, one_thread):
-    monkeypatch.setenv("HARDMAX_CACHE", str(tmp_path / "default-cache"))
-    config = quick(data=DataConfig(path=str(REAL_ARCHIVE), limit=600, cache_dir=str(tmp_path / "cache"),
-                                   download=False),
-                   dims=(2,), train=TrainConfig(epochs=1), out_dir=str(tmp_path / "runs"),
-                   report_dir=str(tmp_path / "report"), progress=False)
-    start = time.perf_counter()
-    results = reproduce(config)
-    seconds = time.perf_counter() - start
-    report = tmp_path / "report"
-    payload = json.loads((report / "results.json").read_text())
-    r = payload["results"]["2"]
-    assert [x.d for x in results] == [2] and r["test"]["accuracy_hardmax"] == results[0].test["accuracy_hardmax"]
-    assert payload["data"]["train"] + payload["data"]["val"] == 600 and payload["data"]["test"] == 600
-    # One epoch on 540 reviews may stay near chance; the model must not be broken, and hardmax must agree.
-    assert 0.45 < r["test"]["accuracy_hardmax"] <= 1.0
-    assert 0.45 < r["test"]["accuracy_softmax"] <= 1.0
-    assert r["test"]["agreement"] >= 0.9
-    assert r["epochs_run"] == r["best_epoch"] == 1
-    assert 1 <= r["leaders"]["min"] <= r["leaders"]["mean"] <= r["leaders"]["max"] <= 128
-    assert all((report / f).is_file() for f in r["figures"]) and len(r["figures"]) == 5
-    assert (report / "results.md").read_text() == render_report(payload)
-    print(f"\nreal IMDb slice: {seconds:.1f} s, test accuracy hardmax {r['test']['accuracy_hardmax']:.4f}, "
-          f"agreement {r['test']['agreement']:.4f}")
