@@ -1,8 +1,8 @@
 """Shared test setup: seeded generators, the hypothesis profile, deterministic torch.
 
 Only what every test module needs lives here, and the fixtures several test modules share (the reference
-training of test_training_{loop,run}.py, the tiny pretrained models of test_pretrained_*.py); fixtures for one
-module stay in that module.
+training of test_training_{loop,run}.py, the tiny pretrained models of test_pretrained_*.py, the square run of
+test_plots_{figures,save}.py); fixtures for one module stay in that module.
 """
 
 from __future__ import annotations
@@ -92,3 +92,13 @@ def pretrained_model(request, tmp_path_factory):
     from hardmax.pretrained import load
 
     return load(build(request.param, tmp_path_factory.mktemp("m")), dtype=torch.float64)
+
+
+@pytest.fixture(scope="module")
+def run2d():
+    """The hardmax run of tests/plots_cases.py's SQUARE, 8 layers, shared by test_plots_{figures,save}.py."""
+    from plots_cases import SQUARE
+
+    from hardmax.dynamics import simulate
+
+    return simulate(SQUARE, alpha=0.5, layers=8)

@@ -1,6 +1,4 @@
-"""Tests of `hardmax.plots.figures`: figures build for 2-D, 3-D and projected runs; GIFs animate. Two tests of
-other modules still share this file's runs: `save_figure`'s atomic writes (`plots.save`) and the limit points a
-scene marks (`plots.scene`).
+"""Tests of `hardmax.plots.figures`: figures build for 2-D, 3-D and projected runs; GIFs animate.
 
 Figures are checked through what they contain (panels, titles, limits, markers), not pixels.
 Runs are short and GIFs small so the module takes a few seconds on 2 CPU cores.
@@ -13,29 +11,11 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 from PIL import Image
+from plots_cases import SQUARE, file_names
 
 from hardmax.dynamics import simulate
-from hardmax.plots import (
-    FIGURE2_LAYERS,
-    animate,
-    figure2,
-    plot_layers,
-    plot_layers_3d,
-    plot_trajectory,
-    save_figure,
-)
+from hardmax.plots import FIGURE2_LAYERS, animate, figure2, plot_layers, plot_layers_3d, plot_trajectory
 from hardmax.plots.figures import frame_layers
-from hardmax.plots.scene import make_scene
-
-# A square K with four tokens inside and two that converge to the midpoints of its vertical sides
-# (projections of the origin onto faces): every element of the picture shows up.
-SQUARE = np.array([[1.0, 1.0], [1.0, -1.0], [-1.0, 1.0], [-1.0, -1.0], [0.5, 0.0], [-0.5, 0.0],
-                   [0.3, 0.6], [-0.4, -0.5]])
-
-
-@pytest.fixture(scope="module")
-def run2d():
-    return simulate(SQUARE, alpha=0.5, layers=8)
 
 
 @pytest.fixture(scope="module")
@@ -48,10 +28,6 @@ def run3d():
 def run5d():
     tokens = np.random.default_rng(5).standard_normal((9, 5))
     return simulate(tokens, alpha=0.5, layers=6)
-
-
-def _files(folder):
-    return sorted(p.name for p in folder.iterdir())
 
 
 def test_plot_layers_panels_and_limits(run2d):
@@ -84,16 +60,6 @@ def test_plot_layers_marks_leaders_and_limit_points(run2d):
         assert (np.abs(points - corner).max(1) < 1e-6).any()
     for midpoint in ([1.0, 0.0], [-1.0, 0.0]):
         assert (np.abs(points - midpoint).max(1) < 1e-3).any()
-
-
-def test_only_reached_points_of_S_are_marked_in_the_plane_and_above():
-    # The square of SQUARE: S has the four midpoints of the sides (not the origin: S is tight), but only
-    # (±1, 0), where (±0.5, 0) converge, are limits of tokens; the same square in the plane z = 0 of R^3.
-    for d in (2, 3):
-        tokens = np.pad(SQUARE, ((0, 0), (0, d - 2)))
-        scene = make_scene(simulate(tokens, alpha=0.5, layers=40), d)
-        want = np.pad([[-1.0, 0.0], [1.0, 0.0]], ((0, 0), (0, d - 2)))
-        np.testing.assert_allclose(scene.limit[np.argsort(scene.limit[:, 0])], want, atol=1e-12)
 
 
 def test_K_and_S_are_drawn_at_the_final_layer_only(run2d):
@@ -143,25 +109,6 @@ def test_figure2_has_four_rows_of_five_panels():
     assert "α = 0.5, A = I" in fig.get_suptitle()
 
 
-def test_save_figure_writes_each_format_atomically(tmp_path, run2d):
-    fig = plot_layers(run2d, (0, 8))
-    written = save_figure(fig, tmp_path / "sub" / "fig.v1", formats=("png", "pdf", "svg"))
-    assert [p.name for p in written] == ["fig.v1.png", "fig.v1.pdf", "fig.v1.svg"]
-    assert _files(tmp_path / "sub") == ["fig.v1.pdf", "fig.v1.png", "fig.v1.svg"]  # no temporary files
-    assert all(p.stat().st_size > 1000 for p in written)
-    assert written[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert written[1].read_bytes()[:5] == b"%PDF-"
-    save_figure(fig, tmp_path / "sub" / "fig.v1", formats=("png",))  # overwriting is fine
-    assert _files(tmp_path / "sub") == ["fig.v1.pdf", "fig.v1.png", "fig.v1.svg"]
-
-
-def test_failed_save_leaves_nothing_behind(tmp_path, run2d):
-    fig = plot_layers(run2d, (0,))
-    with pytest.raises(ValueError):
-        save_figure(fig, tmp_path / "fig", formats=("png", "no-such-format"))
-    assert _files(tmp_path) == ["fig.png"]
-
-
 def _gif_frames(path) -> int:
     with Image.open(path) as im:
         assert im.format == "GIF"
@@ -173,7 +120,7 @@ def test_animate_writes_a_gif(tmp_path, request, run):
     trajectory = request.getfixturevalue(run)
     path = animate(trajectory, tmp_path / "run.gif", fps=2, max_frames=4, dpi=30)
     assert path == tmp_path / "run.gif"
-    assert _files(tmp_path) == ["run.gif"]
+    assert file_names(tmp_path) == ["run.gif"]
     assert _gif_frames(path) > 1
 
 

@@ -12,15 +12,13 @@ import torch
 from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
 from PIL import Image
+from plots_cases import SQUARE
 
 from hardmax.dynamics import RK4, Causal, Euler, Field, Hardmax, Save, Softmax, Sphere, simulate, solve
 from hardmax.plots import animate_scene, make_scene, plot_layers, scene_figure
 from hardmax.plots.flows import cluster_colours, draw_flow, flow_figure
 from hardmax.plots.scene import cluster_labels, paper_layers
 from hardmax.theory import find_clusters, leader_layers
-
-SQUARE = np.array([[1.0, 1.0], [1.0, -1.0], [-1.0, 1.0], [-1.0, -1.0], [0.5, 0.0], [-0.5, 0.0],
-                   [0.3, 0.6], [-0.4, -0.5]])
 
 
 def _unit(shape: tuple[int, ...], seed: int) -> torch.Tensor:
@@ -146,3 +144,13 @@ def test_tokens_in_R1_are_drawn_against_time():
     fig = flow_figure(sol, (0, -1))
     assert fig.axes[-1].get_xlabel() == "t" and len(fig.axes[-1].lines) == 5
     assert make_scene(simulate(np.array([[-1.0], [0.2], [1.0]]), alpha=0.5, layers=3)).dimension == 2  # the paper's
+
+
+def test_only_reached_points_of_S_are_marked_in_the_plane_and_above():
+    # The square of SQUARE: S has the four midpoints of the sides (not the origin: S is tight), but only
+    # (±1, 0), where (±0.5, 0) converge, are limits of tokens; the same square in the plane z = 0 of R^3.
+    for d in (2, 3):
+        tokens = np.pad(SQUARE, ((0, 0), (0, d - 2)))
+        scene = make_scene(simulate(tokens, alpha=0.5, layers=40), d)
+        want = np.pad([[-1.0, 0.0], [1.0, 0.0]], ((0, 0), (0, d - 2)))
+        np.testing.assert_allclose(scene.limit[np.argsort(scene.limit[:, 0])], want, atol=1e-12)
