@@ -2,7 +2,8 @@
 
 Only what every test module needs lives here, and the fixtures several test modules share (the reference
 training of test_training_{loop,run}.py, the tiny pretrained models of test_pretrained_*.py, the square run of
-test_plots_{figures,save}.py); fixtures for one module stay in that module.
+test_plots_{figures,save}.py, the generated archive and isolated paths of test_data_*.py); fixtures for one module
+stay in that module.
 """
 
 from __future__ import annotations
@@ -102,3 +103,19 @@ def run2d():
     from hardmax.dynamics import simulate
 
     return simulate(SQUARE, alpha=0.5, layers=8)
+
+
+@pytest.fixture
+def no_global_paths(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """No test reads $HARDMAX_IMDB or writes to ~/.cache unless it sets them itself: every test_data_*.py module
+    uses it (pytestmark)."""
+    monkeypatch.delenv("HARDMAX_IMDB", raising=False)
+    monkeypatch.setenv("HARDMAX_CACHE", str(tmp_path / "default-cache"))
+
+
+@pytest.fixture
+def archive(tmp_path):
+    """A generated IMDb-layout .tar.gz (tests/data_cases.py) in tmp_path, for test_data_{source,load}.py."""
+    from data_cases import write_tar
+
+    return write_tar(tmp_path / "imdb.tar.gz")

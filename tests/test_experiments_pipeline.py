@@ -9,11 +9,10 @@ test_cli_sentiment.py.
 from __future__ import annotations
 
 import json
-import os
 import time
-from pathlib import Path
 
 import pytest
+from data_cases import real_archive
 
 from hardmax.data import DataConfig
 from hardmax.experiments.pipeline import reproduce
@@ -21,17 +20,7 @@ from hardmax.experiments.report import render_report
 from hardmax.experiments.reproduce import ReproduceConfig, quick
 from hardmax.training import TrainConfig
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-
-
-def _real_archive() -> Path | None:
-    """As in test_data.py: $HARDMAX_IMDB, else ../shared/data/aclImdb-labeled.tar.gz beside the repo."""
-    shared = REPO_ROOT.parent / "shared" / "data" / "aclImdb-labeled.tar.gz"
-    candidates = [os.environ.get("HARDMAX_IMDB"), shared]
-    return next((Path(c) for c in candidates if c and Path(c).exists()), None)
-
-
-REAL_ARCHIVE = _real_archive()
+REAL_ARCHIVE = real_archive()
 
 
 def test_the_recorded_command_names_a_relative_report_directory():
