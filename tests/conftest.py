@@ -2,8 +2,8 @@
 
 Only what every test module needs lives here, and the fixtures several test modules share (the reference
 training of test_training_{loop,run}.py, the tiny pretrained models of test_pretrained_*.py, the square run of
-test_plots_{figures,save}.py, the generated archive and isolated paths of test_data_*.py); fixtures for one module
-stay in that module.
+test_plots_{figures,save}.py, the generated archive and isolated paths of test_data_*.py, the trained runs and live
+server of test_explore_*.py); fixtures for one module stay in that module.
 """
 
 from __future__ import annotations
@@ -119,3 +119,29 @@ def archive(tmp_path):
     from data_cases import write_tar
 
     return write_tar(tmp_path / "imdb.tar.gz")
+
+
+@pytest.fixture(scope="session")
+def explore_runs(tmp_path_factory):
+    """Three small trained runs (d = 2, d = 4, CRATE) under one folder (tests/explore_server.py), trained once for
+    test_explore_{views,requests,server,export}.py: read, never written."""
+    from explore_server import train_runs
+
+    root = tmp_path_factory.mktemp("explore")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("HARDMAX_IMDB", raising=False)
+        mp.setenv("HARDMAX_CACHE", str(root / "cache"))
+        return train_runs(root, root / "cache", (("d2", ("--d", "2")), ("d4", ("--d", "4")),
+                                                 ("crate", ("--d", "4", "--layer", "crate"))))
+
+
+@pytest.fixture(scope="session")
+def explore_client(explore_runs):
+    """A client of a live explorer serving `explore_runs`, with small limits."""
+    from explore_server import Client, LiveServer
+
+    from hardmax.explore import Limits, create_app
+
+    app = create_app(explore_runs, Limits(tokens=50, layers=300, points=6_000, text=500, body=20_000))
+    with LiveServer(app) as server:
+        yield Client(server.url)
