@@ -8,6 +8,7 @@ load inside `run_simulate`, so that building the parser stays fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 
 from hardmax.cli.options import HelpFormatter, add_options, config_from_args
@@ -92,7 +93,7 @@ def add_particles(subparsers) -> None:
 def _diagram_by_sweep(out: str, where: dict):
     """A `reproduce(diagram=...)` that runs each phase diagram as a sweep of phase_cell cells (one per β, each with the
     starts it has in the one-batch diagram) into OUT/sweep_S{d−1} — rerun to finish an interrupted one — and reads the
-    diagram back from its table."""
+    diagram back from its table. where: `sweep`'s executor or scheduler."""
     from pathlib import Path
 
     from hardmax.sweep import read_table, sweep
@@ -117,8 +118,16 @@ def run_particles(args: argparse.Namespace) -> int:
     if args.seed < 0:
         raise ValueError(f"--seed must be ≥ 0, got {args.seed}")
     where = sweep_options(args)
-    diagram = None if args.scheduler is None else _diagram_by_sweep(args.out, where)
-    result = reproduce(args.out, quick=args.quick, gifs=args.gif, seed=args.seed, progress=say, diagram=diagram)
+    with contextlib.ExitStack() as stack:
+        if args.scheduler == "local":
+            from hardmax.sweep import EmbeddedCluster
+
+            # one cluster for both diagrams, started now: its workers start and load the phase cells' kernels while
+            # the clustering pictures are drawn
+            cluster = stack.enter_context(EmbeddedCluster(where["workers"], warm="phase_cell").start())
+            where = {"executor": cluster}
+        diagram = None if args.scheduler is None else _diagram_by_sweep(args.out, where)
+        result = reproduce(args.out, quick=args.quick, gifs=args.gif, seed=args.seed, progress=say, diagram=diagram)
     for name, table in result.tables.items():
         print(f"\n## {name}\n\n{table}")
     say(summary(list(result.files), start))

@@ -1,7 +1,8 @@
 """`sweep(task, grid, out=...)`: the cells not yet in `out`, in batches, on an executor; rows written as batches finish.
 
     executor None         a dask.distributed LocalCluster of `workers` processes (default: the cores), one thread
-                          each, with the numerical libraries' threads pinned to one per worker
+                          each, with the numerical libraries' threads pinned to one per worker (`EmbeddedCluster`)
+    executor=cluster      an `EmbeddedCluster` the caller started (early, in the background) and shares between sweeps
     scheduler="tcp://…"   any Dask cluster by address (dask-jobqueue for SLURM/PBS, Kubernetes, …): the same sweep
     executor=Client(…)    a distributed.Client you made; or any concurrent.futures.Executor (a process pool,
                           submitit's executors, the serial executor of the tests)
@@ -25,15 +26,13 @@ from pathlib import Path
 from hardmax.progress import LineProgress
 from hardmax.progress import progress as progress_bar
 from hardmax.sweep import store
+from hardmax.sweep.cluster import EmbeddedCluster, pin_threads
 from hardmax.sweep.grid import cells as grid_cells
 from hardmax.sweep.grid import key, task_named
 from hardmax.sweep.tasks import Task
 from hardmax.version import __version__
 
 __all__ = ["SweepResult", "run_batch", "sweep", "sweep_status"]
-
-_THREADS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS", "NUMEXPR_NUM_THREADS")
-
 
 @dataclass(frozen=True)
 class SweepResult:
@@ -57,28 +56,12 @@ class SweepResult:
                 f"{self.seconds:.1f} s; table in {self.out}")
 
 
-def _pin_threads(driver: int) -> None:
-    """One thread for torch and numba in a worker process (never in the driver's own process, whose settings are
-    its caller's: a serial executor runs batches there). The environment (OMP, MKL, OpenBLAS, numba) of the local
-    cluster's workers is set before they start (`_local_cluster`); numba's and torch's pools are set here, in the
-    worker, because a worker does not read them from its environment once started (dask/distributed#9075)."""
-    if os.getpid() == driver:
-        return
-    import numba
-    import torch
-
-    if torch.get_num_threads() != 1:
-        torch.set_num_threads(1)
-    if numba.get_num_threads() != 1:
-        numba.set_num_threads(1)
-
-
 def run_batch(task_name: str, batch: list[dict], driver: int = -1) -> list[dict]:
     """The rows of a batch of cells: each cell's key and parameters, its result (or its one-line error), its seconds,
     the library version and when it finished. Runs in the worker (driver: the driver's process id)."""
     from hardmax.sweep.tasks import TASKS
 
-    _pin_threads(driver)
+    pin_threads(driver)
     task = TASKS[task_name]
     rows = []
     for cell in batch:
@@ -115,8 +98,9 @@ def sweep(task: str | Task, grid, *, out: str | Path, executor=None, scheduler: 
         task: a registered task's name (`hardmax.sweep.TASKS`) or the `Task`.
         grid: {parameter: [values]} (their product) or [{parameter: value}, ...] (`hardmax.sweep.cells`).
         out: the sweep's folder (created); rerun with the same grid to finish an interrupted sweep.
-        executor: None (a LocalCluster of `workers` processes), a distributed.Client, or any
-            concurrent.futures.Executor. scheduler: a Dask scheduler's address (instead of an executor).
+        executor: None (a LocalCluster of `workers` processes, closed at the end), an `EmbeddedCluster` (several
+            sweeps on one cluster; left open), a distributed.Client, or any concurrent.futures.Executor.
+            scheduler: a Dask scheduler's address (instead of an executor).
         workers: processes of the LocalCluster (default: the cores). batch: cells per task (default: about 8
             tasks per worker, at most 64 cells, so that per-cell overhead stays small and progress stays fine).
         progress: a progress bar (cells done, failed, left, the time left) and the dashboard's link.
@@ -134,9 +118,10 @@ def sweep(task: str | Task, grid, *, out: str | Path, executor=None, scheduler: 
         raise ValueError("give an executor or a scheduler address, not both")
     if scheduler is not None and (not isinstance(scheduler, str) or not scheduler.strip()):
         raise ValueError(f"scheduler must be a Dask scheduler's address (tcp://host:8786), got {scheduler!r}")
-    if executor is not None and not (_is_client(executor) or isinstance(executor, concurrent.futures.Executor)):
-        raise ValueError(f"executor must be a distributed.Client or a concurrent.futures.Executor, got "
-                         f"{type(executor).__name__}")
+    if executor is not None and not (isinstance(executor, EmbeddedCluster | concurrent.futures.Executor)
+                                     or _is_client(executor)):
+        raise ValueError(f"executor must be an EmbeddedCluster, a distributed.Client or a concurrent.futures.Executor, "
+                         f"got {type(executor).__name__}")
     for name, value in (("workers", workers), ("batch", batch)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ValueError(f"{name} must be an integer ≥ 1, got {value!r}")
@@ -169,7 +154,10 @@ def _run(task: Task, pending: list[dict], out: Path, executor, scheduler, worker
     futures: dict = {}
     try:
         if executor is None and scheduler is None:
-            owned = client = _local_cluster(workers)
+            owned = EmbeddedCluster(workers)
+            client = owned.client
+        elif isinstance(executor, EmbeddedCluster):
+            client = executor.client
         elif scheduler is not None:
             from distributed import Client
 
@@ -202,9 +190,7 @@ def _run(task: Task, pending: list[dict], out: Path, executor, scheduler, worker
         raise
     finally:
         if owned is not None:
-            cluster = owned.cluster
             owned.close()
-            cluster.close()
         elif scheduler is not None and client is not None:
             client.close()
 
@@ -258,37 +244,6 @@ def _is_client(executor) -> bool:
     from distributed import Client
 
     return isinstance(executor, Client)
-
-
-def _local_cluster(workers: int | None):
-    """A Client of a LocalCluster of processes on 127.0.0.1, one thread each, the numerical libraries' threads pinned
-    to one per worker before it starts (environment) and when it runs a batch (`_pin_threads`)."""
-    import dask
-    from distributed import Client, LocalCluster
-
-    n = workers or os.cpu_count() or 1
-    # distributed sets the pre-spawn environment in *this* process's os.environ and leaves it there: put the caller's
-    # back once the workers are up (a NUMBA_NUM_THREADS left at 1 makes the driver's next numba compilation raise
-    # "Cannot set NUMBA_NUM_THREADS ... once the threads have been launched"), and leave numba's out of it: a worker
-    # that the nanny restarts later would set it again here; its pool is pinned in the worker (`_pin_threads`).
-    pinned = {name: "1" for name in _THREADS if name != "NUMBA_NUM_THREADS"}
-    saved = {name: os.environ.get(name) for name in pinned}
-    with dask.config.set({"distributed.nanny.pre-spawn-environ": pinned, "distributed.worker.daemon": False}):
-        try:
-            # everything on the loopback interface: scheduler, workers, nannies and the dashboard (127.0.0.1 only)
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                   dashboard_address="127.0.0.1:0", silence_logs=40)
-        except RuntimeError as e:
-            raise RuntimeError(f"the local Dask cluster could not start its workers ({e}); a script that runs a "
-                               "sweep on it must call it under `if __name__ == '__main__':` (the workers are new "
-                               "processes that import the script)") from None
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
-    return Client(cluster)
 
 
 def sweep_status(out: str | Path) -> dict:

@@ -22,11 +22,14 @@ REQUIRED = object()
 
 @dataclass(frozen=True)
 class Task:
-    """A function of one cell's parameters. parameters: name -> (type, default), default `REQUIRED` when none."""
+    """A function of one cell's parameters. parameters: name -> (type, default), default `REQUIRED` when none; warm:
+    a small cell that loads what the cells need (imports, compiled kernels), run once by each worker of an
+    `EmbeddedCluster` started for the task (None: the first batch loads them)."""
 
     name: str
     function: Callable[..., dict]
     parameters: dict
+    warm: dict | None = None
 
     def check(self, cell: dict) -> dict:
         """The cell with every parameter typed and the defaults filled in; ValueError (one line) for a parameter the
@@ -70,10 +73,12 @@ def _typed(value, kind, name: str):
 TASKS: dict[str, Task] = {}
 
 
-def register(name: str, **parameters) -> Callable:
-    """Register `function` as task `name` with `parameters` (name=(type, default or REQUIRED)); a decorator."""
+def register(name: str, *, warm: dict | None = None, **parameters) -> Callable:
+    """Register `function` as task `name` with `parameters` (name=(type, default or REQUIRED)) and, optionally, the
+    parameters of its warm-up cell (`Task.warm`; defaults filled in); a decorator."""
     def wrap(function: Callable[..., dict]) -> Callable[..., dict]:
-        TASKS[name] = Task(name, function, parameters)
+        task = Task(name, function, parameters)
+        TASKS[name] = task if warm is None else Task(name, function, parameters, task.check(warm))
         return function
     return wrap
 
@@ -100,7 +105,8 @@ def spin(seconds: float, seed: int) -> dict:
     return {"steps": steps, "x": x}
 
 
-@register("phase_cell", beta=(float, REQUIRED), starts=(int, 100), n=(int, 32), d=(int, 3), steps=(int, 300),
+@register("phase_cell", warm={"beta": 1.0, "starts": 64, "n": 2, "steps": 1, "seed": 0, "dtype": "float32"},
+          beta=(float, REQUIRED), starts=(int, 100), n=(int, 32), d=(int, 3), steps=(int, 300),
           dt=(float, 0.1), tol=(float, 1e-2), seed=(int, REQUIRED), dtype=(str, "float64"), index=(int, 0),
           of=(int, 1))
 def phase_cell(beta: float, starts: int, n: int, d: int, steps: int, dt: float, tol: float, seed: int,
