@@ -82,12 +82,14 @@ def test_att_svm_solve_gives_the_batched_runs_svms_of_its_seed():
 
 
 def test_phase_cells_with_their_block_are_the_one_batch_diagram():
-    from hardmax.experiments.particles import phase_diagram
+    from hardmax.experiments.particles import _drawn, phase_diagram
 
     betas = [0.0, 3.0, 8.0]
     whole = phase_diagram(betas, starts=5, n=6, d=2, steps=30, seed=2)
-    for i, beta in enumerate(betas):
+    _drawn.cache_clear()
+    for i, beta in reversed(list(enumerate(betas))):
         row = _run("phase_cell", beta=beta, starts=5, n=6, d=2, steps=30, seed=2, dtype="float32", index=i, of=3)
+        assert _drawn.cache_info().misses == 1  # the diagram's starts drawn once for its cells, as in one batch
         assert [row[f"single_t{float(t):g}"] for t in whole.times] == whole.single[i].tolist()
         assert [row[f"clusters_t{float(t):g}"] for t in whole.times] == whole.mean_clusters[i].tolist()
     with pytest.raises(ValueError, match="block must be"):
