@@ -6,11 +6,14 @@
 - memory: the driver's resident memory as each part file of a sweep of 100,000 `noop` cells is written (the serial
   executor, batches of 1,000): flat from the first to the last (the rows go to disk as batches finish), and the
   grid's own memory (its cells and keys, held while the sweep runs);
-- the phase diagram of `hardmax particles` (20 β × 1,000 starts, its cells as `--scheduler` makes them) through the
-  sweep on 1 and 2 local workers (the cluster's start included), against `phase_diagram` in one process with 1 and 2
-  threads, each in a fresh process as a user runs them (both load the kernels from numba's cache).
+- the phase diagrams through the sweep, end to end as a user runs them (issue #42's target: "no slower than today's
+  `hardmax particles` on one worker"): `hardmax particles --no-gif` (the clustering and metastability pictures, then
+  the phase diagrams on S¹ and S², 20 β × 1,000 starts each) in a fresh process, with `--scheduler local --workers
+  1` against without it, both with their numerical libraries on 1 thread (OMP/MKL/OpenBLAS/NUMBA_NUM_THREADS=1);
+  and `--workers 2` against without on 2 threads, for information. The runs alternate, `--rounds` times; all load
+  the kernels from numba's cache.
 
-    python benchmarks/bench_sweep.py [--quick] [--json FILE]
+    python benchmarks/bench_sweep.py [--quick] [--only machinery|phase] [--rounds N] [--json FILE]
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -25,9 +29,11 @@ import time
 from pathlib import Path
 
 import psutil
-import torch
 
 import hardmax
+
+# the numerical libraries' thread counts, set in the environment of the `hardmax particles` runs
+THREADS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS")
 
 
 def timed(grid, task: str, **options) -> float:
@@ -63,11 +69,8 @@ def rss_through(work) -> dict:
             "growth_from_10pct_mib": marks[-1] - marks[len(marks) // 10], "parts": len(marks)}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--json")
-    args = parser.parse_args()
+def machinery(quick: bool) -> tuple[dict, list[str]]:
+    """The spin, noop and memory measures: (results, table rows)."""
     from distributed import Client, LocalCluster
 
     cells_n = 200
@@ -80,63 +83,98 @@ def main() -> None:
             seconds[f"start_{n}"] = time.perf_counter() - start
             seconds[n] = timed(spin, "spin", executor=client)
     one, two = seconds[1], seconds[2]
-    noops = 500 if args.quick else 2000
+    noops = 500 if quick else 2000
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None,
                       silence_logs=40) as cluster, Client(cluster) as client:
         timed({"x": [0.0]}, "noop", executor=client)  # the worker's first task loads the library
         base = min(timed({"x": [0.0]}, "noop", executor=client) for _ in range(3))
         many = timed({"x": [float(i) for i in range(noops)]}, "noop", executor=client)
     overhead = (many - base) / (noops - 1)
-    big = 20_000 if args.quick else 100_000
+    big = 20_000 if quick else 100_000
     with concurrent.futures.ThreadPoolExecutor(1) as ex:  # a first sweep loads what the driver needs
         timed({"x": [float(i) for i in range(2000)]}, "noop", executor=ex, batch=1000)
     with concurrent.futures.ThreadPoolExecutor(1) as ex:
         start = time.perf_counter()
         memory = rss_through(lambda: timed({"x": [float(i) for i in range(big)]}, "noop", executor=ex, batch=1000))
         big_s = time.perf_counter() - start
-    starts = 100 if args.quick else 1000  # hardmax particles: 1,000 starts per β (--quick: 50)
-    betas = torch.linspace(0.0, 9.5, 20)
-    cells = [{"beta": float(b), "index": i, "of": len(betas), "starts": starts, "d": 3, "seed": 0, "dtype": "float32"}
-             for i, b in enumerate(betas)]  # hardmax particles --scheduler's cells: the one-batch run's starts
-    # Each way as a fresh process, as a user runs it: `hardmax particles` (phase_diagram in one process, on the cores
-    # its threads are given) against the same diagram as a sweep of phase_cell cells on a local cluster of as many
-    # workers (the cluster's start included); both load the compiled kernels from numba's cache.
-    setup = ("import time, torch; start = time.perf_counter(); torch.set_num_threads(THREADS); "
-             "import hardmax; from hardmax.experiments.particles import phase_diagram; "
-             "betas = torch.linspace(0.0, 9.5, 20); ")
-    direct_code = setup + (f"phase_diagram(betas, starts={starts}, n=32, d=3, steps=300, dt=0.1, seed=0); "
-                           "print(time.perf_counter() - start)")
-    sweep_code = setup + (f"import tempfile; cells = {cells!r}; out = tempfile.mkdtemp(); "
-                          "hardmax.sweep('phase_cell', cells, out=out, workers=THREADS, progress=False); "
-                          "wall = time.perf_counter() - start; "
-                          "print(wall, sum(hardmax.sweep.read_table(out).column('seconds').to_pylist()))")
-    direct, through, cell_seconds = {}, {}, {}
-    for threads in (1, 2):
-        got = subprocess.run([sys.executable, "-c", direct_code.replace("THREADS", str(threads))], capture_output=True,
-                             text=True, check=True).stdout.split()
-        direct[threads] = float(got[-1])
-        got = subprocess.run([sys.executable, "-c", sweep_code.replace("THREADS", str(threads))], capture_output=True,
-                             text=True, check=True).stdout.split()
-        through[threads], cell_seconds[threads] = float(got[-2]), float(got[-1])
     results = {"spin_cells": cells_n, "one_worker_s": one, "two_workers_s": two, "ratio": two / one,
                "cluster_start_s": seconds["start_2"], "noop_cells": noops, "overhead_ms": overhead * 1e3,
-               "memory_cells": big, "memory_s": big_s, **memory, "phase_starts": starts,
-               "phase_direct_s": direct, "phase_sweep_s": through, "phase_cell_seconds": cell_seconds}
+               "memory_cells": big, "memory_s": big_s, **memory}
+    rows = [f"| {cells_n} spin cells, 2 workers / 1 worker | {two:.1f} s / {one:.1f} s = {two / one:.2f} | ≤ 0.55 |",
+            f"| a local cluster's start (2 workers) | {seconds['start_2']:.1f} s | |",
+            f"| machinery per cell (noop, {noops} cells, 1 worker) | {overhead * 1e3:.2f} ms | ≤ 20 ms |",
+            f"| driver memory through {big:,} noop cells ({big_s:.0f} s, {memory['parts']} part files): from the "
+            f"first part file to the last | {memory['growth_mib']:+.1f} MiB (from 10 % of them: "
+            f"{memory['growth_from_10pct_mib']:+.1f} MiB) | flat |",
+            f"| the grid's own memory ({big:,} cells and their keys, held while the sweep runs) | "
+            f"{memory['grid_mib']:.0f} MiB | |"]
+    return results, rows
+
+
+def particles(quick: bool, threads: int | None, workers: int | None) -> dict:
+    """One `hardmax particles --no-gif [--quick]` in a fresh process (`workers`: with --scheduler local --workers N;
+    None: without), its numerical libraries given `threads` threads by their environment (None: their default, the
+    cores): its wall seconds, the diagrams' seconds it prints, and the cells' own seconds in the sweep tables."""
+    import re
+
+    from hardmax.sweep import read_table
+
+    env = {**os.environ, **{name: str(threads) for name in THREADS if threads is not None}}
+    with tempfile.TemporaryDirectory() as out:
+        command = [sys.executable, "-m", "hardmax", "particles", "--no-gif", "--out", out, *(["--quick"] * quick)]
+        if workers is not None:
+            command += ["--scheduler", "local", "--workers", str(workers)]
+        start = time.perf_counter()
+        done = subprocess.run(command, env=env, capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        if done.returncode != 0:
+            raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-3000:]}")
+        diagrams = [float(s) for s in re.findall(r"phase diagram on S\^\d: .* in ([0-9.]+) s", done.stderr)]
+        cells = (sum(sum(read_table(Path(out) / f"sweep_S{k}").column("seconds").to_pylist()) for k in (1, 2))
+                 if workers is not None else None)
+    return {"wall_s": wall, "diagrams_s": sum(diagrams), "cells_s": cells}
+
+
+def phase(quick: bool, rounds: int) -> tuple[dict, list[str]]:
+    """`hardmax particles` without --scheduler against --scheduler local, on 1 worker against 1 thread (the target)
+    and on 2 workers against the default threads (the 2 cores), alternating, `rounds` times: (results, table rows)."""
+    ways = {"direct_1": (1, None), "sweep_1": (1, 1), "direct_2": (None, None), "sweep_2": (None, 2)}
+    runs: dict[str, list[dict]] = {name: [] for name in ways}
+    for _ in range(rounds):
+        for name, (threads, workers) in ways.items():
+            runs[name].append(particles(quick, threads, workers))
+            print(f"{name}: {runs[name][-1]}", file=sys.stderr, flush=True)
+    command = f"hardmax particles --no-gif{' --quick' * quick}"
+    rows = []
+    for n, label in ((1, "1 worker / 1 thread (target)"), (2, "2 workers / 2 threads (the cores)")):
+        direct, swept = runs[f"direct_{n}"], runs[f"sweep_{n}"]
+        ratio = sum(r["wall_s"] for r in swept) / sum(r["wall_s"] for r in direct)
+        walls = ", ".join(f"{s['wall_s']:.1f} / {d['wall_s']:.1f} s" for s, d in zip(swept, direct, strict=True))
+        cells = " / ".join(f"{s['cells_s']:.1f}" for s in swept)
+        diagrams = " / ".join(f"{d['diagrams_s']:.1f}" for d in direct)
+        met = "✓" if ratio <= 1.0 else "✗"
+        rows.append(f"| `{command}`, fresh process, {label}: --scheduler local --workers {n} / without, each round | "
+                    f"{walls}; ratio of the sums **{ratio:.3f}** (cells' own seconds {cells} s; the direct run's "
+                    f"diagrams {diagrams} s) | ≤ 1.0 {met if n == 1 else '(for information)'} |")
+    return {"phase_command": command, "phase_rounds": runs}, rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", choices=("machinery", "phase"), help="one part (default: both)")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating rounds of the phase part (default: 2)")
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    results, rows = {}, []
+    for name, part in (("machinery", lambda: machinery(args.quick)), ("phase", lambda: phase(args.quick, args.rounds))):
+        if args.only in (None, name):
+            got, lines = part()
+            results.update(got)
+            rows += lines
     print("| measure | value | target |")
     print("|---|---|---|")
-    print(f"| {cells_n} spin cells, 2 workers / 1 worker | {two:.1f} s / {one:.1f} s = {two / one:.2f} | ≤ 0.55 |")
-    print(f"| a local cluster's start (2 workers) | {seconds['start_2']:.1f} s | |")
-    print(f"| machinery per cell (noop, {noops} cells, 1 worker) | {overhead * 1e3:.2f} ms | ≤ 20 ms |")
-    print(f"| driver memory through {big:,} noop cells ({big_s:.0f} s, {memory['parts']} part files): from the first "
-          f"part file to the last | {memory['growth_mib']:+.1f} MiB (from 10 % of them: "
-          f"{memory['growth_from_10pct_mib']:+.1f} MiB) | flat |")
-    print(f"| the grid's own memory ({big:,} cells and their keys, held while the sweep runs) | "
-          f"{memory['grid_mib']:.0f} MiB | |")
-    print(f"| phase diagram 20 β × {starts} starts, fresh processes, 1 core: sweep on 1 worker / phase_diagram with 1 "
-          "thread | "
-          f"{through[1]:.1f} s / {direct[1]:.1f} s (cells' own seconds {cell_seconds[1]:.1f} s) | ≤ 1× |")
-    print(f"| the same on 2 cores: sweep on 2 workers / phase_diagram with 2 threads (hardmax particles today) | "
-          f"{through[2]:.1f} s / {direct[2]:.1f} s (cells' own seconds {cell_seconds[2]:.1f} s) | ≤ 1× |")
+    print("\n".join(rows))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
 
