@@ -350,6 +350,9 @@ def test_every_engine_name_is_used():
         if not module.startswith(ENGINES + "."):
             continue
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef) and any(
+                    isinstance(d, ast.Call) and getattr(d.func, "id", None) == "overload" for d in node.decorator_list):
+                continue  # numba's `overload` registers it: its use is the decorated stub's (`_exp_any`)
             if isinstance(node, ast.FunctionDef | ast.ClassDef):
                 names = [node.name]
             elif isinstance(node, ast.Assign):
