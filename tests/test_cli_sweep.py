@@ -125,3 +125,17 @@ def test_reproduce_through_a_local_cluster_selects_and_measures_as_in_one_proces
     assert a["test"]["accuracy_hardmax"] == b["test"]["accuracy_hardmax"]
     assert b["candidates_reused"] == 2  # trained by the sweep, found finished by the pipeline
     assert sweep_status(tmp_path / "swept" / "sweep")["done"] == 2
+
+
+def test_the_cli_says_what_a_sweep_holds_and_refuses_bad_input(tmp_path, capsys):
+    spec = tmp_path / "s.toml"
+    spec.write_text('task = "noop"\n[[cells]]\nx = 1.0\n[[cells]]\nx = 2.0\nfail = true\n')
+    code = main(["sweep", str(spec), "--out", str(tmp_path / "o"), "--workers", "1"])
+    assert code == 1  # a cell failed: recorded, and said
+    assert main(["sweep", "--status", str(tmp_path / "o")]) == 0
+    out = capsys.readouterr().out
+    assert "2 cells: 1 done, 1 failed, 0 remaining" in out and "fails on purpose" in out
+    spec.write_text('task = "noop"\n[grid]\nx = [1]\nzz = [2]\n')
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "never")]) == 2
+    assert "takes no parameter 'zz'" in capsys.readouterr().err and not (tmp_path / "never").exists()
+    assert main(["sweep", "--status", str(tmp_path / "nothing")]) == 2

@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from sweep_cases import serial_executor
 
+from hardmax.sweep import read_table, sweep
 from hardmax.sweep.plots import critical_curve, critical_gamma, curve
 
 
@@ -32,3 +34,24 @@ def test_critical_gamma_is_beta_c_over_log_n():
         critical_gamma([{"task": "noop", "x": 1.0, "error": None}])
     with pytest.raises(ValueError, match="no column 'single_t9'"):
         critical_gamma(table, column="single_t9")
+
+
+def test_a_phase_diagram_from_a_sweep_is_the_cells_diagrams_and_draws(tmp_path):
+    """`phase_cell` rows back into the PhaseDiagram `hardmax particles` draws: each β's row is phase_diagram([β])."""
+    import torch
+
+    from hardmax.experiments.particles import phase_diagram, phase_table
+    from hardmax.sweep.plots import phase_diagram_of, phase_heatmap
+
+    grid = {"beta": [0.0, 2.0, 6.0], "starts": [6], "n": [8], "steps": [40], "seed": [3]}
+    with serial_executor() as ex:
+        sweep("phase_cell", grid, out=tmp_path, executor=ex, progress=False)
+    diagram = phase_diagram_of(read_table(tmp_path))
+    for i, beta in enumerate(grid["beta"]):
+        alone = phase_diagram([beta], starts=6, n=8, d=3, steps=40, seed=3)
+        assert torch.equal(diagram.single[i], alone.single[0]) and torch.equal(diagram.times, alone.times)
+        assert torch.equal(diagram.mean_clusters[i], alone.mean_clusters[0])
+    assert "β \\ t" in phase_table(diagram)
+    assert phase_heatmap(read_table(tmp_path)).axes and curve(read_table(tmp_path), "beta", "single_final").axes
+    with pytest.raises(ValueError, match="no column 'nope'"):
+        curve(read_table(tmp_path), "beta", "nope")
