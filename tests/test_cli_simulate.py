@@ -1,4 +1,4 @@
-"""Smoke tests of the command line (`hardmax simulate`), run in-process through `main(argv)`.
+"""Tests of `hardmax.cli.simulate`: `hardmax simulate` and `hardmax particles`, run in-process through `main(argv)`.
 
 Each run writes into tmp_path; bad input must give exit code 2 and one readable line on stderr.
 """
@@ -6,8 +6,6 @@ Each run writes into tmp_path; bad input must give exit code 2 and one readable 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Literal
 
 import numpy as np
 import pytest
@@ -150,13 +148,6 @@ def test_bad_input_is_one_line_and_exit_code_2(inputs, capsys, case):
     assert not (inputs / "run").exists()  # nothing written
 
 
-def test_help_and_missing_command(capsys):
-    assert main(["simulate", "--help"]) == 0
-    assert "--tokens" in capsys.readouterr().out
-    assert main([]) == 2
-    assert "required" in capsys.readouterr().err
-
-
 def test_figure2_gif_animates_all_four_rows(tmp_path, capsys):
     code, _, err = _run(capsys, "--layers", "6", "--fps", "2", "--out", str(tmp_path))
     assert code == 0, err
@@ -175,120 +166,7 @@ def test_figure2_gif_animates_all_four_rows(tmp_path, capsys):
 
 
 # --------------------------------------------------------------------------------------------
-# The parser: fast, generated from the configs, every option documented.
-# --------------------------------------------------------------------------------------------
-
-HEAVY = ("torch", "numpy", "matplotlib", "sklearn", "scipy", "numba")
-
-
-@pytest.mark.parametrize("argv", [["--help"], ["train", "--help"], ["evaluate", "--help"], ["explain", "--help"],
-                                  ["reproduce", "--help"], ["simulate", "--help"]])
-def test_help_imports_nothing_heavy(argv):
-    """`hardmax --help` must stay well under a second: building the parser loads no numerical library."""
-    import subprocess
-    import sys
-
-    code = ("import sys, contextlib, io\nfrom hardmax.cli import main\n"
-            f"with contextlib.redirect_stdout(io.StringIO()): code = main({argv!r})\n"
-            f"print(code, sorted(m for m in {HEAVY!r} if m in sys.modules))")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split(None, 1) == ["0", "[]\n"], result.stdout
-
-
-def test_python_dash_m_hardmax(tmp_path):
-    import subprocess
-    import sys
-
-    result = subprocess.run([sys.executable, "-m", "hardmax", "--help"], capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0 and "usage: hardmax" in result.stdout and "reproduce" in result.stdout
-    result = subprocess.run([sys.executable, "-m", "hardmax", "simulate", "--alpha", "0"], capture_output=True,
-                            text=True, timeout=60, cwd=tmp_path)
-    assert result.returncode == 2 and result.stderr.startswith("hardmax simulate: error: --alpha must be")
-
-
-def _subparsers():
-    from hardmax.cli.app import build_parser
-
-    return build_parser()._subparsers._group_actions[0].choices
-
-
-OWN_COMMANDS = ("simulate", "train", "evaluate", "explain", "reproduce")  # the commands of this file's CLI modules
-
-
-def test_every_option_has_help_and_its_default():
-    for name, sub in _subparsers().items():
-        if name not in OWN_COMMANDS:
-            continue
-        for action in sub._actions:
-            if action.dest == "help":
-                continue
-            flag = action.option_strings[0] if action.option_strings else action.dest
-            assert action.help and len(action.help) > 10, (name, flag)
-            takes_value = action.nargs != 0 and action.option_strings
-            if takes_value and not action.required:
-                assert "default" in action.help, (name, flag, action.help)
-        if name in ("evaluate", "explain"):
-            run = next(a for a in sub._actions if "--run" in a.option_strings)
-            assert "run directory" in run.help
-
-
-def test_options_come_from_the_configs():
-    """Defaults, choices and help of the generated options are the configs' own."""
-    from hardmax.cli.options import field_help
-    from hardmax.data.config import DataConfig
-    from hardmax.models.config import ModelConfig
-    from hardmax.training.config import TrainConfig
-
-    train = _subparsers()["train"]
-    actions = {a.option_strings[0]: a for a in train._actions if a.option_strings}
-    for flag, cls, name in [("--epochs", TrainConfig, "epochs"), ("--lr", TrainConfig, "lr"),
-                            ("--batch-size", TrainConfig, "batch_size"), ("--seed", TrainConfig, "seed"),
-                            ("--layers", ModelConfig, "layers"), ("--beta", ModelConfig, "beta"),
-                            ("--alpha", ModelConfig, "alpha_init"), ("--min-count", DataConfig, "min_count")]:
-        default = getattr(cls(vocab_size=2) if cls is ModelConfig else cls(), name)
-        assert actions[flag].default == default, flag
-        assert actions[flag].help.startswith(field_help(cls)[name]), flag
-    assert actions["--split"].choices == ("standard", "paper")
-    assert actions["--select-on"].choices == ("hardmax", "softmax")
-    assert actions["--fixed-alpha"].const is False  # store_false into learn_alpha
-
-
-@dataclass(frozen=True, kw_only=True)
-class Example:
-    """A config for the option generator (module level: its annotations are resolved in this module)."""
-
-    name: str = "a # not a comment"  # the name
-    # what the size is,
-    # over two lines
-    size: int = 3
-    kind: Literal["x", "y"] = "y"  # which kind
-    fast: bool = True  # go fast
-    sizes: tuple[float, ...] = (1.0, 2.5)  # several sizes
-    other: int | None = field(default=None, metadata={"help": "from the metadata"})
-
-
-def test_field_help_reads_trailing_and_block_comments():
-    import argparse
-
-    from hardmax.cli.options import add_options, config_from_args, field_help
-
-    assert dict(field_help(Example)) == {"name": "the name", "size": "what the size is, over two lines",
-                                         "kind": "which kind", "fast": "go fast", "sizes": "several sizes",
-                                         "other": "from the metadata"}
-    parser = argparse.ArgumentParser()
-    add_options(parser, Example)
-    assert config_from_args(Example, parser.parse_args([])) == Example()
-    args = parser.parse_args(["--kind", "x", "--no-fast", "--sizes", "3,4", "--other", "7", "--size", "5"])
-    assert config_from_args(Example, args) == Example(kind="x", fast=False, sizes=(3.0, 4.0), other=7, size=5)
-    text = parser.format_help()
-    assert "(default: 1,2.5)" in text and "(default: none)" in text and "{x,y}" in text
-    with pytest.raises(SystemExit):
-        parser.parse_args(["--sizes", "3,x"])
-
-
-# --------------------------------------------------------------------------------------------
-# Issue #23 (reliability pass): BOM, sizes refused before allocating, fps, seeds, interrupts.
+# Issue #23 (reliability pass): BOM, sizes refused before allocating, fps, seeds (interrupts: test_cli_app.py).
 # --------------------------------------------------------------------------------------------
 
 
@@ -367,50 +245,6 @@ def test_theorem_check_at_extreme_token_scales_via_the_command(tmp_path, capsys)
         assert "FAILED" not in out and "atol inf" not in out and " nan " not in out
         report = json.loads((tmp_path / "run" / "report.json").read_text())
         assert report["theorem"]["passed"]
-
-
-@pytest.mark.parametrize("raised, code, line", [
-    (KeyboardInterrupt(), 130, "hardmax: interrupted"),
-    (MemoryError(), 2, "hardmax simulate: error: out of memory; choose smaller sizes"),
-    (MemoryError("cannot allocate 8 GiB"), 2, "hardmax simulate: error: out of memory: cannot allocate 8 GiB"),
-])
-def test_interrupts_and_allocation_failures_are_one_line(tmp_path, capsys, monkeypatch, raised, code, line):
-    import hardmax.dynamics
-
-    def fail(*args, **kwargs):
-        raise raised
-
-    monkeypatch.setattr(hardmax.dynamics, "simulate", fail)
-    assert main(["simulate", "--random", "3", "--no-gif", "--out", str(tmp_path / "run")]) == code
-    err = capsys.readouterr().err
-    assert err.startswith(line) and err.count("\n") == 1 and "Traceback" not in err
-    assert not (tmp_path / "run").exists()
-
-
-def test_a_gpu_out_of_memory_error_is_one_line(tmp_path, capsys, monkeypatch):
-    import torch
-
-    import hardmax.dynamics
-
-    def fail(*args, **kwargs):
-        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
-
-    monkeypatch.setattr(hardmax.dynamics, "simulate", fail)
-    assert main(["simulate", "--random", "3", "--no-gif", "--out", str(tmp_path / "run")]) == 2
-    err = capsys.readouterr().err
-    assert err == "hardmax simulate: error: out of memory: CUDA out of memory; choose smaller sizes (fewer tokens, " \
-                  "layers, reviews or seeds)\n"
-
-
-def test_other_runtime_errors_are_not_taken_for_memory(tmp_path, monkeypatch):
-    import hardmax.dynamics
-
-    def fail(*args, **kwargs):
-        raise RuntimeError("a bug")
-
-    monkeypatch.setattr(hardmax.dynamics, "simulate", fail)
-    with pytest.raises(RuntimeError, match="a bug"):
-        main(["simulate", "--random", "3", "--no-gif", "--out", str(tmp_path / "run")])
 
 
 def test_simulate_reaches_the_particle_models(tmp_path, capsys):
