@@ -366,12 +366,18 @@ def test_every_engine_name_is_used():
     assert not unused, unused
 
 
-def test_every_public_dynamics_module_has_its_test_file():
-    """tests/ mirrors src/ (the house style): each public module of `hardmax.dynamics` has
-    tests/test_dynamics_<module>.py, where the tests of what it defines live (the engines' are
-    tests/test_dynamics_engines*.py)."""
+def test_every_public_module_has_its_test_file():
+    """tests/ mirrors src/ (the house style): each public module hardmax.<package>.<module> (no part of its name
+    private, packages' __init__ aside) has tests/test_<package>_<module>.py (a top-level module hardmax.<module>:
+    tests/test_<module>.py), where the tests of what it defines live; the private engines' are
+    tests/test_dynamics_engines*.py."""
     tests = SRC.parent / "tests"
-    missing = [f"tests/test_dynamics_{m.rsplit('.', 1)[1]}.py" for m in sorted(MODULES)
-               if m.startswith("hardmax.dynamics.") and not m.startswith(ENGINES)
-               and not (tests / f"test_dynamics_{m.rsplit('.', 1)[1]}.py").is_file()]
+    missing = []
+    for module, path in sorted(MODULES.items()):
+        parts = module.split(".")[1:]
+        if path.name == "__init__.py" or any(part.startswith("_") for part in parts):
+            continue
+        name = "test_" + "_".join(parts) + ".py"
+        if not (tests / name).is_file():
+            missing.append(f"tests/{name}")
     assert not missing, missing
