@@ -61,7 +61,7 @@ def test_a_spec_with_a_bad_parameter_is_refused_in_one_line(tmp_path, capsys):
 def test_particles_through_a_local_cluster_prints_the_tables_of_the_one_process_run(tmp_path, monkeypatch, capsys):
     """--scheduler local: the tables of the one-process run, both diagrams' sweeps on one cluster (started once per
     command, at its start), no process left when the command ends; a rerun finds the cells done."""
-    from test_sweep import _children, _counting_local_clusters
+    from sweep_cases import children, counting_local_clusters
 
     from hardmax.experiments import particles
 
@@ -72,13 +72,13 @@ def test_particles_through_a_local_cluster_prints_the_tables_of_the_one_process_
     base = ["particles", "--quick", "--no-gif"]
     code, alone, _ = _run(capsys, *base, "--out", str(tmp_path / "alone"))
     assert code == 0
-    started, before = _counting_local_clusters(monkeypatch), _children()
+    started, before = counting_local_clusters(monkeypatch), children()
     swept = [*base, "--out", str(tmp_path / "swept"), "--scheduler", "local", "--workers", "2"]
     code, out, _ = _run(capsys, *swept)
     assert code == 0 and out == alone  # every table, the phase diagrams' included
     assert started == [2]  # one cluster for the two diagrams
     time.sleep(0.5)
-    assert not _children() - before
+    assert not children() - before
     assert (tmp_path / "swept" / "phase_diagram_S2.png").exists()
     swept_dir = tmp_path / "swept"
     assert sweep_status(swept_dir / "sweep_S1")["done"] == 20 == len(read_table(swept_dir / "sweep_S2"))

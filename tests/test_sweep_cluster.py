@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from sweep_cases import GRID, rows_without_times, serial_executor
+from sweep_cases import GRID, children, counting_local_clusters, rows_without_times, serial_executor
 
 from hardmax.sweep import EmbeddedCluster, sweep
 
@@ -20,7 +20,7 @@ def test_a_local_dask_cluster_of_two_workers_writes_the_same_table_and_leaves_no
 
     from hardmax.sweep.cluster import _THREADS
 
-    before = _children()
+    before = children()
     environment = {name: os.environ.get(name) for name in (*_THREADS, "PYTHONHASHSEED")}
     with EmbeddedCluster(1) as cluster:  # the embedded cluster listens on the loopback interface only
         link = cluster.client.dashboard_link
@@ -37,30 +37,7 @@ def test_a_local_dask_cluster_of_two_workers_writes_the_same_table_and_leaves_no
         sweep("simulate", GRID, out=tmp_path / "serial", executor=ex, progress=False)
     assert rows_without_times(tmp_path / "dask").equals(rows_without_times(tmp_path / "serial"))
     time.sleep(0.5)
-    assert not _children() - before
-
-
-def _children() -> set[int]:
-    """This process's live child processes (not multiprocessing's resource tracker, which lives as long as it)."""
-    import psutil
-
-    return {p.pid for p in psutil.Process().children(recursive=True) if p.is_running()
-            and p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(p.cmdline())}
-
-
-def _counting_local_clusters(monkeypatch) -> list:
-    """distributed.LocalCluster, counted: the list gets one entry per cluster started."""
-    import distributed
-
-    started = []
-
-    class Counted(distributed.LocalCluster):
-        def __init__(self, *args, **kwargs):
-            started.append(kwargs.get("n_workers"))
-            super().__init__(*args, **kwargs)
-
-    monkeypatch.setattr(distributed, "LocalCluster", Counted)
-    return started
+    assert not children() - before
 
 
 @pytest.mark.slow
@@ -70,8 +47,8 @@ def test_a_cluster_started_early_is_warmed_shared_by_two_sweeps_and_closed(tmp_p
     write the serial tables; the with-block closes it, and no process is left."""
     from hardmax.sweep.cluster import _THREADS
 
-    started = _counting_local_clusters(monkeypatch)
-    before = _children()
+    started = counting_local_clusters(monkeypatch)
+    before = children()
     environment = {name: os.environ.get(name) for name in (*_THREADS, "PYTHONHASHSEED")}
     grids = [{"beta": [0.5, 4.0, 9.0], "starts": [3], "steps": [20], "d": [d], "seed": [1]} for d in (2, 3)]
     with EmbeddedCluster(2, warm="phase_cell").start() as cluster:
@@ -88,7 +65,7 @@ def test_a_cluster_started_early_is_warmed_shared_by_two_sweeps_and_closed(tmp_p
             assert rows_without_times(tmp_path / f"dask{i}").drop_columns(["solve_seconds"]).equals(
                 rows_without_times(tmp_path / f"serial{i}").drop_columns(["solve_seconds"]))
     time.sleep(0.5)
-    assert not _children() - before
+    assert not children() - before
 
 
 def test_a_cluster_that_cannot_start_says_why_where_it_is_used(tmp_path, monkeypatch):
