@@ -17,8 +17,8 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src"
 # Each package may import its own modules and those of the layers before it, never those after it.
 LAYERS = [
-    {"hardmax.version", "hardmax.lazy", "hardmax.memory", "hardmax.io", "hardmax.progress", "hardmax.inputs",
-     "hardmax.terminate",
+    {"hardmax.version", "hardmax._numba", "hardmax.lazy", "hardmax.memory", "hardmax.io", "hardmax.progress",
+     "hardmax.inputs", "hardmax.terminate",
      "hardmax.tables"},
     {"hardmax.dynamics"},
     {"hardmax.theory", "hardmax.measures", "hardmax.svm"},
@@ -215,12 +215,17 @@ def _names_imported(node: ast.AST) -> set[str]:
     return set()
 
 
+NUMBA = "hardmax._numba"
+
+
 def _compiled_modules() -> set[str]:
-    """numba and every hardmax module that imports it itself: the compiled code."""
+    """numba and every hardmax module that imports it (itself, or as configured by hardmax._numba): the compiled
+    code."""
     found = {"numba"}
     for module, path in MODULES.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        if any(name.split(".")[0] == "numba" for node in ast.walk(tree) for name in _names_imported(node)):
+        if any(name.split(".")[0] == "numba" or name.startswith(NUMBA) for node in ast.walk(tree)
+               for name in _names_imported(node)):
             found.add(module)
     return found
 
@@ -241,6 +246,26 @@ def test_numba_is_imported_plainly_never_behind_a_try():
                 names = {name for name in _names_imported(node) if name in compiled or name.split(".")[0] == "numba"}
                 guarded += [f"{module}:{node.lineno} imports {name} inside a try" for name in sorted(names)]
     assert not guarded, "\n".join(guarded)
+
+
+def test_numba_is_imported_through_hardmax_numba():
+    """Every module that uses numba takes it from `hardmax._numba` (`from hardmax._numba import numba`), which chooses
+    the threading layer before anything can start numba's thread pool: a module that imported numba itself and
+    started the pool first (a sweep's worker pinning numba's threads did) got OpenMP's spinning workers, and the
+    phase diagrams ran 13-19 % slower on a worker than in the driver."""
+    direct, unconfigured = [], []
+    for module, path in MODULES.items():
+        if module == NUMBA:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {name for node in ast.walk(tree) for name in _names_imported(node)}
+        direct += [f"{module} imports numba itself" for node in ast.walk(tree)
+                   if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "numba" for a in node.names)]
+        if any(name.split(".")[0] == "numba" for name in names) and NUMBA not in names:
+            unconfigured.append(module)
+    assert not direct and not unconfigured, (direct, unconfigured)
+    assert {"hardmax.dynamics._engines.kernel", "hardmax.sweep.cluster", "hardmax.theory.support"} <= \
+        _compiled_modules()
 
 
 # γ = α/(1+α) and 1 − γ = 1/(1+α): a sum of 1 and an α closing a bracket, `(1 + alpha)`, `(1.0 + alphas[k])`,

@@ -30,8 +30,9 @@ def pin_threads(driver: int) -> None:
     worker, because a worker does not read them from its environment once started (dask/distributed#9075)."""
     if os.getpid() == driver:
         return
-    import numba
     import torch
+
+    from hardmax._numba import numba  # its threading layer chosen before the pool starts
 
     if torch.get_num_threads() != 1:
         torch.set_num_threads(1)
@@ -67,6 +68,7 @@ class EmbeddedCluster:
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._closing = threading.Lock()
         self._closed = False
 
     def start(self) -> EmbeddedCluster:
@@ -108,15 +110,17 @@ class EmbeddedCluster:
         return None if self._client is None else self._client.dashboard_link
 
     def close(self) -> None:
-        """Close the client and the cluster (its workers and nannies end); waits for a start under way."""
+        """Close the client and the cluster (its workers and nannies end); waits for a start under way, and for a
+        close under way in another thread (a command may close its cluster from the thread of its last sweep)."""
         self._closed = True
-        if self._thread is not None:
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
-        client, self._client = self._client, None
-        if client is not None:
-            cluster = client.cluster
-            client.close()
-            cluster.close()
+        with self._closing:
+            client, self._client = self._client, None
+            if client is not None:
+                cluster = client.cluster
+                client.close()
+                cluster.close()
 
     def __enter__(self) -> EmbeddedCluster:
         return self

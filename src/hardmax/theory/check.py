@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-import numba
 import numpy as np
 import torch
 
+from hardmax._numba import numba
 from hardmax.dynamics import Solution
 from hardmax.dynamics.solvers import euler_update, layer_step
 from hardmax.tables import markdown_table

@@ -13,11 +13,11 @@ import threading
 import weakref
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 import torch
 from torch import Tensor
 
+from hardmax._numba import numba
 from hardmax.dynamics import Bilinear, Hardmax, Solution, attention_matrix, deduplicate, validate_A
 
 # engine services (hardmax.dynamics._engines.SERVICES): the compiled snapshots and the tie rule's sets

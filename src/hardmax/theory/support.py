@@ -16,10 +16,10 @@ orders, so they agree to rounding, not to the bit.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from numba import prange
 
+from hardmax._numba import numba
 from hardmax.dynamics._engines.kernel import KERNEL_LOCK
 
 __all__ = ["support_growth"]

@@ -17,10 +17,10 @@ tied tokens are summed in index order, the loop's matrix product may sum them ot
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from numba import prange
 
+from hardmax._numba import numba
 from hardmax.dynamics._engines.kernel import _JIT, KERNEL_LOCK, _decide, _row_weights
 
 

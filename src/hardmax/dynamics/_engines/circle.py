@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 
+from hardmax._numba import numba
 from hardmax.dynamics._engines.kernel import KERNEL_LOCK
 
 # fastmath's reassociation lets the prefix sums and the Taylor polynomials vectorise; no other flag (no finite-math

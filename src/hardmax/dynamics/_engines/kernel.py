@@ -42,14 +42,13 @@ last bit; identical tokens are merged before the first layer, so their ties are 
 from __future__ import annotations
 
 import math
-import os
 import threading
 from typing import NamedTuple
 
-import numba
 import numpy as np
 from numba import prange
 
+from hardmax._numba import numba
 from hardmax.dynamics._engines.ties import TIE_FRAME
 
 # NumPy's error model: a float division by zero gives inf/NaN as in NumPy instead of raising. Raised in a
@@ -68,12 +67,7 @@ _INLINE = dict(inline="always", **_JIT)
 #: `simulate`, `leader_layers`, `check_theorem`, ... at once.
 KERNEL_LOCK = threading.Lock()
 
-if "NUMBA_THREADING_LAYER" not in os.environ:
-    # numba picks OpenMP here by default, whose idle workers keep spinning after a kernel call and slow the
-    # PyTorch work that follows 3-4x (measured: a softmax evaluation pass 4.4 s alone, 16.3 s right after a
-    # hardmax pass). The work-queue layer has no spinning workers; `simulate` serialises kernel calls, which
-    # is all it requires. Set NUMBA_THREADING_LAYER to choose another layer.
-    numba.config.THREADING_LAYER = "workqueue"
+# the threading layer (work-queue: no spinning workers) is chosen where numba is imported: hardmax._numba
 
 
 @numba.njit(**_JIT)

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import math
 
-import numba
 import numpy as np
 from numba import prange, types
 from numba.extending import overload
 
+from hardmax._numba import numba
 from hardmax.dynamics._engines.kernel import _INLINE, _JIT, KERNEL_LOCK
 
 
