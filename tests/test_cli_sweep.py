@@ -88,6 +88,31 @@ def test_particles_through_a_local_cluster_prints_the_tables_of_the_one_process_
     assert code == 0 and out == alone and sweep_status(tmp_path / "swept" / "sweep_S1")["done"] == 20
 
 
+def test_particles_whose_sweep_fails_in_its_thread_says_so_in_one_line_and_leaves_no_process(tmp_path, monkeypatch,
+                                                                                                capsys):
+    """The diagrams' sweeps run in a thread of the command while it draws (`_diagram_by_sweep`): a sweep that fails
+    there ends the command with its one-line error, and the cluster closes."""
+    from sweep_cases import children
+
+    import hardmax.sweep
+    from hardmax.experiments import particles
+
+    monkeypatch.setattr(particles, "KINDS_2023", ("polytope",))
+    metastability = particles.metastability
+    monkeypatch.setattr(particles, "metastability", lambda **kw: metastability(**kw, t1=20.0))
+
+    def failing(*args, **kwargs):
+        raise ValueError("the cells of this sweep cannot run here")
+
+    monkeypatch.setattr(hardmax.sweep, "sweep", failing)
+    before = children()
+    code, _, err = _run(capsys, "particles", "--quick", "--no-gif", "--out", str(tmp_path), "--scheduler", "local",
+                        "--workers", "1")
+    assert code != 0 and "the cells of this sweep cannot run here" in err and "Traceback" not in err
+    time.sleep(0.5)
+    assert not children() - before
+
+
 @pytest.mark.slow
 def test_svm_through_a_local_cluster_writes_the_one_process_report(tmp_path, capsys):
     base = ["svm", "--seeds", "8", "--iterations", "200", "--join-seeds", "4", "--no-figures"]

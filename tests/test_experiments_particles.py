@@ -77,3 +77,48 @@ def test_a_device_this_machine_lacks_is_one_line(monkeypatch):
     for name, value in (("starts", 2.5), ("steps", "3"), ("n", True)):
         with pytest.raises(ValueError, match=f"{name} must be an integer"):
             phase_diagram([1.0], **{"starts": 2, "n": 4, "steps": 2, name: value})
+
+
+def _small_reproduction(monkeypatch):
+    """`reproduce` with one clustering picture and a short metastability run (the phase diagrams whole, --quick)."""
+    from hardmax.experiments import particles
+
+    monkeypatch.setattr(particles, "KINDS_2023", ("polytope",))
+    short = particles.metastability
+    monkeypatch.setattr(particles, "metastability", lambda **kw: short(**kw, t1=20.0))
+    return particles
+
+
+def test_a_diagram_computed_elsewhere_is_asked_for_before_the_pictures_and_gives_the_same_tables(tmp_path,
+                                                                                                 monkeypatch):
+    """`reproduce(diagram=...)` asks for both diagrams before it draws anything (a diagram may answer with a Future:
+    computed elsewhere, it runs while the pictures are drawn), and its tables are those of the in-process run."""
+    import concurrent.futures
+
+    particles = _small_reproduction(monkeypatch)
+    alone = particles.reproduce(tmp_path / "alone", quick=True, gifs=False, seed=3)
+    events: list[str] = []
+    futures: list[concurrent.futures.Future] = []
+
+    def diagram(betas, *, starts, d, seed):
+        events.append(f"asked S{d - 1}")
+        future = concurrent.futures.Future()
+        future.set_result(particles.phase_diagram(betas, starts=starts, d=d, seed=seed))
+        futures.append(future)
+        return future
+
+    elsewhere = particles.reproduce(tmp_path / "elsewhere", quick=True, gifs=False, seed=3, diagram=diagram,
+                                    progress=events.append)
+    assert events[:2] == ["asked S1", "asked S2"] and len(events) > 2  # then the pictures' lines
+    assert elsewhere.tables == alone.tables
+    assert [p.name for p in elsewhere.files] == [p.name for p in alone.files]
+
+    def failing(betas, *, starts, d, seed):
+        future = concurrent.futures.Future()
+        future.set_exception(RuntimeError(f"the S{d - 1} sweep failed"))
+        return future
+
+    import pytest
+
+    with pytest.raises(RuntimeError, match="the S1 sweep failed"):
+        particles.reproduce(tmp_path / "failing", quick=True, gifs=False, diagram=failing)

@@ -18,7 +18,14 @@ __all__ = ["say", "summary"]
 
 
 def say(message: str) -> None:
-    """One progress or timing line on stderr (stdout is kept for tables)."""
+    """One progress or timing line on stderr (stdout is kept for tables). On a terminal it goes through tqdm, which
+    clears a progress bar drawn meanwhile (a sweep's, from another thread) and draws it again under the line."""
+    if getattr(sys.stderr, "isatty", lambda: False)():
+        from tqdm.auto import tqdm
+
+        tqdm.write(f"hardmax: {message}", file=sys.stderr)
+        sys.stderr.flush()
+        return
     print(f"hardmax: {message}", file=sys.stderr, flush=True)
 
 

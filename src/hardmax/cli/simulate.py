@@ -76,8 +76,8 @@ def add_particles(subparsers) -> None:
         description="Write the pictures the paper builds on (docs/dynamics.md): the four clustering pictures of "
                     "Geshkovski, Letrouit, Polyanskiy, Rigollet (2023) with their claims checked, the metastability "
                     "picture (n = 5 on the circle, β = 4, T = 400), and the phase diagrams of a single cluster on S¹ "
-                    "and S² (n = 32, 20 β values, 1,000 starts per β; about 2 min on 2 CPU cores, --quick: 50 "
-                    "starts, about 30 s).\n\n"
+                    "and S² (n = 32, 20 β values, 1,000 starts per β; about 40 s on 2 CPU cores, --quick: 50 "
+                    "starts, about 5 s).\n\n"
                     "examples: hardmax particles --out results/figures/dynamics\n"
                     "          hardmax particles --quick --no-gif --out runs/particles",
     )
@@ -90,21 +90,47 @@ def add_particles(subparsers) -> None:
     add_scheduler_options(p, "the phase diagrams (one cell per β, into OUT/sweep_S1 and OUT/sweep_S2)")
 
 
-def _diagram_by_sweep(out: str, where: dict):
+def _diagram_by_sweep(out: str, where: dict, *, diagrams: int = 2, after_last=None):
     """A `reproduce(diagram=...)` that runs each phase diagram as a sweep of phase_cell cells (one per β, each with the
     starts it has in the one-batch diagram) into OUT/sweep_S{d−1} — rerun to finish an interrupted one — and reads the
-    diagram back from its table. where: `sweep`'s executor or scheduler."""
+    diagram back from its table. where: `sweep`'s executor or scheduler.
+
+    Each call returns at once with a Future of the diagram: its sweep runs in a daemon thread of this process, after
+    the previous call's (the S¹ cells, then the S²), while `reproduce` draws the pictures, so the workers' cells and
+    the driver's drawing overlap. A thread left running when the command ends early (an error, Ctrl-C) dies with the
+    process; the batches it wrote are whole (atomic part files), and the same command finishes the sweep.
+    after_last: called in that thread once the `diagrams`-th diagram is answered (the command's embedded cluster's
+    `close`, which then overlaps the drawing of the last figure)."""
+    import concurrent.futures
+    import threading
     from pathlib import Path
 
     from hardmax.sweep import read_table, sweep
     from hardmax.sweep.plots import phase_diagram_of
 
-    def diagram(betas, *, starts: int, d: int, seed: int):
+    previous: list[concurrent.futures.Future] = []
+
+    def diagram(betas, *, starts: int, d: int, seed: int) -> concurrent.futures.Future:
         folder = Path(out) / f"sweep_S{d - 1}"
         cells = [{"beta": float(b), "index": i, "of": len(betas), "starts": starts, "d": d, "seed": seed,
                   "dtype": "float32"} for i, b in enumerate(betas)]  # the starts and dtype of the one-batch run
-        sweep("phase_cell", cells, out=folder, **where)
-        return phase_diagram_of(read_table(folder))
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        before, last = list(previous), len(previous) + 1 == diagrams
+
+        def run() -> None:
+            concurrent.futures.wait(before)
+            future.set_running_or_notify_cancel()
+            try:
+                sweep("phase_cell", cells, out=folder, **where)
+                future.set_result(phase_diagram_of(read_table(folder)))
+            except BaseException as e:  # re-raised by future.result(), in the command's thread
+                future.set_exception(e)
+            if last and after_last is not None:
+                after_last()
+
+        threading.Thread(target=run, name=f"hardmax-sweep-S{d - 1}", daemon=True).start()
+        previous.append(future)
+        return future
 
     return diagram
 
@@ -112,21 +138,23 @@ def _diagram_by_sweep(out: str, where: dict):
 def run_particles(args: argparse.Namespace) -> int:
     """Run `hardmax particles` with the parsed `args`; returns the exit code."""
     from hardmax.cli.output import say, summary
-    from hardmax.experiments.particles import reproduce
 
     start = time.perf_counter()
     if args.seed < 0:
         raise ValueError(f"--seed must be ≥ 0, got {args.seed}")
     where = sweep_options(args)
     with contextlib.ExitStack() as stack:
+        close = None
         if args.scheduler == "local":
             from hardmax.sweep import EmbeddedCluster
 
-            # one cluster for both diagrams, started now: its workers start and load the phase cells' kernels while
-            # the clustering pictures are drawn
+            # one cluster for both diagrams, started first: its workers start and load the phase cells' kernels, then
+            # run the diagrams' cells, while the clustering pictures are drawn; closed as the last figure is drawn
             cluster = stack.enter_context(EmbeddedCluster(where["workers"], warm="phase_cell").start())
-            where = {"executor": cluster}
-        diagram = None if args.scheduler is None else _diagram_by_sweep(args.out, where)
+            where, close = {"executor": cluster}, cluster.close
+        from hardmax.experiments.particles import reproduce
+
+        diagram = None if args.scheduler is None else _diagram_by_sweep(args.out, where, after_last=close)
         result = reproduce(args.out, quick=args.quick, gifs=args.gif, seed=args.seed, progress=say, diagram=diagram)
     for name, table in result.tables.items():
         print(f"\n## {name}\n\n{table}")

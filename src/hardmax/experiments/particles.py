@@ -15,6 +15,7 @@ Every run is one batched `solve`: no loop over starts, β values or tokens.
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import math
 from dataclasses import dataclass
@@ -189,19 +190,23 @@ def reproduce(out, *, quick: bool = False, gifs: bool = True, seed: int = 0, pro
     tokens and the phase diagrams' starts; the metastability picture keeps METASTABLE_SEED.
 
     progress: called with a line of text per step (None: silent).
-    diagram: computes a phase diagram, ``diagram(betas, starts=..., d=..., seed=...) -> PhaseDiagram`` (None:
-        `phase_diagram` in this process; `hardmax particles --scheduler` passes one that runs a sweep).
+    diagram: computes a phase diagram, ``diagram(betas, starts=..., d=..., seed=...)``, returning the
+        `PhaseDiagram` or a `concurrent.futures.Future` of it (None: `phase_diagram` in this process, after the
+        pictures). Given, it is asked for both diagrams before anything is drawn, so that diagrams computed elsewhere
+        run while the pictures are drawn (`hardmax particles --scheduler` passes one that submits a sweep).
     """
     from hardmax.plots.flows import animate_flow, flow_figure, metastability_figure, phase_figure
     from hardmax.plots.save import save_figure
     from hardmax.theory import check_flow
 
     say = progress or (lambda line: None)
-    diagram_of = diagram
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     files: list[Path] = []
     tables: dict[str, str] = {}
+    betas = torch.linspace(0.0, 9.5, 20)
+    asked = {d: dict(starts=50 if quick else 1000, d=d, seed=seed) for d in (2, 3)}
+    early = {} if diagram is None else {d: diagram(betas, **kwargs) for d, kwargs in asked.items()}
     for kind in KINDS_2023:
         sol = clustering_2023(kind, seed=seed)
         name = "clusters_2023_" + kind.replace(" x ", "_x_")
@@ -214,9 +219,10 @@ def reproduce(out, *, quick: bool = False, gifs: bool = True, seed: int = 0, pro
     meta = metastability(seed=METASTABLE_SEED)
     files += save_figure(metastability_figure(meta), out / "metastability", ("png",))
     say(f"metastability: clusters {meta.clusters[0]} -> {meta.clusters[-1]} by t = {float(meta.solution.times[-1]):g}")
-    betas = torch.linspace(0.0, 9.5, 20)
-    for d in (2, 3):
-        diagram = (diagram_of or phase_diagram)(betas, starts=50 if quick else 1000, d=d, seed=seed)
+    for d, kwargs in asked.items():
+        diagram = early[d] if d in early else phase_diagram(betas, **kwargs)
+        if isinstance(diagram, concurrent.futures.Future):
+            diagram = diagram.result()
         files += save_figure(phase_figure(diagram), out / f"phase_diagram_S{d - 1}", ("png",))
         tables[f"phase S{d - 1}"] = phase_table(diagram)
         say(f"phase diagram on S^{d - 1}: {diagram.starts} starts x {len(betas)} β in {diagram.seconds:.1f} s")
