@@ -76,8 +76,8 @@ def add_particles(subparsers) -> None:
         description="Write the pictures the paper builds on (docs/dynamics.md): the four clustering pictures of "
                     "Geshkovski, Letrouit, Polyanskiy, Rigollet (2023) with their claims checked, the metastability "
                     "picture (n = 5 on the circle, β = 4, T = 400), and the phase diagrams of a single cluster on S¹ "
-                    "and S² (n = 32, 20 β values, 1,000 starts per β; about 40 s on 2 CPU cores, --quick: 50 "
-                    "starts, about 5 s).\n\n"
+                    "and S² (n = 32, 20 β values, 1,000 starts per β; about 30 s on 2 CPU cores, --quick: 50 "
+                    "starts, about 10 s).\n\n"
                     "examples: hardmax particles --out results/figures/dynamics\n"
                     "          hardmax particles --quick --no-gif --out runs/particles",
     )
