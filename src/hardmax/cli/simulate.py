@@ -152,6 +152,14 @@ def run_particles(args: argparse.Namespace) -> int:
             # run the diagrams' cells, while the clustering pictures are drawn; closed as the last figure is drawn
             cluster = stack.enter_context(EmbeddedCluster(where["workers"], warm="phase_cell").start())
             where, close = {"executor": cluster}, cluster.close
+            # the cores are the workers': the driver draws on the cores left over, one thread at least (its torch on
+            # every core ran an OpenMP team that spun against 2 workers on 2 cores, their cells 15-50 % slower)
+            import os
+
+            import torch
+
+            stack.callback(torch.set_num_threads, torch.get_num_threads())
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) - cluster.workers))
         from hardmax.experiments.particles import reproduce
 
         diagram = None if args.scheduler is None else _diagram_by_sweep(args.out, where, after_last=close)
