@@ -267,6 +267,40 @@ def test_many_sphere_sequences_side_by_side_in_the_lanes_are_the_reference_loop(
     np.testing.assert_array_equal(lanes, fast.tokens.numpy())  # solve took the lanes (batch ≥ W)
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_a_short_batch_that_fills_enough_of_a_group_runs_in_the_lanes_each_sequence_as_in_a_full_batch(dtype):
+    """A batch shorter than W runs in one padded group of lanes when that costs less than its sequences one per core
+    (`lanes_used`: a sweep's cell of 50 starts ran 2.5x slower than the same starts in one batch): each of its
+    sequences bit for bit as inside a batch of several groups (a lane never reads another), the reference loop's to
+    rounding; a batch too short for a group, or spread over threads enough, keeps one sequence per core."""
+    from hardmax.dynamics._engines.softmax import LANES_SHORT_BATCH, W, lanes_used, softmax_flow
+
+    itemsize = 4 if dtype == torch.float32 else 8
+    least = dict(LANES_SHORT_BATCH)[16] // (2 if itemsize == 4 else 1)
+    assert lanes_used(least, 8, 3, True, 1, itemsize) and not lanes_used(least - 1, 8, 3, True, 1, itemsize)
+    assert not lanes_used(least, 8, 3, True, 2, itemsize) and lanes_used(2 * least, 8, 3, True, 2, itemsize)
+    assert lanes_used(W, 2048, 8, True, 64, itemsize) and not lanes_used(W - 1, 2048, 8, False, 1, itemsize)
+    assert dict(LANES_SHORT_BATCH)[None] // (2 if itemsize == 4 else 1) < W  # past n = 64 a short group still pays
+    big = _sphere(2 * W + 9, 8, 3, 11).to(dtype)
+    short = big[W + 3:W + 3 + 40]  # 40 sequences from the middle of the second group
+    present = torch.ones(2 * W + 9, 8, dtype=torch.bool)
+    A = torch.linspace(0, 6, 2 * W + 9, dtype=torch.float64).view(-1, 1, 1) * torch.eye(3, dtype=torch.float64)
+    dts = np.full(40, 0.1, dtype=big.numpy().dtype)
+    kept = (0, 20, 40)
+
+    def run(z, rows, lanes=None):
+        return softmax_flow(z.numpy(), present[rows].numpy(), A[rows].to(dtype).numpy(), 1.0, None, True, None,
+                            False, dts, True, kept, 1, lanes=lanes)
+
+    alone, inside = run(short, slice(W + 3, W + 43)), run(big, slice(None))[:, W + 3:W + 43]
+    np.testing.assert_array_equal(alone, inside)
+    np.testing.assert_array_equal(alone, run(short, slice(W + 3, W + 43), lanes=True))
+    field = Field(Softmax(1.0), Bilinear(A[W + 3:W + 43].to(dtype)), manifold=Sphere())
+    slow = solve_on("reference", field, RK4(0.1), short, steps=40, save=Save(every=20))
+    tol = 1e-12 if dtype == torch.float64 else 2e-5
+    np.testing.assert_allclose(alone, slow.tokens.numpy(), rtol=0, atol=tol)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_the_lanes_exponentials_are_within_two_ulp_in_their_dtype(dtype):
     """The softmax engine's vectorised exponentials (`_exp`, and `_exp32` for float32 lanes, which compute in float32

@@ -205,7 +205,7 @@ def _softmax_flow(field: Field, solver, z: Tensor, m: Tensor, dts: Tensor, kept:
     # the saved states, and per thread the engine's scratch (O(n d): never an n × n matrix)
     symmetric = bool(field.manifold.unit_sphere) and pairs is None
     require_memory(float(len(kept)) * z.numel() * z.element_size()
-                   + scratch_bytes(batch, n, d, symmetric, torch.get_num_threads()),
+                   + scratch_bytes(batch, n, d, symmetric, torch.get_num_threads(), z.element_size()),
                    f"a softmax flow of tokens of shape {tuple(z.shape)}", device=z.device)
     out = softmax_flow(z.detach().numpy(), m.numpy(), None if A is None else A.detach().numpy(),
                        float(field.rule.beta), None if V is None else V.detach().numpy(),

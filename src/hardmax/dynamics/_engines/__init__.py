@@ -140,9 +140,12 @@ def _softmax_serves(case: Case, causal) -> str:
     if case.pairs is not None and not isinstance(case.pairs, causal):
         return "it runs token masks and Causal(window) only"
     if len(case.shape) == 3:
+        import torch
+
         from hardmax.dynamics._engines.softmax import MAX_WIDTH, lanes_used
         batch, n, d = case.shape
-        if d > MAX_WIDTH and not lanes_used(batch, n, d, bool(f.manifold.unit_sphere) and case.pairs is None):
+        symmetric = bool(f.manifold.unit_sphere) and case.pairs is None
+        if d > MAX_WIDTH and not lanes_used(batch, n, d, symmetric, torch.get_num_threads(), case.dtype.itemsize):
             return (f"its rows are loops over the {d} coordinates: past d = {MAX_WIDTH} the reference loop's batched "
                     "products (BLAS) are faster")
     return _compiled_limits(case)

@@ -352,17 +352,34 @@ LANES_MAX_ND = 16_384
 MAX_WIDTH = 64
 
 
-def lanes_used(batch: int, n: int, d: int, symmetric: bool) -> bool:
-    """Whether `softmax_flow` (lanes=None) runs W sequences side by side: the symmetric case, a batch of at least W,
-    n · d ≤ LANES_MAX_ND."""
-    return symmetric and batch >= W and n * d <= LANES_MAX_ND
+#: A batch shorter than W still runs in the lanes (one group, its spare lanes repeating the last sequence) when each
+#: thread would have at least this many sequences of its own on one sequence per core: (n at most, sequences), in
+#: float64; float32 needs half (twice the lanes per vector). Measured here (one core, RK4 on S², one group of 64
+#: lanes against one sequence per core): the group costs as much as 11, 18, 27, 35 and 32 float64 sequences at
+#: n = 16, 32, 64, 128, 256, and 5, 8, 12, 15, 14 float32 ones; on 2 threads the same per thread (n = 128, 20
+#: float32 sequences: the lanes 0.68x as fast, 36 of them 1.22x; n = 32, 50 float32 sequences on one core: 6.2x).
+LANES_SHORT_BATCH = ((16, 12), (32, 20), (64, 28), (None, 36))
 
 
-def scratch_bytes(batch: int, n: int, d: int, symmetric: bool, threads: int) -> float:
+def lanes_used(batch: int, n: int, d: int, symmetric: bool, threads: int = 1, itemsize: int = 8) -> bool:
+    """Whether `softmax_flow` (lanes=None) runs W sequences side by side: the symmetric case, n · d ≤ LANES_MAX_ND,
+    and a batch of at least W, or a shorter one whose single padded group costs less than its sequences spread over
+    `threads` one per core (`LANES_SHORT_BATCH`; itemsize: the tokens' bytes, 4 for float32)."""
+    if not symmetric or n * d > LANES_MAX_ND:
+        return False
+    if batch >= W:
+        return True
+    least = next(count for most, count in LANES_SHORT_BATCH if most is None or n <= most)
+    least = -(-least // 2) if itemsize <= 4 else least
+    return -(-batch // max(1, threads)) >= least
+
+
+def scratch_bytes(batch: int, n: int, d: int, symmetric: bool, threads: int, itemsize: int = 8) -> float:
     """The engine's working memory besides the saved states: per thread a group's seven (n, d, W) arrays, or one
     sequence's nine (n, d) arrays (never an n × n matrix: the scores of a row are made and used one row at a time);
     counted in float64 (float32 lanes take half)."""
-    per_thread = 7.0 * n * d * W + 2.0 * n * W if lanes_used(batch, n, d, symmetric) else 10.0 * n * d + 8.0 * n
+    lanes = lanes_used(batch, n, d, symmetric, threads, itemsize)
+    per_thread = 7.0 * n * d * W + 2.0 * n * W if lanes else 10.0 * n * d + 8.0 * n
     return max(1, threads) * per_thread * 8
 
 
@@ -545,8 +562,10 @@ def softmax_flow(z: np.ndarray, present: np.ndarray, A: np.ndarray | None, beta:
     symmetric = np.full(batch, bool(sphere and scalar and not causal), np.bool_)
     V2 = np.eye(d, dtype=dtype) if V is None else np.ascontiguousarray(V, dtype=dtype)
     # many sequences of the symmetric case (the phase diagrams: thousands of n = 32): W of them side by side in the
-    # vector lanes, where one sequence's rows are loops too short to vectorise well (a batch of at least W)
-    use_lanes = (lanes_used(batch, n, d, True) if lanes is None else bool(lanes)) and bool(symmetric.all())
+    # vector lanes, where one sequence's rows are loops too short to vectorise well (a batch of at least W, or one
+    # that fills enough of a group: `lanes_used`)
+    use_lanes = ((lanes_used(batch, n, d, True, threads, dtype.itemsize) if lanes is None else bool(lanes))
+                 and bool(symmetric.all()))
     with KERNEL_LOCK:
         previous = numba.get_num_threads()
         numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
