@@ -126,7 +126,10 @@ def _diagram_by_sweep(out: str, where: dict, *, diagrams: int = 2, after_last=No
             except BaseException as e:  # re-raised by future.result(), in the command's thread
                 future.set_exception(e)
             if last and after_last is not None:
-                after_last()
+                try:
+                    after_last()
+                except Exception:  # noqa: S110 (the command's with-block closes it again, in its own thread)
+                    pass
 
         threading.Thread(target=run, name=f"hardmax-sweep-S{d - 1}", daemon=True).start()
         previous.append(future)

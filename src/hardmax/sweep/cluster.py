@@ -116,11 +116,14 @@ class EmbeddedCluster:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
         with self._closing:
-            client, self._client = self._client, None
+            client = self._client
             if client is not None:
                 cluster = client.cluster
-                client.close()
-                cluster.close()
+                try:
+                    client.close()
+                finally:
+                    cluster.close()
+                self._client = None  # closed (a close that raised leaves it to the next one)
 
     def __enter__(self) -> EmbeddedCluster:
         return self
