@@ -54,6 +54,26 @@ def test_cluster_counts_are_the_reference_and_connected_components_when_narrow(s
         assert int(got[b]) >= components and (int(got[b]) == components or not narrow)
 
 
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10**6), n=st.integers(1, 40),
+       tol=st.sampled_from([0.5, 1.0, 1.5, 2.0]) | st.floats(0.05, 1.5),  # distances at exactly tol and tol/2
+       dtype=st.sampled_from([torch.float32, torch.float64]))
+def test_the_compiled_counts_are_the_batched_rounds(seed, n, tol, dtype):
+    """On the CPU `cluster_counts` counts in a compiled kernel (`_count_clusters`); other devices run the batched
+    rounds (`_rounds`): on the same distances and graph, the same counts — clusters of repeated points, chains at
+    exactly the tolerance, wide components, padding, both dtypes."""
+    from hardmax.theory.flows import _clusters, _rounds
+
+    rng = np.random.default_rng(seed)
+    z = torch.from_numpy(rng.integers(-3, 4, size=(7, n, 2)) * 0.5 + rng.normal(0, 1e-3, (7, n, 2))).to(dtype)
+    z[::3] = torch.from_numpy(rng.integers(-3, 4, size=(3, n, 2)) * 0.5).to(dtype)  # exact repeats and distances
+    m = torch.from_numpy(rng.random((7, n)) < 0.8)
+    dist = torch.cdist(z, z)
+    near = (dist <= tol) & m.unsqueeze(1) & m.unsqueeze(2)
+    near.diagonal(dim1=1, dim2=2).copy_(m)
+    assert torch.equal(_clusters(z, m, tol), _rounds(near, m, tol, dist))
+
+
 @pytest.mark.parametrize("n", [800, 300, 2000])
 def test_tokens_spread_on_a_circle_are_not_one_cluster(n):
     """Issue #39 (2): a chain of neighbours closer than tol is one component but no cluster."""

@@ -50,9 +50,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from numba import prange
 from torch import Tensor
 
+from hardmax._numba import numba
 from hardmax.dynamics import NGPT, SCHEMES, Bilinear, Causal, Field, Manifold, PostLN, Rescaled, Solution
+from hardmax.dynamics._engines.kernel import KERNEL_LOCK
 from hardmax.dynamics.rules import particle_model, row_stochastic
 from hardmax.tables import markdown_table
 from hardmax.theory.check import Check
@@ -102,13 +105,89 @@ def cluster_counts(tokens: Tensor, tol: float, mask: Tensor | None = None, *,
 
 def _clusters(z: Tensor, m: Tensor, tol: float, dist: Tensor | None = None) -> Tensor:
     """(b,) clusters of diameter ≤ tol among real tokens (`cluster_counts`); z (b, n, d), m (b, n), dist (b, n, n)
-    their distances (None: computed)."""
+    their distances (None: computed). On the CPU the graph and its counting are compiled (`_count_clusters`, one
+    sequence per worker, 2-3x the batched rounds below, which run on other devices); the same distances and graph,
+    the same counts."""
     b, n = m.shape
     dist = torch.cdist(z, z) if dist is None else dist
     near = (dist <= tol) & m.unsqueeze(1) & m.unsqueeze(2)
     near.diagonal(dim1=1, dim2=2).copy_(m)
+    if dist.device.type == "cpu" and dist.dtype in (torch.float32, torch.float64) and b * n > 0:
+        D = dist.detach().contiguous().numpy()
+        out = np.zeros(b, np.int64)
+        with KERNEL_LOCK:
+            previous = numba.get_num_threads()
+            numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
+            try:
+                # tol/2 in the distances' dtype, as the batched rounds compare it
+                _count_clusters(near.contiguous().numpy(), m.contiguous().numpy(), D, D.dtype.type(tol / 2), out)
+            finally:
+                numba.set_num_threads(previous)
+        return torch.from_numpy(out)
+    return _rounds(near, m, tol, dist)
+
+
+@numba.njit(parallel=True, cache=True, error_model="numpy")
+def _count_clusters(near, mask, dist, half, out):
+    """out[s] (b,) the clusters of sequence s, `_rounds`' counts compiled: near (b, n, n) the graph |z_i − z_j| ≤ tol
+    among real tokens (its diagonal: mask (b, n)), dist (b, n, n) the distances, half = tol/2 in their dtype. The
+    components by a search from each smallest unlabelled token; one cluster per component whose members each have
+    all its members as neighbours (a clique: diameter ≤ tol); a wider one covered by balls of radius tol/2 about
+    its first token left, in index order. O(n²) per sequence, one sequence per worker, O(n) scratch."""
+    b, n = mask.shape
+    for s in prange(b):
+        label = np.full(n, -1, np.int64)
+        stack = np.empty(n, np.int64)
+        size = np.zeros(n, np.int64)
+        for i in range(n):
+            if not mask[s, i] or label[i] >= 0:
+                continue
+            label[i] = i
+            stack[0] = i
+            top, members = 1, 0
+            while top > 0:
+                top -= 1
+                k = stack[top]
+                members += 1
+                for j in range(n):
+                    if near[s, k, j] and label[j] < 0:
+                        label[j] = i
+                        stack[top] = j
+                        top += 1
+            size[i] = members
+        wide = np.zeros(n, np.bool_)  # by root: a member with fewer neighbours than the component has members
+        for i in range(n):
+            if mask[s, i]:
+                degree = 0
+                for j in range(n):
+                    if near[s, i, j]:
+                        degree += 1
+                if degree < size[label[i]]:
+                    wide[label[i]] = True
+        count = 0
+        left = np.zeros(n, np.bool_)
+        for i in range(n):
+            if mask[s, i]:
+                if wide[label[i]]:
+                    left[i] = True
+                elif label[i] == i:
+                    count += 1
+        for i in range(n):  # one ball per token still left, about it, in index order
+            if left[i]:
+                count += 1
+                left[i] = False
+                for j in range(i + 1, n):
+                    if left[j] and dist[s, i, j] <= half:
+                        left[j] = False
+        out[s] = count
+
+
+def _rounds(near: Tensor, m: Tensor, tol: float, dist: Tensor) -> Tensor:
+    """(b,) `_clusters` in batched rounds (any device): labels spread by min over neighbours, wide components
+    covered by one ball per sequence and round. near, dist (b, n, n), m (b, n)."""
+    b, n = m.shape
     kind = torch.uint8 if n < 255 else (torch.int16 if n < 32767 else torch.int32)
-    big = torch.tensor(n, dtype=kind, device=z.device)
+    big = torch.tensor(n, dtype=kind, device=near.device)
     # Start from each token's first neighbour (final already when clusters are cliques, the usual case), then
     # spread the smallest label over neighbours until nothing changes.
     label = torch.where(m, near.to(torch.uint8).argmax(-1).to(kind), big)
@@ -118,16 +197,16 @@ def _clusters(z: Tensor, m: Tensor, tol: float, dist: Tensor | None = None) -> T
         if torch.equal(new, label):
             break
         label = new
-    roots = (label.long() == torch.arange(n, device=z.device)) & m
+    roots = (label.long() == torch.arange(n, device=near.device)) & m
     # A component is no wider than tol exactly when it is a clique of the graph: each of its tokens is near all of
     # its members. A token with fewer neighbours than its component has members makes the component wide.
     place = label.long()  # padding's label is n: a slot of its own
-    size = torch.zeros(b, n + 1, dtype=torch.int32, device=z.device).scatter_add_(1, place, m.int()).gather(1, place)
+    size = torch.zeros(b, n + 1, dtype=torch.int32, device=near.device).scatter_add_(1, place, m.int()).gather(1, place)
     short = (near.sum(-1, dtype=torch.int32) < size) & m
-    wide = torch.zeros(b, n + 1, dtype=torch.uint8, device=z.device).scatter_reduce(
+    wide = torch.zeros(b, n + 1, dtype=torch.uint8, device=near.device).scatter_reduce(
         1, place, short.to(torch.uint8), "amax").gather(1, place).bool() & m
     count = (roots & ~wide).sum(-1)
-    rows = torch.arange(b, device=z.device)
+    rows = torch.arange(b, device=near.device)
     left = wide
     while bool(left.any()):  # one ball of radius tol/2 per sequence and round, about its first token left
         has = left.any(-1)
