@@ -120,7 +120,8 @@ def _clusters(z: Tensor, m: Tensor, tol: float, dist: Tensor | None = None) -> T
             numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
             try:
                 # tol/2 in the distances' dtype, as the batched rounds compare it
-                _count_clusters(near.contiguous().numpy(), m.contiguous().numpy(), D, D.dtype.type(tol / 2), out)
+                _count_clusters(near.contiguous().numpy(), m.contiguous().numpy(), D, D.dtype.type(tol / 2),
+                                np.empty((3, b, n), np.int64), np.empty((2, b, n), np.bool_), out)
             finally:
                 numba.set_num_threads(previous)
         return torch.from_numpy(out)
@@ -128,17 +129,19 @@ def _clusters(z: Tensor, m: Tensor, tol: float, dist: Tensor | None = None) -> T
 
 
 @numba.njit(parallel=True, cache=True, error_model="numpy")
-def _count_clusters(near, mask, dist, half, out):
+def _count_clusters(near, mask, dist, half, ints, flags, out):
     """out[s] (b,) the clusters of sequence s, `_rounds`' counts compiled: near (b, n, n) the graph |z_i − z_j| ≤ tol
     among real tokens (its diagonal: mask (b, n)), dist (b, n, n) the distances, half = tol/2 in their dtype. The
     components by a search from each smallest unlabelled token; one cluster per component whose members each have
     all its members as neighbours (a clique: diameter ≤ tol); a wider one covered by balls of radius tol/2 about
-    its first token left, in index order. O(n²) per sequence, one sequence per worker, O(n) scratch."""
+    its first token left, in index order. O(n²) per sequence, one sequence per worker; its scratch given, ints
+    (3, b, n) and flags (2, b, n) (no allocation in the workers: a worker thread's allocations shape its heap, and
+    the softmax engine's lanes that ran after them in that thread were 45 % slower)."""
     b, n = mask.shape
     for s in prange(b):
-        label = np.full(n, -1, np.int64)
-        stack = np.empty(n, np.int64)
-        size = np.zeros(n, np.int64)
+        label, stack, size = ints[0, s], ints[1, s], ints[2, s]
+        label[:] = -1
+        size[:] = 0
         for i in range(n):
             if not mask[s, i] or label[i] >= 0:
                 continue
@@ -155,7 +158,8 @@ def _count_clusters(near, mask, dist, half, out):
                         stack[top] = j
                         top += 1
             size[i] = members
-        wide = np.zeros(n, np.bool_)  # by root: a member with fewer neighbours than the component has members
+        wide, left = flags[0, s], flags[1, s]
+        wide[:] = False  # by root: a member with fewer neighbours than the component has members
         for i in range(n):
             if mask[s, i]:
                 degree = 0
@@ -165,7 +169,7 @@ def _count_clusters(near, mask, dist, half, out):
                 if degree < size[label[i]]:
                     wide[label[i]] = True
         count = 0
-        left = np.zeros(n, np.bool_)
+        left[:] = False
         for i in range(n):
             if mask[s, i]:
                 if wide[label[i]]:
