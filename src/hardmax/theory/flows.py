@@ -86,9 +86,10 @@ def cluster_counts(tokens: Tensor, tol: float, mask: Tensor | None = None, *,
             √(2 − 2 cos_ij) from their cosines), instead of computing them from `tokens` (then only its shape
             is read).
     Returns:
-        (...) int64 counts. Labels spread by min over neighbours until nothing changes (at most n rounds
-        of one batched product each), a wide component is split in one batched round per ball: there is no
-        Python loop over sequences.
+        (...) int64 counts. On the CPU the components, cliques and balls are compiled, one sequence per worker;
+        on other devices labels spread by min over neighbours until nothing changes (at most n batched rounds)
+        and a wide component is split in one batched round per ball: either way no Python loop over sequences,
+        and the same counts.
     """
     z = torch.as_tensor(tokens)
     shape, n = z.shape[:-2], z.shape[-2]
