@@ -237,8 +237,8 @@ def test_auto_falls_back_to_the_torch_engine_where_the_kernel_does_not_apply():
 def test_threads_may_call_the_parallel_kernels_at_once():
     """numba's work-queue layer aborts the whole process when two threads launch parallel kernels at once
     ("Concurrent access has been detected"): the explorer's server computes two requests at a time. Every
-    parallel kernel runs under `kernel.KERNEL_LOCK`; here four threads simulate and check runs concurrently,
-    in a child process (an abort would kill the test runner), and get what one thread gets."""
+    parallel kernel runs under `hardmax._numba.parallel` (one lock); here four threads simulate and check runs
+    concurrently, in a child process (an abort would kill the test runner), and get what one thread gets."""
     import subprocess
     import sys
     import textwrap

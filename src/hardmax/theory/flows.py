@@ -53,9 +53,8 @@ import torch
 from numba import prange
 from torch import Tensor
 
-from hardmax._numba import numba
+from hardmax._numba import numba, parallel
 from hardmax.dynamics import NGPT, SCHEMES, Bilinear, Causal, Field, Manifold, PostLN, Rescaled, Solution
-from hardmax.dynamics._engines.kernel import KERNEL_LOCK
 from hardmax.dynamics.rules import particle_model, row_stochastic
 from hardmax.tables import markdown_table
 from hardmax.theory.check import Check
@@ -116,15 +115,10 @@ def _clusters(z: Tensor, m: Tensor, tol: float, dist: Tensor | None = None) -> T
     if dist.device.type == "cpu" and dist.dtype in (torch.float32, torch.float64) and b * n > 0:
         D = dist.detach().contiguous().numpy()
         out = np.zeros(b, np.int64)
-        with KERNEL_LOCK:
-            previous = numba.get_num_threads()
-            numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
-            try:
-                # tol/2 in the distances' dtype, as the batched rounds compare it
-                _count_clusters(near.contiguous().numpy(), m.contiguous().numpy(), D, D.dtype.type(tol / 2),
-                                np.empty((3, b, n), np.int64), np.empty((2, b, n), np.bool_), out)
-            finally:
-                numba.set_num_threads(previous)
+        with parallel(torch.get_num_threads()):
+            # tol/2 in the distances' dtype, as the batched rounds compare it
+            _count_clusters(near.contiguous().numpy(), m.contiguous().numpy(), D, D.dtype.type(tol / 2),
+                            np.empty((3, b, n), np.int64), np.empty((2, b, n), np.bool_), out)
         return torch.from_numpy(out)
     return _rounds(near, m, tol, dist)
 

@@ -19,8 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from hardmax._numba import numba
-from hardmax.dynamics._engines.kernel import KERNEL_LOCK
+from hardmax._numba import numba, parallel
 
 __all__ = ["support_growth"]
 
@@ -41,13 +40,8 @@ def support_growth(Z: np.ndarray, layers: np.ndarray, A: np.ndarray, C: np.ndarr
     A = np.ascontiguousarray(A, dtype=np.float64)
     identity = bool(np.array_equal(A, np.eye(A.shape[0])))
     out = np.zeros(len(layers))
-    with KERNEL_LOCK:
-        previous = numba.get_num_threads()
-        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
-        try:
-            _growth(Z, layers, A, identity, np.ascontiguousarray(C, dtype=np.float64), out)
-        finally:
-            numba.set_num_threads(previous)
+    with parallel(threads):
+        _growth(Z, layers, A, identity, np.ascontiguousarray(C, dtype=np.float64), out)
     return float(max(0.0, out.max()))
 
 

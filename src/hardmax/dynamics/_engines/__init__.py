@@ -39,7 +39,7 @@ from typing import NamedTuple
 
 #: Names the other packages may import from the engines (each an engine service, documented where it is defined).
 SERVICES = {
-    "hardmax.dynamics._engines.kernel": ("KERNEL_LOCK", "hardmax_snapshots"),
+    "hardmax.dynamics._engines.kernel": ("hardmax_snapshots",),
     "hardmax.dynamics._engines.select": ("hardmax_sets", "score_bias"),
     "hardmax.dynamics._engines.layers": ("hardmax_layers",),
 }

@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from hardmax._numba import numba
-from hardmax.dynamics._engines.kernel import _JIT, KERNEL_LOCK, _decide, _row_weights
+from hardmax._numba import numba, parallel
+from hardmax.dynamics._engines.kernel import _JIT, _decide, _row_weights
 
 
 @numba.njit(**_JIT)
@@ -201,16 +201,11 @@ def causal_trajectory(z: np.ndarray, mask: np.ndarray, A: np.ndarray | None, gam
     mask = np.ascontiguousarray(mask, dtype=np.bool_)
     gammas = np.ascontiguousarray(gammas, dtype=z.dtype)
     w = 0 if window is None else int(window)
-    with KERNEL_LOCK:
-        previous = numba.get_num_threads()
-        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
-        try:
-            if batch >= threads or batch == 0:
-                _reviews(z, mask, A, identity, gammas, tie_rtol, w, slots, out)
-            else:
-                blocks = max(1, min(threads, numba.config.NUMBA_NUM_THREADS))
-                for b in range(batch):
-                    _review(z[b], mask[b], A, identity, gammas, tie_rtol, w, slots, out[:, b], blocks > 1, blocks)
-        finally:
-            numba.set_num_threads(previous)
+    with parallel(threads):
+        if batch >= threads or batch == 0:
+            _reviews(z, mask, A, identity, gammas, tie_rtol, w, slots, out)
+        else:
+            blocks = max(1, min(threads, numba.config.NUMBA_NUM_THREADS))
+            for b in range(batch):
+                _review(z[b], mask[b], A, identity, gammas, tie_rtol, w, slots, out[:, b], blocks > 1, blocks)
     return out

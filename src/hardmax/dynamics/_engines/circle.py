@@ -18,8 +18,7 @@ import math
 
 import numpy as np
 
-from hardmax._numba import numba
-from hardmax.dynamics._engines.kernel import KERNEL_LOCK
+from hardmax._numba import numba, parallel
 
 # fastmath's reassociation lets the prefix sums and the Taylor polynomials vectorise; no other flag (no finite-math
 # assumption: a non-finite angle stays visible to the caller, who refuses it)
@@ -132,11 +131,6 @@ def circle_angles(theta: np.ndarray, coef: np.ndarray, decay: float, inv_z: np.n
     Fourier coefficients c_q, decay = e^{−λ/n}, inv_z (n,) the 1/Z_j, `threads` workers over the batch (under the
     kernels' lock, numba's thread count restored after). Unchecked: `positional.circle_flow` checks its inputs."""
     out = np.empty((steps // every + 1, *theta.shape))
-    with KERNEL_LOCK:
-        previous = numba.get_num_threads()
-        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
-        try:
-            _run(theta, coef, decay, inv_z, dt, steps, every, out)
-        finally:
-            numba.set_num_threads(previous)
+    with parallel(threads):
+        _run(theta, coef, decay, inv_z, dt, steps, every, out)
     return out

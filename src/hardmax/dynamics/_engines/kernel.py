@@ -42,13 +42,12 @@ last bit; identical tokens are merged before the first layer, so their ties are 
 from __future__ import annotations
 
 import math
-import threading
 from typing import NamedTuple
 
 import numpy as np
 from numba import prange
 
-from hardmax._numba import numba
+from hardmax._numba import numba, parallel
 from hardmax.dynamics._engines.ties import TIE_FRAME
 
 # NumPy's error model: a float division by zero gives inf/NaN as in NumPy instead of raising. Raised in a
@@ -61,13 +60,9 @@ _JIT = dict(cache=True, error_model="numpy")
 # the first compilation ~7 s longer, once, cached after).
 _INLINE = dict(inline="always", **_JIT)
 
-#: numba's parallel kernels must not be launched from two threads at once with its work-queue threading layer
-#: (the process aborts: "Concurrent access has been detected"): every parallel kernel of this module runs under
-#: this lock (each call already uses every core), so threads (the explorer's server, a user's pool) may call
-#: `simulate`, `leader_layers`, `check_theorem`, ... at once.
-KERNEL_LOCK = threading.Lock()
 
-# the threading layer (work-queue: no spinning workers) is chosen where numba is imported: hardmax._numba
+# the threading layer (work-queue: no spinning workers) is chosen where numba is imported, and the parallel kernels
+# run one at a time on a given thread count: hardmax._numba.parallel
 
 
 @numba.njit(**_JIT)
@@ -928,14 +923,9 @@ def hardmax_snapshots(z: np.ndarray, mask: np.ndarray, A: np.ndarray | None, tie
     bits = z.view(np.uint32 if z.dtype == np.float32 else np.uint64)
     identity = A is None
     A_arr = np.eye(z.shape[-1], dtype=z.dtype) if A is None else np.ascontiguousarray(A, dtype=z.dtype)
-    with KERNEL_LOCK:
-        previous = numba.get_num_threads()
-        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
-        try:
-            _snapshots(z, bits, np.ascontiguousarray(mask), hash_multipliers(z.shape[-1]), A_arr, identity,
-                       z.dtype.type(tie_rtol), same.astype(z.dtype), leader, target)
-        finally:
-            numba.set_num_threads(previous)
+    with parallel(threads):
+        _snapshots(z, bits, np.ascontiguousarray(mask), hash_multipliers(z.shape[-1]), A_arr, identity,
+                   z.dtype.type(tie_rtol), same.astype(z.dtype), leader, target)
     return leader, target
 
 
@@ -994,14 +984,9 @@ def hardmax_trajectory(z: np.ndarray, mask: np.ndarray, A: np.ndarray | None, ga
     A_arr = np.eye(z.shape[-1], dtype=z.dtype) if A is None else np.ascontiguousarray(A, dtype=z.dtype)
     broke = np.zeros(z.shape[0], np.int8)
     peak = np.zeros(z.shape[0], z.dtype)
-    with KERNEL_LOCK:
-        previous = numba.get_num_threads()
-        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
-        try:
-            _reviews(z, bits, np.ascontiguousarray(mask), hash_multipliers(z.shape[-1]), A_arr, identity,
-                     gammas.astype(z.dtype, copy=False), z.dtype.type(tie_rtol),
-                     np.iinfo(np.int64).max if safe_exponent is None else int(safe_exponent), slots, out, broke,
-                     peak)
-        finally:
-            numba.set_num_threads(previous)
+    with parallel(threads):
+        _reviews(z, bits, np.ascontiguousarray(mask), hash_multipliers(z.shape[-1]), A_arr, identity,
+                 gammas.astype(z.dtype, copy=False), z.dtype.type(tie_rtol),
+                 np.iinfo(np.int64).max if safe_exponent is None else int(safe_exponent), slots, out, broke,
+                 peak)
     return KernelRun(broke=broke, peak=peak)

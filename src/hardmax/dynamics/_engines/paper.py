@@ -232,7 +232,7 @@ class _Engine:
         # arrays (madvise), so writing a fresh one (600 MB for 8,192 IMDb reviews) takes ~1,000 page
         # faults instead of ~150,000, which with torch's allocator cost as much as the arithmetic.
         out_np = np.empty((len(stored), *tokens_np.shape), dtype=tokens_np.dtype)
-        # (the kernel serialises its parallel calls itself: `kernel.KERNEL_LOCK`)
+        # (the kernel serialises its parallel calls itself: `hardmax._numba.parallel`)
         done = _kernel.hardmax_trajectory(tokens_np, mask.contiguous().numpy(),
                                           None if self.A is None else self.A.detach().numpy(),
                                           layer_step(self.alphas).numpy(),

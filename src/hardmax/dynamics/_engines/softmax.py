@@ -22,8 +22,8 @@ import numpy as np
 from numba import prange, types
 from numba.extending import overload
 
-from hardmax._numba import numba
-from hardmax.dynamics._engines.kernel import _INLINE, _JIT, KERNEL_LOCK
+from hardmax._numba import numba, parallel
+from hardmax.dynamics._engines.kernel import _INLINE, _JIT
 
 
 @numba.njit(**_INLINE)
@@ -566,19 +566,14 @@ def softmax_flow(z: np.ndarray, present: np.ndarray, A: np.ndarray | None, beta:
     # that fills enough of a group: `lanes_used`)
     use_lanes = ((lanes_used(batch, n, d, True, threads, dtype.itemsize) if lanes is None else bool(lanes))
                  and bool(symmetric.all()))
-    with KERNEL_LOCK:
-        previous = numba.get_num_threads()
-        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
-        try:
-            if use_lanes:
-                a = np.float64(beta) * (np.ones(batch) if identity else A3[which, 0, 0].astype(np.float64))
-                _groups(np.ascontiguousarray(z), a.astype(dtype), V2, V is not None,
-                        np.ascontiguousarray(present, dtype=np.bool_), np.ascontiguousarray(dts, dtype=dtype), rk4,
-                        slots, out, np.array([1, 2, 6], dtype))
-            else:
-                _sequences(np.ascontiguousarray(z), A3, identity, which, float(beta), V2, V is not None, sphere,
-                           np.ascontiguousarray(present, dtype=np.bool_), lo, symmetric,
-                           np.ascontiguousarray(dts, dtype=dtype), rk4, slots, out)
-        finally:
-            numba.set_num_threads(previous)
+    with parallel(threads):
+        if use_lanes:
+            a = np.float64(beta) * (np.ones(batch) if identity else A3[which, 0, 0].astype(np.float64))
+            _groups(np.ascontiguousarray(z), a.astype(dtype), V2, V is not None,
+                    np.ascontiguousarray(present, dtype=np.bool_), np.ascontiguousarray(dts, dtype=dtype), rk4,
+                    slots, out, np.array([1, 2, 6], dtype))
+        else:
+            _sequences(np.ascontiguousarray(z), A3, identity, which, float(beta), V2, V is not None, sphere,
+                       np.ascontiguousarray(present, dtype=np.bool_), lo, symmetric,
+                       np.ascontiguousarray(dts, dtype=dtype), rk4, slots, out)
     return out
